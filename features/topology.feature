@@ -1,0 +1,19 @@
+@topology
+Feature: Topology — what a gateway declares on the broker (SPEC §1)
+
+  Background:
+    Given a broker
+    And host "a" runs a gateway with a main "lead"
+
+  @TOP-1 @TOP-4 @smoke
+  Scenario: a booted gateway has declared the exchanges and the capped dead-letter queue
+    Then the broker holds the exchanges and the dead-letter queue of SPEC §1
+
+  @TOP-2 @TOP-4 @CON-2
+  Scenario: an entity's inbox carries the four arguments, its bindings, and one exclusive consumer
+    Then the inbox of "lead" is durable with the four arguments and bound to its gid and broadcast.all
+    And the inbox of "lead" has one consumer, and a second exclusive consumer is refused
+
+  @TOP-3
+  Scenario: a gateway declares and consumes its control and roster queues
+    Then host "a" has its control and roster queues

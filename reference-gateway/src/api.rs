@@ -1,0 +1,148 @@
+//! The local HTTP surface (SPEC §15): the admin API, health, metrics, and the MCP endpoint.
+//!
+//! Everything listens on one loopback address. `/v1/…` takes the admin bearer token; `/mcp` takes
+//! an entity's token (checked here so a bad token is a plain 401, before any MCP handshake);
+//! `/healthz`, `/readyz` and `/metrics` are open, as probes and scrapers expect.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+
+use crate::entities::{EntityError, RegisterRequest};
+use crate::gateway::{EntityHealth, Gateway};
+use crate::mcp::{Mcp, bearer};
+
+/// Builds the router of one gateway.
+pub fn router(gw: Arc<Gateway>) -> Router {
+    let mcp_gw = gw.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(Mcp::new(mcp_gw.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let admin = Router::new()
+        .route("/v1/entities", get(list_entities).post(register))
+        .route("/v1/entities/{gid}", axum::routing::delete(stop))
+        .route("/v1/roster", get(roster))
+        .route_layer(middleware::from_fn_with_state(gw.clone(), admin_auth));
+    let mcp_routes = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(gw.clone(), entity_auth));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .merge(admin)
+        .merge(mcp_routes)
+        .with_state(gw)
+}
+
+async fn admin_auth(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> Response {
+    match bearer(req.headers()) {
+        Some(t) if t == gw.cfg.admin_token => next.run(req).await,
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "admin bearer token required"})),
+        )
+            .into_response(),
+    }
+}
+
+async fn entity_auth(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> Response {
+    match bearer(req.headers()).and_then(|t| gw.entity_by_token(t)) {
+        Some(_) => next.run(req).await,
+        None => (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "entity bearer token required"})),
+        )
+            .into_response(),
+    }
+}
+
+fn error_response(e: EntityError) -> Response {
+    let status = match e {
+        EntityError::Invalid(_) => StatusCode::BAD_REQUEST,
+        EntityError::Exists(_) => StatusCode::CONFLICT,
+        EntityError::NotFound(_) => StatusCode::NOT_FOUND,
+        EntityError::Broker(_) | EntityError::Registry(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, Json(json!({"error": e.to_string()}))).into_response()
+}
+
+async fn register(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> Response {
+    let req: RegisterRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return error_response(EntityError::Invalid(e.to_string())),
+    };
+    match gw.register(req, None).await {
+        Ok(e) => (
+            StatusCode::CREATED,
+            Json(json!({"gid": e.gid, "token": e.token})),
+        )
+            .into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+async fn stop(State(gw): State<Arc<Gateway>>, Path(gid): Path<String>) -> Response {
+    match gw.stop_entity(&gid).await {
+        Ok(_) => (StatusCode::OK, Json(json!({"status": "stopped"}))).into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+async fn list_entities(State(gw): State<Arc<Gateway>>) -> Response {
+    let list: Vec<_> = gw
+        .entities()
+        .into_iter()
+        .map(|e| json!({"gid": e.gid, "role": e.role, "pane": e.pane, "groups": e.groups, "parent": e.parent}))
+        .collect();
+    Json(json!({"entities": list})).into_response()
+}
+
+async fn roster(State(gw): State<Arc<Gateway>>) -> Response {
+    Json(json!({"entries": gw.roster.snapshot()})).into_response()
+}
+
+async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
+    let (ready, health) = gw.readiness();
+    let entities: serde_json::Map<String, serde_json::Value> = health
+        .into_iter()
+        .map(|(gid, h)| {
+            let v = match h {
+                EntityHealth::Ready => json!("ready"),
+                EntityHealth::Failed(why) => json!({"failed": why}),
+            };
+            (gid, v)
+        })
+        .collect();
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        Json(json!({"ready": ready, "connected": gw.is_connected(), "entities": entities})),
+    )
+        .into_response()
+}
+
+async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        gw.metrics.render(),
+    )
+        .into_response()
+}

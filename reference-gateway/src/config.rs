@@ -1,0 +1,427 @@
+//! Gateway configuration: the SPEC §15 environment contract, optionally layered over a TOML file.
+//!
+//! Operators and the conformance suite configure a gateway the same way: `FLEET_*` environment
+//! variables (which win) over an optional TOML file whose keys are the variable names without the
+//! `FLEET_` prefix, lower-cased (`host_id`, `amqp_url`, …). Every bad or missing value stops the
+//! gateway at start with an error naming the variable, never a half-configured gateway.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A configuration error. Each names the variable (or file) at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{var} is required but not set")]
+    Missing { var: &'static str },
+    #[error("{var} is invalid: {reason}")]
+    Invalid { var: &'static str, reason: String },
+    #[error("cannot read config file {path}: {source}")]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid TOML: {reason}")]
+    Toml { path: PathBuf, reason: String },
+}
+
+/// The fully validated configuration of one gateway.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub host_id: String,
+    pub amqp_url: String,
+    pub signing_key_file: PathBuf,
+    pub peers_file: PathBuf,
+    pub herdr_socket: PathBuf,
+    pub listen: SocketAddr,
+    pub admin_token: String,
+    pub state_dir: PathBuf,
+    /// Spawnable profiles, name → command line.
+    pub profiles: BTreeMap<String, String>,
+    pub heartbeat: Duration,
+    pub inject_timeout: Duration,
+    /// FWD-7: how long the agent has to leave `idle` after an inject before it counts as submitted.
+    pub submit_confirm: Duration,
+    pub prefetch: u16,
+    pub inbox_max_length: u32,
+    pub inbox_ttl: Duration,
+    pub inbox_expires: Duration,
+    pub dlq_max_length: u32,
+    pub clock_skew: Duration,
+    pub amqp_heartbeat_s: u16,
+    pub nudge_initial: Duration,
+    pub nudge_max: Duration,
+    /// Log format: `json` or `text`.
+    pub log_format: String,
+}
+
+/// Where a raw value came from, so errors can name the right thing.
+struct Source {
+    env: BTreeMap<String, String>,
+    file: BTreeMap<String, String>,
+}
+
+impl Source {
+    fn get(&self, var: &'static str) -> Option<String> {
+        if let Some(v) = self.env.get(var) {
+            return Some(v.clone());
+        }
+        let key = var.trim_start_matches("FLEET_").to_ascii_lowercase();
+        self.file.get(&key).cloned()
+    }
+
+    fn required(&self, var: &'static str) -> Result<String, ConfigError> {
+        match self.get(var) {
+            Some(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
+            _ => Err(ConfigError::Missing { var }),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&self, var: &'static str, default: T) -> Result<T, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.get(var) {
+            None => Ok(default),
+            Some(v) => v.trim().parse::<T>().map_err(|e| ConfigError::Invalid {
+                var,
+                reason: format!("{v:?} is not a valid number ({e})"),
+            }),
+        }
+    }
+
+    fn millis(&self, var: &'static str, default_ms: u64) -> Result<Duration, ConfigError> {
+        let ms: u64 = self.number(var, default_ms)?;
+        if ms == 0 {
+            return Err(ConfigError::Invalid {
+                var,
+                reason: "must be greater than 0".into(),
+            });
+        }
+        Ok(Duration::from_millis(ms))
+    }
+}
+
+impl Config {
+    /// Loads the configuration from the process environment and an optional TOML file.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let env: BTreeMap<String, String> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("FLEET_"))
+            .collect();
+        Self::from_sources(env, file)
+    }
+
+    /// Builds a configuration from explicit variables (used by `load` and by tests).
+    pub fn from_sources(
+        env: BTreeMap<String, String>,
+        file: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
+        let file = match file {
+            None => BTreeMap::new(),
+            Some(path) => read_toml(path)?,
+        };
+        let src = Source { env, file };
+
+        let host_id = src.required("FLEET_HOST_ID")?;
+        if !valid_host_id(&host_id) {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_HOST_ID",
+                reason: format!("{host_id:?} does not match [a-z0-9][a-z0-9-]{{0,62}}"),
+            });
+        }
+        let amqp_url = src.required("FLEET_AMQP_URL")?;
+        if !(amqp_url.starts_with("amqp://") || amqp_url.starts_with("amqps://")) {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_AMQP_URL",
+                reason: "must start with amqp:// or amqps://".into(),
+            });
+        }
+        let listen_raw = src.required("FLEET_LISTEN")?;
+        let listen: SocketAddr = listen_raw.parse().map_err(|e| ConfigError::Invalid {
+            var: "FLEET_LISTEN",
+            reason: format!("{listen_raw:?} is not an address like 127.0.0.1:7700 ({e})"),
+        })?;
+        let admin_token = src.required("FLEET_ADMIN_TOKEN")?;
+        if admin_token.len() < 8 {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_ADMIN_TOKEN",
+                reason: "must be at least 8 characters".into(),
+            });
+        }
+        let profiles = parse_profiles(&src.get("FLEET_PROFILES").unwrap_or_default())?;
+        let prefetch: u16 = src.number("FLEET_PREFETCH", 32)?;
+        if prefetch == 0 {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_PREFETCH",
+                reason: "must be greater than 0 (an unbounded prefetch makes caps meaningless)"
+                    .into(),
+            });
+        }
+        let log_format = src.get("FLEET_LOG_FORMAT").unwrap_or_else(|| "text".into());
+        if log_format != "text" && log_format != "json" {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_LOG_FORMAT",
+                reason: format!("{log_format:?} is neither \"text\" nor \"json\""),
+            });
+        }
+        let cfg = Config {
+            host_id,
+            amqp_url,
+            signing_key_file: src.required("FLEET_SIGNING_KEY_FILE")?.into(),
+            peers_file: src.required("FLEET_PEERS_FILE")?.into(),
+            herdr_socket: src.required("FLEET_HERDR_SOCKET")?.into(),
+            listen,
+            admin_token,
+            state_dir: src.required("FLEET_STATE_DIR")?.into(),
+            profiles,
+            heartbeat: src.millis("FLEET_HEARTBEAT_MS", 5_000)?,
+            inject_timeout: src.millis("FLEET_INJECT_TIMEOUT_MS", 30_000)?,
+            submit_confirm: src.millis("FLEET_SUBMIT_CONFIRM_MS", 5_000)?,
+            prefetch,
+            inbox_max_length: src.number("FLEET_INBOX_MAX_LENGTH", 1_000)?,
+            inbox_ttl: src.millis("FLEET_INBOX_TTL_MS", 86_400_000)?,
+            inbox_expires: src.millis("FLEET_INBOX_EXPIRES_MS", 604_800_000)?,
+            dlq_max_length: src.number("FLEET_DLQ_MAX_LENGTH", 10_000)?,
+            clock_skew: src.millis("FLEET_CLOCK_SKEW_MS", 30_000)?,
+            amqp_heartbeat_s: src.number("FLEET_AMQP_HEARTBEAT_S", 10)?,
+            nudge_initial: src.millis("FLEET_NUDGE_INITIAL_MS", 5_000)?,
+            nudge_max: src.millis("FLEET_NUDGE_MAX_MS", 300_000)?,
+            log_format,
+        };
+        if cfg.submit_confirm >= cfg.inject_timeout {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_SUBMIT_CONFIRM_MS",
+                reason: "must be shorter than FLEET_INJECT_TIMEOUT_MS".into(),
+            });
+        }
+        Ok(cfg)
+    }
+
+    /// The AMQP URL with the AMQP heartbeat (CON-1) set, unless the URL already sets one.
+    pub fn amqp_url_with_heartbeat(&self) -> String {
+        if self.amqp_url.contains("heartbeat=") {
+            return self.amqp_url.clone();
+        }
+        let sep = if self.amqp_url.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        format!("{}{sep}heartbeat={}", self.amqp_url, self.amqp_heartbeat_s)
+    }
+
+    /// The effective configuration as `KEY = value` lines, secrets masked (for `check-config`).
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        let mut line = |k: &str, v: String| out.push_str(&format!("{k} = {v}\n"));
+        line("FLEET_HOST_ID", self.host_id.clone());
+        line("FLEET_AMQP_URL", mask_url_password(&self.amqp_url));
+        line(
+            "FLEET_SIGNING_KEY_FILE",
+            self.signing_key_file.display().to_string(),
+        );
+        line("FLEET_PEERS_FILE", self.peers_file.display().to_string());
+        line(
+            "FLEET_HERDR_SOCKET",
+            self.herdr_socket.display().to_string(),
+        );
+        line("FLEET_LISTEN", self.listen.to_string());
+        line("FLEET_ADMIN_TOKEN", "********".into());
+        line("FLEET_STATE_DIR", self.state_dir.display().to_string());
+        let profiles: Vec<String> = self
+            .profiles
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        line("FLEET_PROFILES", profiles.join(";"));
+        line("FLEET_HEARTBEAT_MS", self.heartbeat.as_millis().to_string());
+        line(
+            "FLEET_INJECT_TIMEOUT_MS",
+            self.inject_timeout.as_millis().to_string(),
+        );
+        line(
+            "FLEET_SUBMIT_CONFIRM_MS",
+            self.submit_confirm.as_millis().to_string(),
+        );
+        line("FLEET_PREFETCH", self.prefetch.to_string());
+        line("FLEET_INBOX_MAX_LENGTH", self.inbox_max_length.to_string());
+        line("FLEET_INBOX_TTL_MS", self.inbox_ttl.as_millis().to_string());
+        line(
+            "FLEET_INBOX_EXPIRES_MS",
+            self.inbox_expires.as_millis().to_string(),
+        );
+        line("FLEET_DLQ_MAX_LENGTH", self.dlq_max_length.to_string());
+        line(
+            "FLEET_CLOCK_SKEW_MS",
+            self.clock_skew.as_millis().to_string(),
+        );
+        line("FLEET_AMQP_HEARTBEAT_S", self.amqp_heartbeat_s.to_string());
+        line(
+            "FLEET_NUDGE_INITIAL_MS",
+            self.nudge_initial.as_millis().to_string(),
+        );
+        line("FLEET_NUDGE_MAX_MS", self.nudge_max.as_millis().to_string());
+        line("FLEET_LOG_FORMAT", self.log_format.clone());
+        out
+    }
+}
+
+/// Host ids as SPEC §0 defines them: `[a-z0-9][a-z0-9-]{0,62}`.
+pub fn valid_host_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+fn mask_url_password(url: &str) -> String {
+    // amqp://user:pass@host → amqp://user:****@host
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((creds, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match creds.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:****@{host}"),
+        None => url.to_string(),
+    }
+}
+
+fn parse_profiles(raw: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for part in raw.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, cmd)) = part.split_once('=') else {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_PROFILES",
+                reason: format!("entry {part:?} is not name=command"),
+            });
+        };
+        let (name, cmd) = (name.trim(), cmd.trim());
+        if name.is_empty() || cmd.is_empty() {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_PROFILES",
+                reason: format!("entry {part:?} has an empty name or command"),
+            });
+        }
+        out.insert(name.to_string(), cmd.to_string());
+    }
+    Ok(out)
+}
+
+fn read_toml(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::File {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError::Toml {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let mut out = BTreeMap::new();
+    for (k, v) in table {
+        let s = match v {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(ConfigError::Toml {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "key {k:?} must be a string or number, not {}",
+                        other.type_str()
+                    ),
+                });
+            }
+        };
+        out.insert(k.to_ascii_lowercase(), s);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn base() -> BTreeMap<String, String> {
+        [
+            ("FLEET_HOST_ID", "host-a"),
+            ("FLEET_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f"),
+            ("FLEET_SIGNING_KEY_FILE", "/k"),
+            ("FLEET_PEERS_FILE", "/p"),
+            ("FLEET_HERDR_SOCKET", "/s"),
+            ("FLEET_LISTEN", "127.0.0.1:7700"),
+            ("FLEET_ADMIN_TOKEN", "0123456789"),
+            ("FLEET_STATE_DIR", "/state"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let c = Config::from_sources(base(), None).expect("valid");
+        assert_eq!(c.prefetch, 32);
+        assert_eq!(c.inbox_max_length, 1000);
+        assert_eq!(c.inbox_ttl, Duration::from_millis(86_400_000));
+        assert_eq!(c.inbox_expires, Duration::from_millis(604_800_000));
+        assert_eq!(c.dlq_max_length, 10_000);
+        assert_eq!(c.heartbeat, Duration::from_secs(5));
+        assert_eq!(c.inject_timeout, Duration::from_secs(30));
+        assert!(c.amqp_url_with_heartbeat().ends_with("?heartbeat=10"));
+    }
+
+    #[rstest]
+    #[case("FLEET_HOST_ID", "Host_A")]
+    #[case("FLEET_AMQP_URL", "http://x")]
+    #[case("FLEET_LISTEN", "not-an-addr")]
+    #[case("FLEET_PREFETCH", "0")]
+    #[case("FLEET_PREFETCH", "lots")]
+    #[case("FLEET_HEARTBEAT_MS", "-5")]
+    #[case("FLEET_PROFILES", "claude")]
+    #[case("FLEET_ADMIN_TOKEN", "short")]
+    fn a_bad_value_names_its_variable(#[case] var: &str, #[case] value: &str) {
+        let mut env = base();
+        env.insert(var.to_string(), value.to_string());
+        let err = Config::from_sources(env, None).expect_err("must be rejected");
+        assert!(err.to_string().contains(var), "{err}");
+    }
+
+    #[test]
+    fn a_missing_value_names_its_variable() {
+        let mut env = base();
+        env.remove("FLEET_STATE_DIR");
+        let err = Config::from_sources(env, None).expect_err("must be rejected");
+        assert!(err.to_string().contains("FLEET_STATE_DIR"), "{err}");
+    }
+
+    #[test]
+    fn profiles_parse_and_env_wins_over_file() {
+        let dir = std::env::temp_dir().join(format!("fleet-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("gw.toml");
+        std::fs::write(&path, "host_id = \"from-file\"\nprefetch = 7\n").expect("write");
+        let mut env = base();
+        env.insert(
+            "FLEET_PROFILES".into(),
+            "claude=claude --yes; codex=codex".into(),
+        );
+        let c = Config::from_sources(env, Some(&path)).expect("valid");
+        assert_eq!(c.host_id, "host-a", "env wins");
+        assert_eq!(c.prefetch, 7, "file fills what env leaves");
+        assert_eq!(
+            c.profiles.get("claude").map(String::as_str),
+            Some("claude --yes")
+        );
+        assert!(!c.describe().contains("0123456789"), "secrets masked");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,160 @@
+//! Entity life cycle: register an existing pane, stop an entity (local API, STOP, spawn).
+//!
+//! Registration follows the order SPEC asks for: the inbox is declared and consumed (TOP-2)
+//! before the entity is announced, and its first presence is confirmed by the broker before the
+//! caller gets the token ([C-7]), so the entity's first message is never lost to a presence race.
+//! Stopping undoes it: consumer, inbox (TOP-6), `down`, pane (SPN-5).
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tracing::{info, warn};
+
+use crate::envelope::{is_uuid, new_uuid};
+use crate::gateway::{EntityHealth, Gateway};
+use crate::registry::{Entity, Role};
+use crate::topology;
+
+/// `POST /v1/entities` body.
+#[derive(Debug, Deserialize)]
+pub struct RegisterRequest {
+    pub role: Role,
+    #[serde(default)]
+    pub gid: Option<String>,
+    pub pane: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default)]
+    pub parent: Option<String>,
+}
+
+/// Why a registration or stop failed; `status()` maps it to HTTP.
+#[derive(Debug, thiserror::Error)]
+pub enum EntityError {
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("entity {0} is already registered")]
+    Exists(String),
+    #[error("no such entity {0}")]
+    NotFound(String),
+    #[error("broker: {0}")]
+    Broker(String),
+    #[error("registry: {0}")]
+    Registry(String),
+}
+
+fn valid_group(g: &str) -> bool {
+    let b = g.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
+/// A fresh bearer token: 32 random bytes, hex.
+pub fn new_token() -> String {
+    let mut b = [0u8; 32];
+    if getrandom::fill(&mut b).is_err() {
+        // Fall back to two v4 UUIDs (still 244 random bits) rather than fail registration.
+        return format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Gateway {
+    /// Registers an entity and returns it once its inbox is consumed and its presence confirmed.
+    pub async fn register(
+        self: &Arc<Self>,
+        req: RegisterRequest,
+        spawn_id: Option<String>,
+    ) -> Result<Entity, EntityError> {
+        let gid = req.gid.unwrap_or_else(new_uuid);
+        if !is_uuid(&gid) {
+            return Err(EntityError::Invalid(format!(
+                "gid {gid:?} is not a lowercase hyphenated UUID"
+            )));
+        }
+        if req.pane.trim().is_empty() {
+            return Err(EntityError::Invalid("pane is empty".into()));
+        }
+        if let Some(g) = req.groups.iter().find(|g| !valid_group(g)) {
+            return Err(EntityError::Invalid(format!(
+                "group {g:?} does not match [a-z0-9][a-z0-9_-]{{0,62}}"
+            )));
+        }
+        if let Some(p) = &req.parent
+            && !is_uuid(p)
+        {
+            return Err(EntityError::Invalid(format!("parent {p:?} is not a gid")));
+        }
+        if self.entity(&gid).is_some() {
+            return Err(EntityError::Exists(gid));
+        }
+        let entity = Entity {
+            gid: gid.clone(),
+            role: req.role,
+            pane: req.pane,
+            groups: req.groups,
+            parent: req.parent,
+            token: new_token(),
+            spawn_id,
+        };
+        self.registry
+            .lock()
+            .map_err(|_| EntityError::Registry("lock poisoned".into()))?
+            .insert(entity.clone())
+            .map_err(|e| EntityError::Registry(e.to_string()))?;
+        self.attach_entity(&entity).await;
+        let ready = self
+            .readiness()
+            .1
+            .into_iter()
+            .find(|(g, _)| *g == gid)
+            .map(|(_, h)| h);
+        if let Some(EntityHealth::Failed(why)) = ready {
+            return Err(EntityError::Broker(why));
+        }
+        self.announce_entity(&entity, "up")
+            .await
+            .map_err(|e| EntityError::Broker(format!("first presence not confirmed: {e}")))?;
+        info!(gid = %entity.gid, role = entity.role.as_str(), pane = %entity.pane, "entity registered");
+        Ok(entity)
+    }
+
+    /// Stops an entity: consumer, inbox (TOP-6), presence `down`, pane for a worker (SPN-5).
+    pub async fn stop_entity(self: &Arc<Self>, gid: &str) -> Result<Entity, EntityError> {
+        let entity = self
+            .entity(gid)
+            .ok_or_else(|| EntityError::NotFound(gid.to_string()))?;
+        self.detach_entity(gid).await;
+        match self.channel().await {
+            Ok(ch) => {
+                if let Err(e) = topology::delete_inbox(&ch, gid).await {
+                    warn!(%gid, error = %e, "inbox not deleted; x-expires will collect it");
+                }
+            }
+            Err(e) => warn!(%gid, error = %e, "inbox not deleted; x-expires will collect it"),
+        }
+        if let Err(e) = self.announce_entity(&entity, "down").await {
+            warn!(%gid, error = %e, "presence down not published; the entry expires with its ttl");
+        }
+        if entity.role == Role::Worker
+            && let Err(e) = self.herdr.close(&entity.pane).await
+        {
+            warn!(%gid, pane = %entity.pane, error = %e, "pane not closed");
+        }
+        self.pull.remove(gid);
+        self.registry
+            .lock()
+            .map_err(|_| EntityError::Registry("lock poisoned".into()))?
+            .remove(gid)
+            .map_err(|e| EntityError::Registry(e.to_string()))?;
+        info!(%gid, "entity stopped");
+        Ok(entity)
+    }
+}

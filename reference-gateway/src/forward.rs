@@ -1,0 +1,239 @@
+//! Forward path (SPEC §5): a brief into a worker, at most once, confirmed by INJECTED.
+//!
+//! The worker's gateway acks a brief *before* it injects (FWD-1), so a redelivery can never inject
+//! twice; the cost of a crash between ack and inject is a visible `inject_timeout` at the sender
+//! (FWD-5), never a duplicate. The inject is status-gated (FWD-2), serialised per worker, and
+//! confirmed by the agent leaving `idle` (FWD-7) before INJECTED is published (FWD-3); any other
+//! outcome is a FAILED with its reason (FWD-4).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lapin::message::Delivery;
+use lapin::options::BasicAckOptions;
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use crate::envelope::{Envelope, FailReason, FailedBody, Kind, now_ms};
+use crate::gateway::Gateway;
+use crate::herdr::{AgentStatus, HerdrError};
+use crate::publish::Outgoing;
+use crate::registry::Entity;
+use crate::topology::MSG_EXCHANGE;
+
+/// The outcome of a SEND as its sender's gateway learns it.
+#[derive(Debug, Clone)]
+pub enum SendOutcome {
+    Injected,
+    Failed(FailedBody),
+}
+
+/// Sends awaiting their INJECTED or FAILED, by msgId.
+#[derive(Default)]
+pub struct PendingSends {
+    map: Mutex<HashMap<String, oneshot::Sender<SendOutcome>>>,
+}
+
+impl PendingSends {
+    pub fn open(&self, msg_id: &str) -> oneshot::Receiver<SendOutcome> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut m) = self.map.lock() {
+            m.insert(msg_id.to_string(), tx);
+        }
+        rx
+    }
+
+    pub fn is_open(&self, msg_id: &str) -> bool {
+        self.map
+            .lock()
+            .map(|m| m.contains_key(msg_id))
+            .unwrap_or(false)
+    }
+
+    pub fn resolve(&self, msg_id: &str, outcome: SendOutcome) {
+        if let Some(tx) = self.map.lock().ok().and_then(|mut m| m.remove(msg_id)) {
+            let _ = tx.send(outcome);
+        }
+    }
+
+    pub fn close(&self, msg_id: &str) {
+        if let Ok(mut m) = self.map.lock() {
+            m.remove(msg_id);
+        }
+    }
+}
+
+/// Why an inject did not land.
+struct NotInjected(FailReason, String);
+
+impl Gateway {
+    /// FWD-1/FWD-6: a verified brief for a local worker is recorded as seen and acked, then
+    /// injected in the background.
+    pub async fn forward(self: &Arc<Self>, worker: Entity, env: Envelope, d: Delivery) {
+        if !self.seen.insert(&env.msg_id, env.expires_at) {
+            // A duplicate that raced past the check: the first copy owns the inject.
+            let _ = d.acker.ack(BasicAckOptions::default()).await;
+            return;
+        }
+        if let Err(e) = d.acker.ack(BasicAckOptions::default()).await {
+            // Not acked means the broker will redeliver; the seen-set stops a second inject.
+            warn!(error = %e, "ack before inject failed");
+        }
+        let text = String::from_utf8_lossy(&d.data).into_owned();
+        let gw = Arc::clone(self);
+        let env2 = env.clone();
+        Gateway::spawn_in(&env, async move {
+            gw.inject_and_report(worker, env2, text).await
+        });
+    }
+
+    async fn inject_and_report(self: Arc<Self>, worker: Entity, env: Envelope, text: String) {
+        let lock = self
+            .inject_locks
+            .lock()
+            .ok()
+            .map(|mut m| m.entry(worker.gid.clone()).or_default().clone());
+        let _guard = match &lock {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
+        let started = std::time::Instant::now();
+        let result = self.inject(&worker, &env, &text).await;
+        let (kind, body) = match &result {
+            Ok(()) => {
+                info!(gid = %worker.gid, "brief injected");
+                self.metrics
+                    .inc("fleet_injects_total", &[("outcome", "injected")]);
+                if let Ok(mut m) = self.last_trace.lock() {
+                    m.insert(worker.gid.clone(), env.trace_id.clone());
+                }
+                (Kind::Injected, b"{}".to_vec())
+            }
+            Err(NotInjected(reason, detail)) => {
+                warn!(gid = %worker.gid, reason = reason.as_str(), %detail, "brief not injected");
+                self.metrics
+                    .inc("fleet_injects_total", &[("outcome", reason.as_str())]);
+                let body = serde_json::to_vec(&FailedBody {
+                    reason: *reason,
+                    detail: detail.clone(),
+                })
+                .unwrap_or_else(|_| b"{}".to_vec());
+                (Kind::Failed, body)
+            }
+        };
+        self.metrics.set(
+            "fleet_last_inject_ms",
+            &[],
+            started.elapsed().as_millis() as i64,
+        );
+        if env.kind == Kind::Broadcast && kind == Kind::Injected {
+            return; // FWD-3: a BROADCAST gets no INJECTED.
+        }
+        let mut out = Outgoing::new(
+            kind,
+            MSG_EXCHANGE,
+            env.from.clone(),
+            worker.gid.clone(),
+            body,
+        );
+        out.trace_id = Some(env.trace_id.clone());
+        out.corr_id = Some(env.msg_id.clone());
+        if let Err(e) = self.publisher.publish(out).await {
+            warn!(error = %e, "could not report the inject outcome to the sender");
+        }
+    }
+
+    /// FWD-2 + FWD-7: wait for the gate, type, confirm the agent took it.
+    async fn inject(&self, worker: &Entity, env: &Envelope, text: &str) -> Result<(), NotInjected> {
+        let confirm = self.cfg.submit_confirm;
+        // The sender gives up at ts + inject bound; leave room for the submit confirmation.
+        let gate_deadline_ms = (env.ts + self.cfg.inject_timeout.as_millis() as u64)
+            .saturating_sub(confirm.as_millis() as u64)
+            .min(env.expires_at);
+        let now = now_ms();
+        if gate_deadline_ms <= now {
+            return Err(NotInjected(
+                FailReason::Expired,
+                "the brief arrived after its sender's inject bound".into(),
+            ));
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
+        self.wait_gate(&worker.pane, deadline).await?;
+        self.herdr
+            .send_input(&worker.pane, text)
+            .await
+            .map_err(|e| match e.code() {
+                Some("pane_not_found") => NotInjected(FailReason::Stopped, e.to_string()),
+                _ => NotInjected(FailReason::NotSubmitted, e.to_string()),
+            })?;
+        self.confirm_submitted(&worker.pane, confirm).await
+    }
+
+    /// Waits until herdr reports the agent idle or done, or the deadline passes (`busy`).
+    async fn wait_gate(
+        &self,
+        pane: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), NotInjected> {
+        let mut last = String::from("agent never became idle");
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Err(NotInjected(FailReason::Busy, last));
+            }
+            match self.herdr.status(pane).await {
+                Ok(s) if s.injectable() => return Ok(()),
+                Ok(AgentStatus::Unknown) => {
+                    // Not (yet) an agent: agent.wait would fail at once, so poll.
+                    last = "pane shows no agent (status unknown)".into();
+                    tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) if e.code() == Some("pane_not_found") => {
+                    return Err(NotInjected(FailReason::Stopped, e.to_string()));
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+                    continue;
+                }
+            }
+            match self.herdr.wait_idle(pane, left).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.code() == Some("pane_not_found") => {
+                    return Err(NotInjected(FailReason::Stopped, e.to_string()));
+                }
+                Err(HerdrError::Api { code, .. }) if code == "timeout" => {
+                    last = "agent still busy at the inject bound".into();
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+                }
+            }
+        }
+    }
+
+    /// FWD-7: the input counts as submitted once the agent left `idle`/`done`.
+    async fn confirm_submitted(&self, pane: &str, bound: Duration) -> Result<(), NotInjected> {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            match self.herdr.status(pane).await {
+                Ok(s) if !s.injectable() => return Ok(()),
+                Err(e) if e.code() == Some("pane_not_found") => {
+                    return Err(NotInjected(FailReason::Stopped, e.to_string()));
+                }
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(NotInjected(
+                    FailReason::NotSubmitted,
+                    format!("herdr accepted the input but the agent stayed idle for {bound:?}"),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The gateway's shared state and its life cycle: connect, declare, consume, reconnect, stop.
+//!
+//! One `Gateway` lives per process. Each spec area adds its behaviour in its own module as
+//! `impl Gateway` blocks (forward path, pull path, presence, …); this file owns the connection
+//! and the per-entity inbox consumers. A lost connection is repaired by reconnecting with backoff
+//! and re-attaching everything (CON-3); held deliveries die with it and the broker redelivers them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use lapin::options::{BasicQosOptions, BasicRejectOptions};
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection, ConnectionProperties};
+use tokio::sync::{RwLock, watch};
+use tracing::{Instrument as _, error, info, info_span, warn};
+
+use crate::config::Config;
+use crate::envelope::Envelope;
+use crate::forward::PendingSends;
+use crate::herdr::Herdr;
+use crate::metrics::Metrics;
+use crate::presence::Roster;
+use crate::publish::Publisher;
+use crate::pull::PullState;
+use crate::registry::{Entity, Registry};
+use crate::signing::{Keyring, Signer};
+use crate::topology;
+use crate::verify::{Rejection, SeenSet};
+
+/// Health of one entity's inbox consumer (CON-2: a refused consumer is loud, never silent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntityHealth {
+    Ready,
+    Failed(String),
+}
+
+/// The gateway.
+pub struct Gateway {
+    pub cfg: Config,
+    pub signer: Arc<Signer>,
+    pub keyring: Keyring,
+    pub herdr: Herdr,
+    pub publisher: Publisher,
+    pub registry: Mutex<Registry>,
+    pub pending: PendingSends,
+    pub pull: PullState,
+    pub seen: SeenSet,
+    pub roster: Roster,
+    pub metrics: Metrics,
+    conn: RwLock<Option<Arc<Connection>>>,
+    ready: AtomicBool,
+    health: Mutex<HashMap<String, EntityHealth>>,
+    /// Channels of the inbox consumers, by gid, so a stop can cancel them.
+    inbox_channels: Mutex<HashMap<String, Channel>>,
+    /// Serialises injects per worker pane.
+    pub(crate) inject_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// traceId of the last brief injected into each worker (its REPLY continues the flow).
+    pub(crate) last_trace: Mutex<HashMap<String, String>>,
+    /// Cached agent status per worker, for heartbeats.
+    pub(crate) agent_status: Mutex<HashMap<String, String>>,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl Gateway {
+    /// Builds the gateway from its configuration: reads the keys and the registry.
+    pub fn new(cfg: Config) -> anyhow::Result<Arc<Gateway>> {
+        use anyhow::Context as _;
+        let signer = Arc::new(Signer::from_file(&cfg.signing_key_file)?);
+        let mut keyring = Keyring::from_file(&cfg.peers_file)?;
+        if !keyring.contains(&cfg.host_id) {
+            // A gateway always trusts its own key (its own messages come back to it).
+            keyring.insert(&cfg.host_id, signer.verifying_key());
+        }
+        let registry = Registry::open(&cfg.state_dir)
+            .with_context(|| format!("FLEET_STATE_DIR {}", cfg.state_dir.display()))?;
+        let publisher = Publisher::new(
+            cfg.host_id.clone(),
+            signer.clone(),
+            cfg.inbox_ttl.as_millis() as u64,
+        );
+        let (shutdown_tx, _) = watch::channel(false);
+        Ok(Arc::new(Gateway {
+            herdr: Herdr::new(cfg.herdr_socket.clone()),
+            signer,
+            keyring,
+            publisher,
+            registry: Mutex::new(registry),
+            pending: PendingSends::default(),
+            pull: PullState::default(),
+            seen: SeenSet::new(1_000_000),
+            roster: Roster::default(),
+            metrics: Metrics::default(),
+            conn: RwLock::new(None),
+            ready: AtomicBool::new(false),
+            health: Mutex::new(HashMap::new()),
+            inbox_channels: Mutex::new(HashMap::new()),
+            inject_locks: Mutex::new(HashMap::new()),
+            last_trace: Mutex::new(HashMap::new()),
+            agent_status: Mutex::new(HashMap::new()),
+            shutdown_tx,
+            cfg,
+        }))
+    }
+
+    /// `/readyz`: topology declared, connected, and every entity's consumer attached.
+    pub fn readiness(&self) -> (bool, Vec<(String, EntityHealth)>) {
+        let health: Vec<(String, EntityHealth)> = self
+            .health
+            .lock()
+            .map(|h| h.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let all_ok = health.iter().all(|(_, h)| *h == EntityHealth::Ready);
+        (self.ready.load(Ordering::SeqCst) && all_ok, health)
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    pub fn entity(&self, gid: &str) -> Option<Entity> {
+        self.registry.lock().ok()?.get(gid).cloned()
+    }
+
+    pub fn entity_by_token(&self, token: &str) -> Option<Entity> {
+        self.registry.lock().ok()?.by_token(token).cloned()
+    }
+
+    pub fn entities(&self) -> Vec<Entity> {
+        self.registry.lock().map(|r| r.all()).unwrap_or_default()
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+
+    pub fn begin_shutdown(&self) {
+        let _ = self.shutdown_tx.send(true);
+    }
+
+    /// Runs until shutdown: connect, set up, serve, and reconnect with backoff after a loss.
+    pub async fn run(self: &Arc<Self>) {
+        let mut shutdown = self.shutdown_signal();
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            match self.connect_and_setup().await {
+                Ok(conn) => {
+                    backoff = Duration::from_millis(200);
+                    self.ready.store(true, Ordering::SeqCst);
+                    info!(host = %self.cfg.host_id, "gateway ready");
+                    let lost = wait_for_loss(&conn, &mut shutdown).await;
+                    self.ready.store(false, Ordering::SeqCst);
+                    self.teardown_connection().await;
+                    if !lost {
+                        return;
+                    }
+                    self.metrics.inc("fleet_reconnects_total", &[]);
+                    warn!("broker connection lost; reconnecting");
+                }
+                Err(e) => {
+                    error!(error = %format!("{e:#}"), retry_in = ?backoff, "cannot set up the broker connection");
+                    self.teardown_connection().await;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+        }
+    }
+
+    async fn connect_and_setup(self: &Arc<Self>) -> anyhow::Result<Arc<Connection>> {
+        use anyhow::Context as _;
+        let props = ConnectionProperties::default()
+            .with_connection_name(format!("fleet-gateway {}", self.cfg.host_id).into());
+        let conn = Connection::connect(&self.cfg.amqp_url_with_heartbeat(), props)
+            .await
+            .context("connecting to FLEET_AMQP_URL")?;
+        let conn = Arc::new(conn);
+        let ch = conn
+            .create_channel()
+            .await
+            .context("opening the setup channel")?;
+        topology::declare_core(&ch, &self.cfg)
+            .await
+            .context("declaring the core topology (TOP-1)")?;
+        if topology::declare_delay(&self.cfg.amqp_url_with_heartbeat()).await {
+            info!("bridge.delay declared");
+        } else {
+            info!(
+                "the broker has no x-delayed-message exchange type; carrying on without bridge.delay"
+            );
+        }
+        self.publisher
+            .attach(&conn)
+            .await
+            .context("opening the confirm-mode publish channel (PUB-1)")?;
+        *self.conn.write().await = Some(conn.clone());
+        self.start_roster(&conn)
+            .await
+            .context("declaring and consuming the roster queue (TOP-3)")?;
+        self.start_control(&conn)
+            .await
+            .context("declaring and consuming the control queue (TOP-3)")?;
+        for e in self.entities() {
+            self.attach_entity(&e).await;
+        }
+        self.spawn_heartbeats(conn.clone());
+        Ok(conn)
+    }
+
+    async fn teardown_connection(&self) {
+        self.publisher.detach().await;
+        if let Ok(mut m) = self.inbox_channels.lock() {
+            m.clear();
+        }
+        self.pull.forget_held();
+        if let Some(conn) = self.conn.write().await.take() {
+            let _ = conn.close(200, "bye".into()).await;
+        }
+    }
+
+    /// A fresh channel on the current connection.
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
+        let conn = self
+            .conn
+            .read()
+            .await
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("not connected to the broker"))?;
+        Ok(conn.create_channel().await?)
+    }
+
+    pub fn set_health(&self, gid: &str, h: EntityHealth) {
+        if let Ok(mut m) = self.health.lock() {
+            m.insert(gid.to_string(), h);
+        }
+    }
+
+    /// TOP-2: declares an entity's inbox and consumes it with an exclusive, prefetch-bounded,
+    /// manual-ack consumer on its own channel (so a refusal closes only that channel).
+    pub async fn attach_entity(self: &Arc<Self>, e: &Entity) {
+        match self.try_attach_entity(e).await {
+            Ok(()) => self.set_health(&e.gid, EntityHealth::Ready),
+            Err(err) => {
+                let msg = format!("{err:#}");
+                error!(gid = %e.gid, error = %msg, "cannot consume the inbox; entity not ready");
+                self.set_health(&e.gid, EntityHealth::Failed(msg));
+            }
+        }
+    }
+
+    async fn try_attach_entity(self: &Arc<Self>, e: &Entity) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        let ch = self.channel().await?;
+        ch.basic_qos(self.cfg.prefetch, BasicQosOptions::default())
+            .await
+            .context("basic.qos")?;
+        topology::declare_inbox(&ch, &self.cfg, &e.gid, &e.groups)
+            .await
+            .with_context(|| format!("declaring {}", topology::inbox_queue(&e.gid)))?;
+        let queue = topology::inbox_queue(&e.gid);
+        let mut consumer = ch
+            .basic_consume(
+                queue.as_str().into(),
+                e.gid.as_str().into(),
+                topology::exclusive_consumer(),
+                FieldTable::default(),
+            )
+            .await
+            .with_context(|| format!("consuming {queue} exclusively (CON-2)"))?;
+        if let Ok(mut m) = self.inbox_channels.lock() {
+            m.insert(e.gid.clone(), ch);
+        }
+        let gw = Arc::clone(self);
+        let gid = e.gid.clone();
+        tokio::spawn(async move {
+            while let Some(item) = consumer.next().await {
+                match item {
+                    Ok(d) => gw.on_inbox_delivery(&gid, d).await,
+                    Err(err) => {
+                        warn!(%gid, error = %err, "inbox consumer ended");
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Stops consuming an entity's inbox (its channel closes; unacked deliveries return).
+    pub async fn detach_entity(&self, gid: &str) {
+        let ch = self
+            .inbox_channels
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(gid));
+        if let Some(ch) = ch {
+            let _ = ch.close(200, "entity stopped".into()).await;
+        }
+        if let Ok(mut m) = self.health.lock() {
+            m.remove(gid);
+        }
+    }
+
+    /// SIG-5: rejects a delivery to the DLX, logs the failed check at WARN, counts it.
+    pub async fn reject(&self, acker: &lapin::Acker, msg_id: &str, why: &Rejection) {
+        warn!(msgId = %msg_id, check = why.reason(), error = %why, "message rejected to bridge.dlx");
+        self.metrics
+            .inc("fleet_rejected_total", &[("reason", why.reason())]);
+        if let Err(e) = acker.reject(BasicRejectOptions { requeue: false }).await {
+            warn!(msgId = %msg_id, error = %e, "reject failed");
+        }
+    }
+
+    /// SIG-2 step 2 with the [C-7] grace: waits up to one heartbeat for `from` to appear on `host`.
+    pub async fn from_lives_on_host(&self, env: &Envelope) -> bool {
+        let deadline = tokio::time::Instant::now() + self.cfg.heartbeat;
+        loop {
+            if self.roster.lives_on(&env.from, &env.host) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// A tracing span carrying the envelope's ids, for every step of a flow.
+    pub fn span(env: &Envelope) -> tracing::Span {
+        info_span!("msg", traceId = %env.trace_id, msgId = %env.msg_id, kind = %env.kind)
+    }
+
+    /// Runs `fut` in the background within `env`'s span.
+    pub fn spawn_in<F>(env: &Envelope, fut: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        tokio::spawn(fut.instrument(Self::span(env)));
+    }
+}
+
+/// Waits until the connection is lost (true) or shutdown is asked (false).
+async fn wait_for_loss(conn: &Connection, shutdown: &mut watch::Receiver<bool>) -> bool {
+    let mut events = conn.events_listener();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(lapin::Event::Error(e)) => { warn!(error = %e, "broker connection error"); return true; }
+                Some(_) => {}
+                None => return true,
+            },
+            _ = tick.tick() => if !conn.status().connected() { return true; },
+            _ = shutdown.changed() => if *shutdown.borrow() { return false; },
+        }
+    }
+}
+
+impl Gateway {
+    /// Graceful stop on SIGTERM: announce `down` for every entity and the gateway, bounded.
+    pub async fn graceful_stop(&self, bound: Duration) {
+        let work = async {
+            for e in self.entities() {
+                let _ = self.announce_entity(&e, "down").await;
+            }
+            let body = crate::presence::PresenceBody {
+                state: "down".into(),
+                role: "gateway".into(),
+                groups: vec![],
+                agent_status: "unknown".into(),
+                ttl_ms: 3 * self.cfg.heartbeat.as_millis() as u64,
+                profiles: None,
+                parent: None,
+            };
+            let _ = self.announce(crate::envelope::GATEWAY_FROM, &body).await;
+        };
+        let _ = tokio::time::timeout(bound, work).await;
+    }
+}

@@ -1,0 +1,166 @@
+//! Inbox deliveries: verify every message, then route it to the forward or the pull path.
+//!
+//! This is where a message from the broker first meets the gateway. Nothing is acted on before the
+//! full verification chain passed (SIG-2..4, SIG-3); a failure is rejected to the DLX (SIG-5).
+//! Workers are fed by the forward path (at-most-once), mains and orchestrators by the pull path
+//! (at-least-once).
+
+use std::sync::Arc;
+
+use lapin::message::Delivery;
+use lapin::options::BasicAckOptions;
+use tracing::{Instrument as _, debug, warn};
+
+use crate::envelope::{Envelope, FailedBody, Kind};
+use crate::forward::SendOutcome;
+use crate::gateway::Gateway;
+use crate::pull::Held;
+use crate::registry::Role;
+use crate::verify::{self, Rejection};
+
+impl Gateway {
+    /// Handles one delivery from the inbox of local entity `owner`.
+    pub async fn on_inbox_delivery(self: &Arc<Self>, owner: &str, d: Delivery) {
+        let msg_id = d
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
+        let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
+            Ok(env) => env,
+            Err(e) => {
+                return self
+                    .reject(&d.acker, &msg_id, &Rejection::Envelope(e))
+                    .await;
+            }
+        };
+        let span = Gateway::span(&env);
+        async {
+            let Some(entity) = self.entity(owner) else {
+                // Stopped while the message was in flight: hand it back to the broker's DLX.
+                return self
+                    .reject(
+                        &d.acker,
+                        &env.msg_id,
+                        &Rejection::NotOwner {
+                            owner: owner.into(),
+                            to: env.to.clone(),
+                        },
+                    )
+                    .await;
+            };
+            if let Err(why) = self.verify(&env, &d, &entity.gid, &entity.groups).await {
+                if matches!(why, Rejection::Expired { .. }) && env.kind.is_transient() {
+                    // ASK-3: an expired ASK/ANSWER is acked and dropped, never surfaced.
+                    debug!("expired {} dropped", env.kind);
+                    let _ = d.acker.ack(BasicAckOptions::default()).await;
+                    self.metrics.inc(
+                        "fleet_expired_dropped_total",
+                        &[("kind", env.kind.as_str())],
+                    );
+                    return;
+                }
+                return self.reject(&d.acker, &env.msg_id, &why).await;
+            }
+            self.metrics
+                .inc("fleet_consumed_total", &[("kind", env.kind.as_str())]);
+            match entity.role {
+                Role::Worker => self.to_worker(entity, env, d).await,
+                Role::Main | Role::Orchestrator => self.to_main(&entity.gid, env, d).await,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The verification chain, in SPEC order.
+    async fn verify(
+        &self,
+        env: &Envelope,
+        d: &Delivery,
+        owner: &str,
+        groups: &[String],
+    ) -> Result<(), Rejection> {
+        self.keyring.verify(env, &d.data)?;
+        if !self.from_lives_on_host(env).await {
+            return Err(Rejection::FromNotOnHost {
+                from: env.from.clone(),
+                host: env.host.clone(),
+            });
+        }
+        verify::check_to(env, d.routing_key.as_str())?;
+        verify::check_owner(env, owner, groups)?;
+        verify::check_time(env, self.cfg.clock_skew.as_millis() as u64)?;
+        if self.seen.contains(&env.msg_id) || self.pull.is_held(&env.msg_id) {
+            return Err(Rejection::Replay(env.msg_id.clone()));
+        }
+        Ok(())
+    }
+
+    /// Worker inbox: briefs go the forward path; everything else is not for a worker.
+    async fn to_worker(
+        self: &Arc<Self>,
+        worker: crate::registry::Entity,
+        env: Envelope,
+        d: Delivery,
+    ) {
+        match env.kind {
+            Kind::Send | Kind::Broadcast => self.forward(worker, env, d).await,
+            _ => {
+                let why =
+                    Rejection::Presence(format!("a {} is not for a worker's inbox", env.kind));
+                self.reject(&d.acker, &env.msg_id, &why).await
+            }
+        }
+    }
+
+    /// Main inbox: outcomes of open sends resolve them; everything else is offered to waiters or held.
+    async fn to_main(self: &Arc<Self>, main: &str, env: Envelope, d: Delivery) {
+        if matches!(env.kind, Kind::Injected | Kind::Failed)
+            && let Some(corr) = env.corr_id.as_deref()
+            && self.pending.is_open(corr)
+        {
+            let outcome = if env.kind == Kind::Injected {
+                SendOutcome::Injected
+            } else {
+                match serde_json::from_slice::<FailedBody>(&d.data) {
+                    Ok(b) => SendOutcome::Failed(b),
+                    Err(e) => {
+                        let why = Rejection::Presence(format!(
+                            "FAILED body is not {{reason, detail}}: {e}"
+                        ));
+                        return self.reject(&d.acker, &env.msg_id, &why).await;
+                    }
+                }
+            };
+            self.pending.resolve(corr, outcome);
+            self.seen.insert(&env.msg_id, env.expires_at);
+            if let Err(e) = d.acker.ack(BasicAckOptions::default()).await {
+                warn!(error = %e, "ack failed");
+            }
+            return;
+        }
+        let held = Held {
+            env: env.clone(),
+            body: d.data,
+            acker: d.acker,
+            since: std::time::Instant::now(),
+        };
+        let taken = self.pull.offer(main, held);
+        debug!(
+            taken,
+            "message for a main {}",
+            if taken {
+                "handed to a waiter"
+            } else {
+                "held until drained"
+            }
+        );
+        self.metrics.set(
+            "fleet_held_messages",
+            &[("gid", main)],
+            self.pull.held_count(main) as i64,
+        );
+    }
+}

@@ -1,0 +1,33 @@
+//! `fleet-gateway`: the reference gateway for Fleet cross-host messaging.
+//!
+//! One module per spec area; each adds its behaviour to [`gateway::Gateway`]:
+//! - [`config`] — the SPEC §15 environment contract (+ TOML)
+//! - [`envelope`], [`signing`], [`verify`] — SPEC §2–3: envelope, signatures, verification chain
+//! - [`topology`], [`publish`] — SPEC §1 and §4: exchanges and queues, confirmed publishing
+//! - [`forward`] — SPEC §5, briefs into workers (at-most-once + INJECTED)
+//! - [`pull`] — SPEC §6, held messages for mains (at-least-once)
+//! - [`presence`] — SPEC §8, heartbeats and the roster view
+//! - [`entities`], [`registry`] — entity life cycle and the durable registry
+//! - [`inbox`] — verification and routing of every inbox delivery
+//! - [`herdr`] — the herdr socket client
+//! - [`mcp`], [`api`] — the MCP tools and the local HTTP API
+//! - [`metrics`] — Prometheus counters
+
+pub mod api;
+pub mod config;
+pub mod entities;
+pub mod envelope;
+pub mod forward;
+pub mod gateway;
+pub mod herdr;
+pub mod inbox;
+pub mod mcp;
+pub mod metrics;
+pub mod presence;
+pub mod publish;
+pub mod pull;
+pub mod registry;
+pub mod signing;
+pub mod spawn;
+pub mod topology;
+pub mod verify;

@@ -1,0 +1,380 @@
+//! MCP (SPEC §15): the tools entities use, served over streamable HTTP at `/mcp`.
+//!
+//! Identity comes from the connection, never from an argument: every request carries the entity's
+//! bearer token, which the HTTP layer checks (401 otherwise) and each tool call maps back to the
+//! local entity. Tools that block (`bridge_send` with `wait_reply`, `bridge_wait`, `bridge_ask`)
+//! are the waiters of the pull path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::envelope::{Kind, is_uuid, new_uuid};
+use crate::forward::SendOutcome;
+use crate::gateway::Gateway;
+use crate::publish::{Outgoing, PublishError};
+use crate::pull::Want;
+use crate::registry::{Entity, Role};
+use crate::topology::MSG_EXCHANGE;
+
+/// The MCP server of one gateway; cheap to clone per session.
+#[derive(Clone)]
+pub struct Mcp {
+    gw: Arc<Gateway>,
+}
+
+impl Mcp {
+    pub fn new(gw: Arc<Gateway>) -> Mcp {
+        Mcp { gw }
+    }
+}
+
+/// The bearer token of an HTTP request's `Authorization` header.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+fn schema(props: Value, required: &[&str]) -> Arc<serde_json::Map<String, Value>> {
+    let v = json!({"type": "object", "properties": props, "required": required});
+    Arc::new(v.as_object().cloned().unwrap_or_default())
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "bridge_send",
+            "Send a task brief to an entity. Returns once it was injected (or failed); with wait_reply it stays open until the worker's REPLY or ASK.",
+            schema(
+                json!({"to": {"type": "string"}, "text": {"type": "string"}, "wait_reply": {"type": "boolean", "default": true}, "timeout_s": {"type": "number"}}),
+                &["to", "text"],
+            ),
+        ),
+        Tool::new(
+            "bridge_wait",
+            "Wait for the next held message or question (optionally only from one sender).",
+            schema(
+                json!({"from": {"type": "string"}, "timeout_s": {"type": "number"}}),
+                &[],
+            ),
+        ),
+        Tool::new(
+            "bridge_poll",
+            "Drain held messages (optionally only from one sender).",
+            schema(
+                json!({"from": {"type": "string"}, "max": {"type": "integer"}}),
+                &[],
+            ),
+        ),
+        Tool::new(
+            "bridge_reply",
+            "Reply to your parent main.",
+            schema(json!({"text": {"type": "string"}}), &["text"]),
+        ),
+        Tool::new(
+            "bridge_roster",
+            "The union roster view of all hosts.",
+            schema(json!({}), &[]),
+        ),
+    ]
+}
+
+#[derive(Deserialize)]
+struct SendArgs {
+    to: String,
+    text: String,
+    #[serde(default = "yes")]
+    wait_reply: bool,
+    #[serde(default)]
+    timeout_s: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+struct WaitArgs {
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    timeout_s: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct PollArgs {
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    max: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct ReplyArgs {
+    text: String,
+}
+
+fn args<T: serde::de::DeserializeOwned>(req: &CallToolRequestParams) -> Result<T, ErrorData> {
+    let v = Value::Object(req.arguments.clone().unwrap_or_default());
+    serde_json::from_value(v)
+        .map_err(|e| ErrorData::invalid_params(format!("{}: {e}", req.name), None))
+}
+
+fn secs(v: Option<f64>, default: f64) -> Result<Duration, ErrorData> {
+    let s = v.unwrap_or(default);
+    if !(s.is_finite() && (0.0..=86_400.0).contains(&s)) {
+        return Err(ErrorData::invalid_params(
+            "timeout_s must be between 0 and 86400",
+            None,
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn ok(v: Value) -> Result<CallToolResponse, ErrorData> {
+    Ok(CallToolResult::structured(v).into())
+}
+
+impl Mcp {
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Entity, ErrorData> {
+        let parts = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .ok_or_else(|| ErrorData::invalid_request("no HTTP request context", None))?;
+        let token = bearer(&parts.headers)
+            .ok_or_else(|| ErrorData::invalid_request("missing bearer token", None))?;
+        self.gw
+            .entity_by_token(token)
+            .ok_or_else(|| ErrorData::invalid_request("unknown bearer token", None))
+    }
+
+    fn require(&self, who: &Entity, roles: &[Role], tool: &str) -> Result<(), ErrorData> {
+        if roles.contains(&who.role) {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request(
+                format!("{tool} is not available to a {}", who.role.as_str()),
+                None,
+            ))
+        }
+    }
+
+    async fn send(&self, me: Entity, a: SendArgs) -> Result<CallToolResponse, ErrorData> {
+        if !is_uuid(&a.to) {
+            return Err(ErrorData::invalid_params(
+                "to must be a gid (lowercase hyphenated UUID)",
+                None,
+            ));
+        }
+        let reply_wait = secs(a.timeout_s, 600.0)?;
+        let gw = &self.gw;
+        let msg_id = new_uuid();
+        let outcome_rx = gw.pending.open(&msg_id);
+        // Registered before the publish so a fast REPLY cannot slip past the waiter.
+        let ticket = a.wait_reply.then(|| {
+            gw.pull
+                .register(&me.gid, Want::ReplyFrom { from: a.to.clone() })
+        });
+        let mut out = Outgoing::new(
+            Kind::Send,
+            MSG_EXCHANGE,
+            a.to.clone(),
+            me.gid.clone(),
+            a.text.into_bytes(),
+        );
+        out.msg_id = Some(msg_id.clone());
+        let published = gw.publisher.publish(out).await;
+        let finish = |status: &str, extra: Value| {
+            let mut v = json!({"msgId": msg_id, "status": status});
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            v
+        };
+        let cancel = |t: Option<crate::pull::WaitTicket>| {
+            if let Some(t) = t
+                && let Some(h) = gw.pull.cancel(t)
+            {
+                gw.pull.put_back(&me.gid, h);
+            }
+        };
+        match published {
+            Ok(env) => {
+                tracing::info!(traceId = %env.trace_id, msgId = %env.msg_id, to = %env.to, "SEND published")
+            }
+            Err(e) => {
+                gw.pending.close(&msg_id);
+                cancel(ticket);
+                return match e {
+                    PublishError::NoRoute => ok(finish("no_route", json!({"reason": "no_route"}))),
+                    other => ok(finish(
+                        "failed",
+                        json!({"reason": "publish", "detail": other.to_string()}),
+                    )),
+                };
+            }
+        }
+        let outcome = tokio::time::timeout(gw.cfg.inject_timeout, outcome_rx).await;
+        gw.pending.close(&msg_id);
+        match outcome {
+            Ok(Ok(SendOutcome::Injected)) => {}
+            Ok(Ok(SendOutcome::Failed(b))) => {
+                cancel(ticket);
+                return ok(finish(
+                    "failed",
+                    json!({"reason": b.reason.as_str(), "detail": b.detail}),
+                ));
+            }
+            Ok(Err(_)) | Err(_) => {
+                cancel(ticket);
+                return ok(finish(
+                    "inject_timeout",
+                    json!({"reason": "inject_timeout"}),
+                ));
+            }
+        }
+        let Some(mut t) = ticket else {
+            return ok(finish("injected", json!({})));
+        };
+        match tokio::time::timeout(reply_wait, &mut t.rx).await {
+            Ok(Ok(held)) => {
+                let d = gw.drain(held).await;
+                let key = if d.kind == Kind::Ask {
+                    "question"
+                } else {
+                    "reply"
+                };
+                ok(finish("injected", json!({ key: d })))
+            }
+            _ => {
+                cancel(Some(t));
+                ok(finish("injected", json!({"replyTimeout": true})))
+            }
+        }
+    }
+
+    async fn wait(&self, me: Entity, a: WaitArgs) -> Result<CallToolResponse, ErrorData> {
+        let timeout = secs(a.timeout_s, 60.0)?;
+        let gw = &self.gw;
+        match gw.pull.wait(&me.gid, Want::Any { from: a.from }) {
+            Ok(held) => ok(json!({"message": gw.drain(held).await})),
+            Err(mut t) => match tokio::time::timeout(timeout, &mut t.rx).await {
+                Ok(Ok(held)) => ok(json!({"message": gw.drain(held).await})),
+                _ => match gw.pull.cancel(t) {
+                    Some(held) => ok(json!({"message": gw.drain(held).await})),
+                    None => ok(json!({"timeout": true})),
+                },
+            },
+        }
+    }
+
+    async fn poll(&self, me: Entity, a: PollArgs) -> Result<CallToolResponse, ErrorData> {
+        let gw = &self.gw;
+        let taken = gw.pull.take(
+            &me.gid,
+            &Want::Any { from: a.from },
+            a.max.unwrap_or(100).max(1),
+        );
+        let mut out = Vec::with_capacity(taken.len());
+        for h in taken {
+            out.push(gw.drain(h).await);
+        }
+        gw.metrics.set(
+            "fleet_held_messages",
+            &[("gid", &me.gid)],
+            gw.pull.held_count(&me.gid) as i64,
+        );
+        ok(json!({"messages": out}))
+    }
+
+    async fn reply(&self, me: Entity, a: ReplyArgs) -> Result<CallToolResponse, ErrorData> {
+        let gw = &self.gw;
+        let parent = me
+            .parent
+            .clone()
+            .ok_or_else(|| ErrorData::invalid_request("this worker has no parent", None))?;
+        let mut out = Outgoing::new(
+            Kind::Reply,
+            MSG_EXCHANGE,
+            parent,
+            me.gid.clone(),
+            a.text.into_bytes(),
+        );
+        out.trace_id = gw
+            .last_trace
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&me.gid).cloned());
+        match gw.publisher.publish(out).await {
+            Ok(env) => ok(json!({"msgId": env.msg_id, "status": "sent"})),
+            Err(PublishError::NoRoute) => ok(json!({"status": "no_route", "reason": "no_route"})),
+            Err(e) => ok(json!({"status": "failed", "reason": "publish", "detail": e.to_string()})),
+        }
+    }
+}
+
+impl ServerHandler for Mcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(rmcp::model::Implementation::new(
+                "fleet-gateway",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions("Fleet cross-host messaging: bridge_* tools.")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult {
+            tools: tools(),
+            ..Default::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let me = self.caller(&context)?;
+        let pulls = [Role::Main, Role::Orchestrator];
+        match request.name.as_ref() {
+            "bridge_send" => {
+                self.require(&me, &pulls, "bridge_send")?;
+                self.send(me, args(&request)?).await
+            }
+            "bridge_wait" => {
+                self.require(&me, &pulls, "bridge_wait")?;
+                self.wait(me, args(&request)?).await
+            }
+            "bridge_poll" => {
+                self.require(&me, &pulls, "bridge_poll")?;
+                self.poll(me, args(&request)?).await
+            }
+            "bridge_reply" => {
+                self.require(&me, &[Role::Worker], "bridge_reply")?;
+                self.reply(me, args(&request)?).await
+            }
+            "bridge_roster" => ok(json!({"entries": self.gw.roster.snapshot()})),
+            other => Err(ErrorData::invalid_params(
+                format!("unknown tool {other}"),
+                None,
+            )),
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! Presence (SPEC §8): heartbeat bodies and the union roster view.
+//!
+//! Every gateway heartbeats its entities and itself on `bridge.roster`; every gateway keeps the
+//! union view from its `roster.<host>` queue. The view is soft state: an entry lives until its
+//! `ttlMs` passes without a heartbeat or a `down` arrives, and a restart rebuilds it from
+//! heartbeats. Verification (SIG-2 step 2) asks it whether a `from` lives on a `host`.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::envelope::GATEWAY_FROM;
+
+/// The body of a PRESENCE message (§2.2).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PresenceBody {
+    pub state: String,
+    pub role: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default = "unknown")]
+    pub agent_status: String,
+    pub ttl_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiles: Option<Vec<String>>,
+    /// Extension: a worker's parent main, so peers can route replies and check ownership.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+fn unknown() -> String {
+    "unknown".into()
+}
+
+/// `roster.<host>.<gid>`.
+pub fn roster_key(host: &str, gid: &str) -> String {
+    format!("roster.{host}.{gid}")
+}
+
+/// Splits `roster.<host>.<gid>` (host ids hold no dots).
+pub fn parse_roster_key(key: &str) -> Option<(&str, &str)> {
+    let rest = key.strip_prefix("roster.")?;
+    let (host, gid) = rest.split_once('.')?;
+    if host.is_empty() || gid.is_empty() {
+        None
+    } else {
+        Some((host, gid))
+    }
+}
+
+/// One live roster entry.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RosterEntry {
+    pub host: String,
+    pub gid: String,
+    pub role: String,
+    pub groups: Vec<String>,
+    pub agent_status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profiles: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(skip)]
+    pub expires: Instant,
+}
+
+/// What applying a heartbeat did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    Upserted,
+    Removed,
+    /// PRS-3: the gid is live on another host; the claim was refused.
+    Conflict {
+        holder: String,
+    },
+}
+
+/// The union view.
+#[derive(Default)]
+pub struct Roster {
+    /// gid → entry, plus one `_gateway` entry per host under key `_gateway@<host>`.
+    entries: Mutex<BTreeMap<String, RosterEntry>>,
+}
+
+fn slot(host: &str, gid: &str) -> String {
+    if gid == GATEWAY_FROM {
+        format!("{GATEWAY_FROM}@{host}")
+    } else {
+        gid.to_string()
+    }
+}
+
+impl Roster {
+    /// Applies a verified heartbeat from `host` about `gid`.
+    pub fn apply(&self, host: &str, gid: &str, body: &PresenceBody) -> Applied {
+        let Ok(mut m) = self.entries.lock() else {
+            return Applied::Removed;
+        };
+        let now = Instant::now();
+        let key = slot(host, gid);
+        if let Some(existing) = m.get(&key)
+            && existing.host != host
+            && existing.expires > now
+        {
+            return Applied::Conflict {
+                holder: existing.host.clone(),
+            };
+        }
+        if body.state == "down" {
+            m.remove(&key);
+            return Applied::Removed;
+        }
+        m.insert(
+            key,
+            RosterEntry {
+                host: host.to_string(),
+                gid: gid.to_string(),
+                role: body.role.clone(),
+                groups: body.groups.clone(),
+                agent_status: body.agent_status.clone(),
+                profiles: body.profiles.clone(),
+                parent: body.parent.clone(),
+                expires: now + Duration::from_millis(body.ttl_ms),
+            },
+        );
+        Applied::Upserted
+    }
+
+    /// SIG-2 step 2: does `gid` live on `host` right now? (`_gateway` always does.)
+    pub fn lives_on(&self, gid: &str, host: &str) -> bool {
+        if gid == GATEWAY_FROM {
+            return true;
+        }
+        let Ok(m) = self.entries.lock() else {
+            return false;
+        };
+        m.get(gid)
+            .is_some_and(|e| e.host == host && e.expires > Instant::now())
+    }
+
+    /// The host a gid lives on, if live.
+    pub fn host_of(&self, gid: &str) -> Option<String> {
+        let m = self.entries.lock().ok()?;
+        m.get(gid)
+            .filter(|e| e.expires > Instant::now())
+            .map(|e| e.host.clone())
+    }
+
+    /// All live entries, sorted by host then gid.
+    pub fn snapshot(&self) -> Vec<RosterEntry> {
+        let Ok(mut m) = self.entries.lock() else {
+            return Vec::new();
+        };
+        let now = Instant::now();
+        m.retain(|_, e| e.expires > now);
+        let mut v: Vec<RosterEntry> = m.values().cloned().collect();
+        v.sort_by(|a, b| (&a.host, &a.gid).cmp(&(&b.host, &b.gid)));
+        v
+    }
+}
+
+// ---- The presence runtime: heartbeats out, roster in. ----
+
+use std::sync::Arc;
+
+use futures_util::StreamExt as _;
+use lapin::options::BasicAckOptions;
+use lapin::types::FieldTable;
+use tracing::{debug, warn};
+
+use crate::envelope::{Envelope, Kind};
+use crate::gateway::Gateway;
+use crate::publish::{Outgoing, PublishError};
+use crate::registry::Entity;
+use crate::topology::{self, ROSTER_EXCHANGE};
+use crate::verify::{self, Rejection};
+
+impl Gateway {
+    fn ttl_ms(&self) -> u64 {
+        3 * self.cfg.heartbeat.as_millis() as u64
+    }
+
+    fn entity_presence(&self, e: &Entity, state: &str) -> PresenceBody {
+        let agent_status = self
+            .agent_status
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&e.gid).cloned())
+            .unwrap_or_else(unknown);
+        PresenceBody {
+            state: state.into(),
+            role: e.role.as_str().into(),
+            groups: e.groups.clone(),
+            agent_status,
+            ttl_ms: self.ttl_ms(),
+            profiles: None,
+            parent: e.parent.clone(),
+        }
+    }
+
+    fn gateway_presence(&self, state: &str) -> PresenceBody {
+        PresenceBody {
+            state: state.into(),
+            role: "gateway".into(),
+            groups: vec![],
+            agent_status: unknown(),
+            ttl_ms: self.ttl_ms(),
+            profiles: Some(self.cfg.profiles.keys().cloned().collect()),
+            parent: None,
+        }
+    }
+
+    /// Publishes one PRESENCE (PRS-1), signed, and applies it to the local view at once.
+    pub async fn announce(&self, gid: &str, body: &PresenceBody) -> Result<Envelope, PublishError> {
+        let host = self.cfg.host_id.clone();
+        let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+        let mut out = Outgoing::new(
+            Kind::Presence,
+            ROSTER_EXCHANGE,
+            roster_key(&host, gid),
+            gid,
+            bytes,
+        );
+        out.expires_at = Some(crate::envelope::now_ms() + body.ttl_ms);
+        self.roster.apply(&host, gid, body);
+        self.publisher.publish(out).await
+    }
+
+    pub async fn announce_entity(&self, e: &Entity, state: &str) -> Result<Envelope, PublishError> {
+        let body = self.entity_presence(e, state);
+        self.announce(&e.gid, &body).await
+    }
+
+    /// PRS-1: heartbeats every entity and the gateway itself every interval H, for the life of `conn`.
+    pub fn spawn_heartbeats(self: &Arc<Self>, conn: Arc<lapin::Connection>) {
+        let gw = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(gw.cfg.heartbeat);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while conn.status().connected() {
+                tick.tick().await;
+                if let Err(e) = gw
+                    .announce(crate::envelope::GATEWAY_FROM, &gw.gateway_presence("up"))
+                    .await
+                {
+                    debug!(error = %e, "gateway heartbeat not published");
+                }
+                for e in gw.entities() {
+                    if let Err(err) = gw.announce_entity(&e, "up").await {
+                        debug!(gid = %e.gid, error = %err, "heartbeat not published");
+                    }
+                }
+                gw.refresh_agent_statuses();
+            }
+        });
+    }
+
+    /// Refreshes the cached agent status of each worker for the next heartbeat, in the
+    /// background, so a slow herdr can never delay a heartbeat.
+    fn refresh_agent_statuses(self: &Arc<Self>) {
+        for e in self.entities() {
+            let gw = Arc::clone(self);
+            tokio::spawn(async move {
+                let s = match gw.herdr.status(&e.pane).await {
+                    Ok(s) => format!("{s:?}").to_ascii_lowercase(),
+                    Err(_) => unknown(),
+                };
+                if let Ok(mut m) = gw.agent_status.lock() {
+                    m.insert(e.gid.clone(), s);
+                }
+            });
+        }
+    }
+
+    /// TOP-3 / PRS-2: declares `roster.<host>` and folds every verified heartbeat into the view.
+    pub async fn start_roster(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
+        let ch = conn.create_channel().await?;
+        let q = topology::declare_roster(&ch, &self.cfg.host_id).await?;
+        let mut consumer = ch
+            .basic_consume(
+                q.as_str().into(),
+                "roster".into(),
+                Default::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let gw = Arc::clone(self);
+        tokio::spawn(async move {
+            let _keep = ch;
+            while let Some(Ok(d)) = consumer.next().await {
+                gw.on_presence(d).await;
+            }
+        });
+        Ok(())
+    }
+
+    async fn on_presence(&self, d: lapin::message::Delivery) {
+        let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
+            Ok(e) => e,
+            Err(e) => return self.reject(&d.acker, "", &Rejection::Envelope(e)).await,
+        };
+        if let Err(why) = self.check_presence(&env, &d) {
+            return self.reject(&d.acker, &env.msg_id, &why).await;
+        }
+        let body: PresenceBody = match serde_json::from_slice(&d.data) {
+            Ok(b) => b,
+            Err(e) => {
+                let why = Rejection::Presence(format!("body is not a PRESENCE object: {e}"));
+                return self.reject(&d.acker, &env.msg_id, &why).await;
+            }
+        };
+        if env.host != self.cfg.host_id
+            && let Applied::Conflict { holder } = self.roster.apply(&env.host, &env.from, &body)
+        {
+            warn!(gid = %env.from, claimant = %env.host, %holder, "gid claimed by a second host while live; keeping the first claim (PRS-3)");
+        }
+        let _ = d.acker.ack(BasicAckOptions::default()).await;
+    }
+
+    /// SIG-2 for PRESENCE: signature, `from`/`host` match the routing key, `to` is the key.
+    fn check_presence(
+        &self,
+        env: &Envelope,
+        d: &lapin::message::Delivery,
+    ) -> Result<(), Rejection> {
+        if env.kind != Kind::Presence {
+            return Err(Rejection::Presence(format!(
+                "a {} on bridge.roster",
+                env.kind
+            )));
+        }
+        self.keyring.verify(env, &d.data)?;
+        let key = d.routing_key.as_str();
+        let Some((host, gid)) = parse_roster_key(key) else {
+            return Err(Rejection::Presence(format!(
+                "routing key {key:?} is not roster.<host>.<gid>"
+            )));
+        };
+        if env.from != gid || env.host != host {
+            return Err(Rejection::FromNotOnHost {
+                from: env.from.clone(),
+                host: env.host.clone(),
+            });
+        }
+        verify::check_to(env, key)?;
+        verify::check_time(env, self.cfg.clock_skew.as_millis() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(ttl: u64) -> PresenceBody {
+        PresenceBody {
+            state: "up".into(),
+            role: "worker".into(),
+            groups: vec![],
+            agent_status: "idle".into(),
+            ttl_ms: ttl,
+            profiles: None,
+            parent: None,
+        }
+    }
+
+    #[test]
+    fn a_live_claim_wins_over_a_second_host() {
+        let r = Roster::default();
+        assert_eq!(r.apply("a", "g", &up(60_000)), Applied::Upserted);
+        assert_eq!(
+            r.apply("b", "g", &up(60_000)),
+            Applied::Conflict { holder: "a".into() }
+        );
+        assert!(r.lives_on("g", "a"));
+        assert!(!r.lives_on("g", "b"));
+        assert!(r.lives_on(GATEWAY_FROM, "anything"));
+    }
+
+    #[test]
+    fn down_and_ttl_remove_entries() {
+        let r = Roster::default();
+        r.apply("a", "g", &up(60_000));
+        let mut down = up(60_000);
+        down.state = "down".into();
+        assert_eq!(r.apply("a", "g", &down), Applied::Removed);
+        assert!(!r.lives_on("g", "a"));
+        r.apply("a", "h", &up(0));
+        assert!(r.snapshot().is_empty(), "an entry past its ttl is gone");
+    }
+
+    #[test]
+    fn roster_keys_parse() {
+        assert_eq!(
+            parse_roster_key("roster.host-a.abc"),
+            Some(("host-a", "abc"))
+        );
+        assert_eq!(
+            parse_roster_key("roster.host-a._gateway"),
+            Some(("host-a", "_gateway"))
+        );
+        assert_eq!(parse_roster_key("roster.x"), None);
+    }
+}

@@ -1,0 +1,167 @@
+//! Publishing (SPEC §4): a dedicated confirm-mode channel, `mandatory` routing, signed envelopes.
+//!
+//! Every message this gateway sends goes through [`Publisher::publish`]: it fills the envelope,
+//! signs it, and waits for the broker's confirm. A `basic.return` arrives before the confirm and is
+//! attached to it, so "confirmed but returned" becomes a fast `NoRoute` (PUB-2); a nack or a lost
+//! channel fails the publish (PUB-3).
+
+use std::sync::Arc;
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::{BasicProperties, Channel, Connection};
+use tokio::sync::RwLock;
+
+use crate::envelope::{Envelope, Kind, VERSION, new_uuid, now_ms};
+use crate::signing::Signer;
+
+/// Why a publish failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("no_route: the broker could not route the message to any queue")]
+    NoRoute,
+    #[error("the broker nacked the message")]
+    Nacked,
+    #[error("not connected to the broker")]
+    NotConnected,
+    #[error("broker error: {0}")]
+    Amqp(#[from] lapin::Error),
+}
+
+/// One message to publish. Unset fields get their SPEC defaults.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub kind: Kind,
+    pub exchange: &'static str,
+    /// Routing key; also the `to` header (SIG-2 step 3 / BRD-1).
+    pub to: String,
+    pub from: String,
+    pub trace_id: Option<String>,
+    pub msg_id: Option<String>,
+    pub turn_id: Option<String>,
+    pub spawn_id: Option<String>,
+    pub corr_id: Option<String>,
+    /// Absolute expiry (Unix ms); default `ts` + the inbox TTL ([C-9]).
+    pub expires_at: Option<u64>,
+    pub body: Vec<u8>,
+    /// PUB-2: every kind but BROADCAST is published `mandatory`.
+    pub mandatory: bool,
+}
+
+impl Outgoing {
+    pub fn new(
+        kind: Kind,
+        exchange: &'static str,
+        to: impl Into<String>,
+        from: impl Into<String>,
+        body: Vec<u8>,
+    ) -> Outgoing {
+        Outgoing {
+            kind,
+            exchange,
+            to: to.into(),
+            from: from.into(),
+            trace_id: None,
+            msg_id: None,
+            turn_id: None,
+            spawn_id: None,
+            corr_id: None,
+            expires_at: None,
+            body,
+            mandatory: kind != Kind::Broadcast,
+        }
+    }
+}
+
+/// The confirm-mode publishing channel (PUB-1), replaced on every reconnect.
+pub struct Publisher {
+    host: String,
+    signer: Arc<Signer>,
+    default_ttl_ms: u64,
+    channel: RwLock<Option<Channel>>,
+}
+
+impl Publisher {
+    pub fn new(host: String, signer: Arc<Signer>, default_ttl_ms: u64) -> Publisher {
+        Publisher {
+            host,
+            signer,
+            default_ttl_ms,
+            channel: RwLock::new(None),
+        }
+    }
+
+    /// Opens a fresh confirm-mode channel on `conn` and makes it the publishing channel.
+    pub async fn attach(&self, conn: &Connection) -> lapin::Result<()> {
+        let ch = conn.create_channel().await?;
+        ch.confirm_select(ConfirmSelectOptions::default()).await?;
+        *self.channel.write().await = Some(ch);
+        Ok(())
+    }
+
+    pub async fn detach(&self) {
+        *self.channel.write().await = None;
+    }
+
+    /// Builds, signs and publishes `out`; returns the envelope as sent once the broker confirmed
+    /// it and routed it (for `mandatory` messages).
+    pub async fn publish(&self, out: Outgoing) -> Result<Envelope, PublishError> {
+        let ts = now_ms();
+        let mut env = Envelope {
+            v: VERSION.to_string(),
+            kind: out.kind,
+            msg_id: out.msg_id.unwrap_or_else(new_uuid),
+            trace_id: out.trace_id.unwrap_or_else(new_uuid),
+            from: out.from,
+            to: out.to,
+            host: self.host.clone(),
+            turn_id: out.turn_id,
+            spawn_id: out.spawn_id,
+            corr_id: out.corr_id,
+            ts,
+            expires_at: out.expires_at.unwrap_or(ts + self.default_ttl_ms),
+            sig: String::new(),
+        };
+        self.signer.sign(&mut env, &out.body);
+        let content_type = if env.kind.is_json() {
+            "application/json"
+        } else {
+            "text/plain; charset=utf-8"
+        };
+        let mut props = BasicProperties::default()
+            .with_message_id(env.msg_id.as_str().into())
+            .with_content_type(content_type.into())
+            .with_delivery_mode(if env.kind.is_transient() { 1 } else { 2 })
+            .with_headers(env.to_headers());
+        if env.kind.is_transient() {
+            let left = env.expires_at.saturating_sub(ts).max(1);
+            props = props.with_expiration(left.to_string().as_str().into());
+        }
+        let ch = self
+            .channel
+            .read()
+            .await
+            .clone()
+            .ok_or(PublishError::NotConnected)?;
+        let opts = BasicPublishOptions {
+            mandatory: out.mandatory,
+            ..BasicPublishOptions::default()
+        };
+        let confirm = ch
+            .basic_publish(
+                out.exchange.into(),
+                env.to.as_str().into(),
+                opts,
+                &out.body,
+                props,
+            )
+            .await?
+            .await?;
+        if confirm.is_nack() {
+            return Err(PublishError::Nacked);
+        }
+        if confirm.take_message().is_some() {
+            return Err(PublishError::NoRoute);
+        }
+        Ok(env)
+    }
+}

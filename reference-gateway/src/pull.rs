@@ -1,0 +1,249 @@
+//! Pull path (SPEC §6): messages for a main are held unacked until the main drains them.
+//!
+//! At-least-once: a held message keeps its delivery unacked, so a gateway crash before the drain
+//! makes the broker redeliver it. The ack follows the drain (RPL-1). An open waiter — a
+//! `bridge_send` waiting for that worker's reply, or a `bridge_wait` — takes a message the moment
+//! it arrives (RPL-2); otherwise it is held, in arrival order, within the prefetch window (RPL-5).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lapin::Acker;
+use lapin::options::BasicAckOptions;
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::envelope::{Envelope, Kind};
+
+/// One message held for a main, with the means to ack it.
+pub struct Held {
+    pub env: Envelope,
+    pub body: Vec<u8>,
+    pub acker: Acker,
+    pub since: std::time::Instant,
+}
+
+/// What a drain hands to the MCP caller.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drained {
+    pub msg_id: String,
+    pub kind: Kind,
+    pub from: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    pub trace_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corr_id: Option<String>,
+    /// The routing key it came by (`<gid>` or `broadcast.<group>`).
+    pub to: String,
+}
+
+impl Held {
+    /// Acks the delivery (the drain) and returns the caller's view of it.
+    pub async fn drain(self) -> Drained {
+        if let Err(e) = self.acker.ack(BasicAckOptions::default()).await {
+            // The delivery is gone with its channel: the broker redelivers it (at-least-once).
+            tracing::warn!(msgId = %self.env.msg_id, traceId = %self.env.trace_id, error = %e, "ack after drain failed");
+        }
+        Drained {
+            msg_id: self.env.msg_id.clone(),
+            kind: self.env.kind,
+            from: self.env.from.clone(),
+            text: String::from_utf8_lossy(&self.body).into_owned(),
+            turn_id: self.env.turn_id.clone(),
+            trace_id: self.env.trace_id.clone(),
+            corr_id: self.env.corr_id.clone(),
+            to: self.env.to.clone(),
+        }
+    }
+}
+
+/// Which messages a waiter takes.
+#[derive(Debug, Clone)]
+pub enum Want {
+    /// `bridge_wait(from?)`: anything held, optionally only from one sender.
+    Any { from: Option<String> },
+    /// `bridge_send(wait_reply)`: the worker's REPLY or ASK.
+    ReplyFrom { from: String },
+}
+
+impl Want {
+    fn takes(&self, env: &Envelope) -> bool {
+        match self {
+            Want::Any { from } => from.as_deref().is_none_or(|f| f == env.from),
+            Want::ReplyFrom { from } => {
+                *from == env.from && matches!(env.kind, Kind::Reply | Kind::Ask)
+            }
+        }
+    }
+}
+
+struct Waiter {
+    id: u64,
+    want: Want,
+    tx: oneshot::Sender<Held>,
+}
+
+#[derive(Default)]
+struct MainBox {
+    held: VecDeque<Held>,
+    waiters: Vec<Waiter>,
+}
+
+/// Held messages and open waiters of every local main.
+#[derive(Default)]
+pub struct PullState {
+    mains: Mutex<HashMap<String, MainBox>>,
+    next_id: AtomicU64,
+}
+
+/// A registered waiter; dropping it without `cancel` loses nothing (see `cancel`).
+pub struct WaitTicket {
+    pub id: u64,
+    pub main: String,
+    pub rx: oneshot::Receiver<Held>,
+}
+
+impl PullState {
+    /// Offers an arriving message: an open waiter that wants it takes it; otherwise it is held.
+    /// Returns true when a waiter took it.
+    pub fn offer(&self, main: &str, mut held: Held) -> bool {
+        let Ok(mut m) = self.mains.lock() else {
+            return false;
+        };
+        let b = m.entry(main.to_string()).or_default();
+        while let Some(pos) = b.waiters.iter().position(|w| w.want.takes(&held.env)) {
+            let w = b.waiters.remove(pos);
+            match w.tx.send(held) {
+                Ok(()) => return true,
+                Err(back) => held = back, // that caller is gone; try the next waiter
+            }
+        }
+        b.held.push_back(held);
+        false
+    }
+
+    /// Takes held messages matching `want`, oldest first, at most `max`.
+    pub fn take(&self, main: &str, want: &Want, max: usize) -> Vec<Held> {
+        let Ok(mut m) = self.mains.lock() else {
+            return Vec::new();
+        };
+        let Some(b) = m.get_mut(main) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut keep = VecDeque::with_capacity(b.held.len());
+        while let Some(h) = b.held.pop_front() {
+            if out.len() < max && want.takes(&h.env) {
+                out.push(h)
+            } else {
+                keep.push_back(h)
+            }
+        }
+        b.held = keep;
+        out
+    }
+
+    /// Registers a waiter, unless a held message already matches (then it is returned at once).
+    pub fn wait(&self, main: &str, want: Want) -> Result<Held, WaitTicket> {
+        if let Some(h) = self.take(main, &want, 1).pop() {
+            return Ok(h);
+        }
+        Err(self.register(main, want))
+    }
+
+    /// Registers a waiter for messages arriving from now on (held ones are left for a drain).
+    pub fn register(&self, main: &str, want: Want) -> WaitTicket {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut m) = self.mains.lock() {
+            m.entry(main.to_string())
+                .or_default()
+                .waiters
+                .push(Waiter { id, want, tx });
+        }
+        WaitTicket {
+            id,
+            main: main.to_string(),
+            rx,
+        }
+    }
+
+    /// Withdraws a waiter; a message that reached it in the meantime is returned (never lost).
+    pub fn cancel(&self, mut ticket: WaitTicket) -> Option<Held> {
+        if let Ok(mut m) = self.mains.lock()
+            && let Some(b) = m.get_mut(&ticket.main)
+        {
+            b.waiters.retain(|w| w.id != ticket.id);
+        }
+        ticket.rx.try_recv().ok()
+    }
+
+    /// Puts a message back at the head (a waiter that could not deliver it).
+    pub fn put_back(&self, main: &str, held: Held) {
+        if let Ok(mut m) = self.mains.lock() {
+            m.entry(main.to_string()).or_default().held.push_front(held);
+        }
+    }
+
+    /// True while a waiter of that main is open (ASK-2, nudges).
+    pub fn has_waiter(&self, main: &str, env: &Envelope) -> bool {
+        self.mains
+            .lock()
+            .map(|m| {
+                m.get(main)
+                    .is_some_and(|b| b.waiters.iter().any(|w| w.want.takes(env)))
+            })
+            .unwrap_or(false)
+    }
+
+    /// True while a message with that msgId is held (a second copy is a replay).
+    pub fn is_held(&self, msg_id: &str) -> bool {
+        self.mains
+            .lock()
+            .map(|m| {
+                m.values()
+                    .any(|b| b.held.iter().any(|h| h.env.msg_id == msg_id))
+            })
+            .unwrap_or(false)
+    }
+
+    pub fn held_count(&self, main: &str) -> usize {
+        self.mains
+            .lock()
+            .map(|m| m.get(main).map_or(0, |b| b.held.len()))
+            .unwrap_or(0)
+    }
+
+    /// Forgets every held message: their deliveries died with the connection and the broker
+    /// redelivers them.
+    pub fn forget_held(&self) {
+        if let Ok(mut m) = self.mains.lock() {
+            for b in m.values_mut() {
+                b.held.clear();
+            }
+        }
+    }
+
+    /// Drops a main's state (entity stopped).
+    pub fn remove(&self, main: &str) {
+        if let Ok(mut m) = self.mains.lock() {
+            m.remove(main);
+        }
+    }
+}
+
+impl crate::gateway::Gateway {
+    /// A drain: ack, remember the msgId for this gateway's life (RPL-1 dedup), hand it out.
+    pub async fn drain(&self, held: Held) -> Drained {
+        let (id, exp) = (held.env.msg_id.clone(), held.env.expires_at);
+        let d = held.drain().await;
+        self.seen.insert(&id, exp);
+        self.metrics
+            .inc("fleet_drained_total", &[("kind", d.kind.as_str())]);
+        d
+    }
+}

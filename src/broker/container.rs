@@ -1,0 +1,276 @@
+//! The container provider: a throwaway broker in docker, through testcontainers.
+//!
+//! Exists because a container is the one way to run both RabbitMQ and LavinMQ the same way on any
+//! machine with docker. The image is taken as found locally (testcontainers pulls only when it is
+//! missing); on machines without a registry, `scripts/setup` builds `fleet-rabbitmq:3.10-debian`
+//! from Debian packages and `FLEET_RABBITMQ_IMAGE` names it. Ports are published on 127.0.0.1
+//! only, on host ports docker picks.
+
+use std::time::Duration;
+
+use testcontainers::bollard::models::{HostConfig, PortBinding};
+use testcontainers::core::IntoContainerPort;
+use testcontainers::core::error::ClientError;
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt, TestcontainersError};
+
+use super::url::Endpoint;
+use super::{BrokerError, BrokerKind};
+
+/// Environment variable naming the RabbitMQ image.
+pub const RABBITMQ_IMAGE_VAR: &str = "FLEET_RABBITMQ_IMAGE";
+/// Environment variable naming the LavinMQ image.
+pub const LAVINMQ_IMAGE_VAR: &str = "FLEET_LAVINMQ_IMAGE";
+/// The official RabbitMQ image, the default where a registry is reachable.
+pub const DEFAULT_RABBITMQ_IMAGE: &str = "rabbitmq:3.13-management";
+/// The official LavinMQ image.
+pub const DEFAULT_LAVINMQ_IMAGE: &str = "cloudamqp/lavinmq:2.5";
+/// The image `scripts/setup` builds from Debian packages.
+pub const LOCAL_RABBITMQ_IMAGE: &str = "fleet-rabbitmq:3.10-debian";
+
+const AMQP_PORT: u16 = 5672;
+const HTTP_PORT: u16 = 15672;
+
+/// The image for a broker kind: the environment's choice or the official image.
+pub fn image_for(kind: BrokerKind) -> String {
+    let (var, default) = match kind {
+        BrokerKind::RabbitMq => (RABBITMQ_IMAGE_VAR, DEFAULT_RABBITMQ_IMAGE),
+        BrokerKind::LavinMq => (LAVINMQ_IMAGE_VAR, DEFAULT_LAVINMQ_IMAGE),
+    };
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// Splits `repo[:tag]` into name and tag (default `latest`); a `:` inside a registry host's
+/// `host:port/` prefix is not a tag separator.
+pub fn split_image(image: &str) -> (String, String) {
+    let image = image.trim();
+    let last_segment_start = image.rfind('/').map_or(0, |i| i + 1);
+    match image[last_segment_start..].rfind(':') {
+        Some(i) => {
+            let at = last_segment_start + i;
+            (image[..at].to_string(), image[at + 1..].to_string())
+        }
+        None => (image.to_string(), "latest".to_string()),
+    }
+}
+
+/// Extra Erlang arguments for RabbitMQ containers: queue statistics every 0.5 s and management
+/// samples every second (instead of every 5 s), so queue depths show in the management API
+/// within about a second. `RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS` is read by the rabbitmq-server
+/// script itself, so every RabbitMQ image honours it; the script splits it on blanks, hence
+/// terms without spaces.
+pub fn rabbitmq_erl_args() -> String {
+    let policies = super::RETENTION_POLICIES;
+    format!(
+        "-rabbit collect_statistics_interval 500 \
+         -rabbitmq_management sample_retention_policies {policies} \
+         -rabbitmq_management_agent sample_retention_policies {policies}"
+    )
+}
+
+/// What to do when the image is not there.
+fn missing_image_hint(kind: BrokerKind) -> String {
+    match kind {
+        BrokerKind::RabbitMq => format!(
+            "run scripts/setup to build the image {LOCAL_RABBITMQ_IMAGE} from Debian packages and set \
+             {RABBITMQ_IMAGE_VAR}={LOCAL_RABBITMQ_IMAGE}, or set {RABBITMQ_IMAGE_VAR} to another local \
+             RabbitMQ image (or use the broker process:rabbitmq)"
+        ),
+        BrokerKind::LavinMq => format!(
+            "set {LAVINMQ_IMAGE_VAR} to a LavinMQ image present locally, or run LavinMQ yourself and \
+             use the broker url:lavinmq with FLEET_BROKER_URL and FLEET_BROKER_HTTP"
+        ),
+    }
+}
+
+/// A broker container this run started.
+pub(crate) struct RunningContainer {
+    container: ContainerAsync<GenericImage>,
+    image: String,
+    endpoint: Endpoint,
+}
+
+/// Starts a container of `image` and reads its published ports; readiness is the caller's.
+pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContainer, BrokerError> {
+    let (name, tag) = split_image(image);
+    let mut request = GenericImage::new(name, tag)
+        .with_exposed_port(AMQP_PORT.tcp())
+        .with_exposed_port(HTTP_PORT.tcp())
+        .with_hostname(format!("fleet-{kind}"))
+        .with_label("fleet-conformance.role", "broker")
+        .with_startup_timeout(crate::timing::scaled(Duration::from_secs(60)))
+        .with_host_config_modifier(|host: &mut HostConfig| {
+            // Loopback only, on ports docker picks, instead of every interface.
+            let loopback = || {
+                Some(vec![PortBinding {
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(String::new()),
+                }])
+            };
+            host.publish_all_ports = Some(false);
+            host.port_bindings = Some(
+                [
+                    (format!("{AMQP_PORT}/tcp"), loopback()),
+                    (format!("{HTTP_PORT}/tcp"), loopback()),
+                ]
+                .into_iter()
+                .collect(),
+            );
+        });
+    if kind == BrokerKind::RabbitMq {
+        request = request.with_env_var("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", rabbitmq_erl_args());
+    }
+    tracing::info!(%image, %kind, "starting broker container");
+    let container = request.start().await.map_err(|e| match e {
+        TestcontainersError::Client(ClientError::PullImage { .. }) => BrokerError::Unavailable {
+            provider: format!("container:{kind}"),
+            reason: format!("the image {image} is not present locally and could not be pulled ({e})"),
+            hint: missing_image_hint(kind),
+        },
+        TestcontainersError::Client(ClientError::Init(_)) => BrokerError::Unavailable {
+            provider: format!("container:{kind}"),
+            reason: format!("cannot reach docker ({e})"),
+            hint: "start docker (and make sure this user may use it), or use the broker process:rabbitmq".into(),
+        },
+        source => BrokerError::Docker { context: format!("starting a container of {image}"), source: Box::new(source) },
+    })?;
+    let port = |p: u16| {
+        let container = &container;
+        async move {
+            container
+                .get_host_port_ipv4(p.tcp())
+                .await
+                .map_err(|source| BrokerError::Docker {
+                    context: format!("reading the host port of {p}/tcp"),
+                    source: Box::new(source),
+                })
+        }
+    };
+    let ports =
+        async { Ok::<_, BrokerError>((port(AMQP_PORT).await?, port(HTTP_PORT).await?)) }.await;
+    let (amqp_port, http_port) = match ports {
+        Ok(p) => p,
+        Err(e) => {
+            if let Err(rm) = container.rm().await {
+                tracing::warn!(error = %rm, "could not remove the broker container");
+            }
+            return Err(e);
+        }
+    };
+    tracing::info!(id = %container.id(), amqp_port, http_port, "broker container started");
+    let endpoint = Endpoint {
+        amqp_host: "127.0.0.1".into(),
+        amqp_port,
+        http_base: format!("http://127.0.0.1:{http_port}"),
+        user: "guest".into(),
+        password: "guest".into(),
+    };
+    Ok(RunningContainer {
+        container,
+        image: image.to_string(),
+        endpoint,
+    })
+}
+
+impl RunningContainer {
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "container {} of {}",
+            short_id(self.container.id()),
+            self.image
+        )
+    }
+
+    /// `Some(reason)` once the container is no longer running.
+    pub(crate) async fn failure(&self) -> Option<String> {
+        match self.container.is_running().await {
+            Ok(true) => None,
+            Ok(false) => {
+                let code = self.container.exit_code().await.ok().flatten();
+                Some(format!("{} exited (exit code {code:?})", self.describe()))
+            }
+            // Docker hiccups are not the broker's death: keep polling.
+            Err(_) => None,
+        }
+    }
+
+    /// The last lines the container wrote, for boot failures.
+    pub(crate) async fn log_tail(&self, lines: usize) -> String {
+        let mut out = self.container.stdout_to_vec().await.unwrap_or_default();
+        out.extend(self.container.stderr_to_vec().await.unwrap_or_default());
+        super::tail(&String::from_utf8_lossy(&out), lines)
+    }
+
+    /// Removes the container (killing the broker).
+    pub(crate) async fn stop(self) -> Result<(), BrokerError> {
+        let what = self.describe();
+        self.container
+            .rm()
+            .await
+            .map_err(|source| BrokerError::Docker {
+                context: format!("removing the {what}"),
+                source: Box::new(source),
+            })?;
+        tracing::info!(%what, "broker container removed");
+        Ok(())
+    }
+}
+
+fn short_id(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("rabbitmq:3.13-management", "rabbitmq", "3.13-management")]
+    #[case("fleet-rabbitmq:3.10-debian", "fleet-rabbitmq", "3.10-debian")]
+    #[case("cloudamqp/lavinmq:2.5", "cloudamqp/lavinmq", "2.5")]
+    #[case("cloudamqp/lavinmq", "cloudamqp/lavinmq", "latest")]
+    #[case(
+        "registry.local:5000/team/rabbit",
+        "registry.local:5000/team/rabbit",
+        "latest"
+    )]
+    #[case(
+        "registry.local:5000/team/rabbit:3",
+        "registry.local:5000/team/rabbit",
+        "3"
+    )]
+    fn images_split_into_name_and_tag(#[case] image: &str, #[case] name: &str, #[case] tag: &str) {
+        assert_eq!(split_image(image), (name.to_string(), tag.to_string()));
+    }
+
+    #[test]
+    fn erl_args_are_blank_separated_terms_without_inner_blanks() {
+        let args = rabbitmq_erl_args();
+        let words: Vec<&str> = args.split_whitespace().collect();
+        assert_eq!(words.len(), 9, "{args}");
+        assert_eq!(
+            &words[..3],
+            ["-rabbit", "collect_statistics_interval", "500"]
+        );
+        assert_eq!(words[5], super::super::RETENTION_POLICIES);
+    }
+
+    #[test]
+    fn the_missing_image_hint_says_what_to_do() {
+        let hint = missing_image_hint(BrokerKind::RabbitMq);
+        assert!(
+            hint.contains("scripts/setup")
+                && hint.contains(LOCAL_RABBITMQ_IMAGE)
+                && hint.contains(RABBITMQ_IMAGE_VAR)
+        );
+        assert!(missing_image_hint(BrokerKind::LavinMq).contains(LAVINMQ_IMAGE_VAR));
+    }
+}

@@ -1,0 +1,527 @@
+//! A small client of the broker's HTTP management API (RabbitMQ's, and LavinMQ's compatible one).
+//!
+//! Exists because scenarios judge a gateway by what the broker holds — queue depths, consumers,
+//! arguments, bindings — and the suite creates a fresh vhost per scenario. Parsing is lenient on
+//! purpose: the two brokers, and RabbitMQ right after a declaration (before the first statistics
+//! tick), leave fields out; a missing count reads as 0 rather than failing a scenario.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Map, Value};
+
+use super::BrokerError;
+use super::url::percent_encode;
+
+/// Client of one broker's management API, authenticated as the admin user.
+#[derive(Clone)]
+pub struct Management {
+    client: reqwest::Client,
+    base: String,
+    user: String,
+    password: String,
+}
+
+impl std::fmt::Debug for Management {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Management")
+            .field("base", &self.base)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `GET /api/overview`, reduced to what reports need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overview {
+    /// "RabbitMQ", "LavinMQ", … ("unknown" when the broker does not say).
+    pub product: String,
+    pub version: String,
+    /// The whole answer, for anything else.
+    pub raw: Value,
+}
+
+impl Overview {
+    /// e.g. "RabbitMQ 3.10.8".
+    pub fn label(&self) -> String {
+        format!("{} {}", self.product, self.version)
+    }
+
+    pub(crate) fn from_json(raw: Value) -> Overview {
+        let s = |k: &str| {
+            raw.get(k)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let product = s("product_name").unwrap_or_else(|| {
+            if raw.get("lavinmq_version").is_some() {
+                "LavinMQ".into()
+            } else if raw.get("rabbitmq_version").is_some() {
+                "RabbitMQ".into()
+            } else {
+                "unknown".into()
+            }
+        });
+        let version = s("product_version")
+            .or_else(|| s("rabbitmq_version"))
+            .or_else(|| s("lavinmq_version"))
+            .unwrap_or_else(|| "unknown".into());
+        Overview {
+            product,
+            version,
+            raw,
+        }
+    }
+}
+
+/// One queue as the management API describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueInfo {
+    pub name: String,
+    pub messages_ready: u64,
+    pub messages_unacknowledged: u64,
+    pub consumers: u64,
+    /// Declaration arguments (`x-message-ttl`, `x-dead-letter-exchange`, …).
+    pub arguments: Map<String, Value>,
+    pub durable: bool,
+    pub exclusive: bool,
+    pub auto_delete: bool,
+    /// Messages acknowledged since the queue was declared (`message_stats.ack`, 0 when absent).
+    pub acked_total: u64,
+    /// Messages delivered since the queue was declared (`message_stats.deliver_get`, else
+    /// `message_stats.deliver`, 0 when absent).
+    pub delivered_total: u64,
+}
+
+impl QueueInfo {
+    pub(crate) fn from_json(v: &Value) -> QueueInfo {
+        let stats = v.get("message_stats").unwrap_or(&Value::Null);
+        let delivered = if stats.get("deliver_get").is_some() {
+            count(stats, "deliver_get")
+        } else {
+            count(stats, "deliver")
+        };
+        QueueInfo {
+            name: string(v, "name"),
+            messages_ready: count(v, "messages_ready"),
+            messages_unacknowledged: count(v, "messages_unacknowledged"),
+            consumers: count(v, "consumers"),
+            arguments: object(v, "arguments"),
+            durable: flag(v, "durable"),
+            exclusive: flag(v, "exclusive"),
+            auto_delete: flag(v, "auto_delete"),
+            acked_total: count(stats, "ack"),
+            delivered_total: delivered,
+        }
+    }
+}
+
+/// One binding of a queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    /// The exchange; "" is the default exchange (every queue has that binding).
+    pub source: String,
+    pub routing_key: String,
+    pub arguments: Map<String, Value>,
+}
+
+impl Binding {
+    fn from_json(v: &Value) -> Binding {
+        Binding {
+            source: string(v, "source"),
+            routing_key: string(v, "routing_key"),
+            arguments: object(v, "arguments"),
+        }
+    }
+}
+
+/// One exchange.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExchangeInfo {
+    pub name: String,
+    /// The exchange type (`direct`, `topic`, `fanout`, `headers`, `x-delayed-message`, …): the
+    /// API's `type` field.
+    pub kind: String,
+    pub durable: bool,
+    pub auto_delete: bool,
+    pub internal: bool,
+    pub arguments: Map<String, Value>,
+}
+
+impl ExchangeInfo {
+    fn from_json(v: &Value) -> ExchangeInfo {
+        ExchangeInfo {
+            name: string(v, "name"),
+            kind: string(v, "type"),
+            durable: flag(v, "durable"),
+            auto_delete: flag(v, "auto_delete"),
+            internal: flag(v, "internal"),
+            arguments: object(v, "arguments"),
+        }
+    }
+}
+
+/// One client connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionInfo {
+    /// The broker's name for it, what [`Management::close_connection`] takes.
+    pub name: String,
+    pub user: String,
+    pub vhost: String,
+    /// The `connection_name` client property, when the client set one.
+    pub client_name: Option<String>,
+}
+
+impl ConnectionInfo {
+    fn from_json(v: &Value) -> ConnectionInfo {
+        let client_name = v
+            .get("client_properties")
+            .and_then(|p| p.get("connection_name"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        ConnectionInfo {
+            name: string(v, "name"),
+            user: string(v, "user"),
+            vhost: string(v, "vhost"),
+            client_name,
+        }
+    }
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    match v.get(key) {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn string(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn flag(v: &Value, key: &str) -> bool {
+    v.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn object(v: &Value, key: &str) -> Map<String, Value> {
+    v.get(key)
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn list<T>(
+    v: Value,
+    what: &str,
+    url: &str,
+    f: impl Fn(&Value) -> T,
+) -> Result<Vec<T>, BrokerError> {
+    match v {
+        Value::Array(items) => Ok(items.iter().map(f).collect()),
+        other => Err(BrokerError::Decode {
+            url: url.to_string(),
+            reason: format!(
+                "expected a list of {what}, got {}",
+                short(&other.to_string())
+            ),
+        }),
+    }
+}
+
+fn short(s: &str) -> String {
+    const MAX: usize = 300;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+impl Management {
+    /// A client of the API at `base` (e.g. `http://127.0.0.1:15672`).
+    pub fn new(base: &str, user: &str, password: &str) -> Result<Management, BrokerError> {
+        let client = reqwest::Client::builder()
+            // The API is always reached directly: never through a proxy from the environment.
+            .no_proxy()
+            .connect_timeout(crate::timing::scaled(Duration::from_secs(3)))
+            .timeout(crate::timing::scaled(Duration::from_secs(15)))
+            .build()
+            .map_err(|source| BrokerError::Http {
+                method: "CLIENT",
+                url: base.to_string(),
+                source,
+            })?;
+        Ok(Management {
+            client,
+            base: base.trim_end_matches('/').to_string(),
+            user: user.to_string(),
+            password: password.to_string(),
+        })
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:15672`.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends one request; answers `None` for 404 so callers decide what absence means.
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Option<Value>, BrokerError> {
+        let url = format!("{}{path}", self.base);
+        let method_name: &'static str = match method {
+            Method::GET => "GET",
+            Method::PUT => "PUT",
+            Method::DELETE => "DELETE",
+            Method::POST => "POST",
+            _ => "HTTP",
+        };
+        let mut req = self
+            .client
+            .request(method, &url)
+            .basic_auth(&self.user, Some(&self.password));
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.map_err(|source| BrokerError::Http {
+            method: method_name,
+            url: url.clone(),
+            source,
+        })?;
+        let status = resp.status();
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let text = resp.text().await.map_err(|source| BrokerError::Http {
+            method: method_name,
+            url: url.clone(),
+            source,
+        })?;
+        if !status.is_success() {
+            return Err(BrokerError::Status {
+                method: method_name,
+                url,
+                status: status.as_u16(),
+                body: short(&text),
+            });
+        }
+        if text.trim().is_empty() {
+            return Ok(Some(Value::Null));
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| BrokerError::Decode {
+                url,
+                reason: format!("{e}; body: {}", short(&text)),
+            })
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, BrokerError> {
+        self.request(Method::GET, path, None)
+            .await?
+            .ok_or_else(|| BrokerError::Status {
+                method: "GET",
+                url: format!("{}{path}", self.base),
+                status: 404,
+                body: "not found".into(),
+            })
+    }
+
+    /// `GET /api/overview`: product, version and the rest.
+    pub async fn overview(&self) -> Result<Overview, BrokerError> {
+        Ok(Overview::from_json(self.get("/api/overview").await?))
+    }
+
+    /// `GET /api/queues/{vhost}/{name}`; `None` when the queue (or the vhost) does not exist.
+    pub async fn queue(&self, vhost: &str, name: &str) -> Result<Option<QueueInfo>, BrokerError> {
+        let path = format!(
+            "/api/queues/{}/{}",
+            percent_encode(vhost),
+            percent_encode(name)
+        );
+        Ok(self
+            .request(Method::GET, &path, None)
+            .await?
+            .map(|v| QueueInfo::from_json(&v)))
+    }
+
+    /// `GET /api/queues/{vhost}`: every queue of the vhost.
+    pub async fn queues(&self, vhost: &str) -> Result<Vec<QueueInfo>, BrokerError> {
+        let path = format!("/api/queues/{}", percent_encode(vhost));
+        let v = self.get(&path).await?;
+        list(v, "queues", &path, QueueInfo::from_json)
+    }
+
+    /// `GET /api/queues/{vhost}/{queue}/bindings`, the default exchange's binding included.
+    pub async fn bindings(&self, vhost: &str, queue: &str) -> Result<Vec<Binding>, BrokerError> {
+        let path = format!(
+            "/api/queues/{}/{}/bindings",
+            percent_encode(vhost),
+            percent_encode(queue)
+        );
+        let v = self.get(&path).await?;
+        list(v, "bindings", &path, Binding::from_json)
+    }
+
+    /// `GET /api/exchanges/{vhost}`, the built-in `amq.*` and default exchanges included.
+    pub async fn exchanges(&self, vhost: &str) -> Result<Vec<ExchangeInfo>, BrokerError> {
+        let path = format!("/api/exchanges/{}", percent_encode(vhost));
+        let v = self.get(&path).await?;
+        list(v, "exchanges", &path, ExchangeInfo::from_json)
+    }
+
+    /// `GET /api/vhosts/{vhost}/connections`.
+    pub async fn connections(&self, vhost: &str) -> Result<Vec<ConnectionInfo>, BrokerError> {
+        let path = format!("/api/vhosts/{}/connections", percent_encode(vhost));
+        let v = self.get(&path).await?;
+        list(v, "connections", &path, ConnectionInfo::from_json)
+    }
+
+    /// `DELETE /api/connections/{name}`: the broker closes that client connection (320
+    /// CONNECTION_FORCED). Already gone is fine.
+    pub async fn close_connection(&self, name: &str) -> Result<(), BrokerError> {
+        let path = format!("/api/connections/{}", percent_encode(name));
+        self.request(Method::DELETE, &path, None).await.map(drop)
+    }
+
+    /// `PUT /api/vhosts/{vhost}`.
+    pub async fn create_vhost(&self, vhost: &str) -> Result<(), BrokerError> {
+        let path = format!("/api/vhosts/{}", percent_encode(vhost));
+        match self
+            .request(Method::PUT, &path, Some(serde_json::json!({})))
+            .await?
+        {
+            Some(_) => Ok(()),
+            None => Err(BrokerError::Status {
+                method: "PUT",
+                url: format!("{}{path}", self.base),
+                status: 404,
+                body: "not found".into(),
+            }),
+        }
+    }
+
+    /// `DELETE /api/vhosts/{vhost}`; a vhost that does not exist counts as deleted.
+    pub async fn delete_vhost(&self, vhost: &str) -> Result<(), BrokerError> {
+        let path = format!("/api/vhosts/{}", percent_encode(vhost));
+        self.request(Method::DELETE, &path, None).await.map(drop)
+    }
+
+    /// `PUT /api/permissions/{vhost}/{user}` with configure/write/read `.*`.
+    pub async fn grant_all(&self, vhost: &str, user: &str) -> Result<(), BrokerError> {
+        let path = format!(
+            "/api/permissions/{}/{}",
+            percent_encode(vhost),
+            percent_encode(user)
+        );
+        let body = serde_json::json!({ "configure": ".*", "write": ".*", "read": ".*" });
+        match self.request(Method::PUT, &path, Some(body)).await? {
+            Some(_) => Ok(()),
+            None => Err(BrokerError::Status {
+                method: "PUT",
+                url: format!("{}{path}", self.base),
+                status: 404,
+                body: "vhost or user not found".into(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_full_queue_answer_parses() {
+        let q = QueueInfo::from_json(&json!({
+            "name": "orders", "vhost": "fleet-x", "durable": true, "exclusive": false, "auto_delete": false,
+            "arguments": {"x-message-ttl": 1000, "x-dead-letter-exchange": "dlx"},
+            "messages_ready": 3, "messages_unacknowledged": 2, "consumers": 1,
+            "message_stats": {"ack": 7, "deliver": 8, "deliver_get": 9, "publish": 12}
+        }));
+        assert_eq!(q.name, "orders");
+        assert_eq!(
+            (q.messages_ready, q.messages_unacknowledged, q.consumers),
+            (3, 2, 1)
+        );
+        assert!(q.durable && !q.exclusive && !q.auto_delete);
+        assert_eq!(
+            q.arguments.get("x-dead-letter-exchange"),
+            Some(&json!("dlx"))
+        );
+        assert_eq!((q.acked_total, q.delivered_total), (7, 9));
+    }
+
+    #[test]
+    fn a_fresh_queue_without_statistics_reads_as_zero() {
+        let q = QueueInfo::from_json(
+            &json!({"name": "fresh", "durable": false, "messages_ready": null}),
+        );
+        assert_eq!(
+            (q.messages_ready, q.messages_unacknowledged, q.consumers),
+            (0, 0, 0)
+        );
+        assert_eq!((q.acked_total, q.delivered_total), (0, 0));
+        assert!(q.arguments.is_empty());
+    }
+
+    #[test]
+    fn delivered_falls_back_to_deliver() {
+        let q = QueueInfo::from_json(&json!({"name": "q", "message_stats": {"deliver": 4}}));
+        assert_eq!(q.delivered_total, 4);
+    }
+
+    #[test]
+    fn overview_names_product_and_version() {
+        let rabbit = Overview::from_json(
+            json!({"product_name": "RabbitMQ", "product_version": "3.10.8", "rabbitmq_version": "3.10.8"}),
+        );
+        assert_eq!(rabbit.label(), "RabbitMQ 3.10.8");
+        let lavin = Overview::from_json(json!({"lavinmq_version": "2.5.1"}));
+        assert_eq!(lavin.label(), "LavinMQ 2.5.1");
+        assert_eq!(Overview::from_json(json!({})).label(), "unknown unknown");
+    }
+
+    #[test]
+    fn bindings_exchanges_and_connections_parse() {
+        let b = Binding::from_json(
+            &json!({"source": "amq.topic", "destination": "q", "routing_key": "a.*"}),
+        );
+        assert_eq!(
+            (b.source.as_str(), b.routing_key.as_str()),
+            ("amq.topic", "a.*")
+        );
+        let e = ExchangeInfo::from_json(&json!({"name": "x", "type": "fanout", "durable": true}));
+        assert_eq!(
+            (e.name.as_str(), e.kind.as_str(), e.durable),
+            ("x", "fanout", true)
+        );
+        let c = ConnectionInfo::from_json(
+            &json!({"name": "127.0.0.1:1 -> 127.0.0.1:2", "user": "guest",
+            "vhost": "v", "client_properties": {"connection_name": "gw"}}),
+        );
+        assert_eq!(c.client_name.as_deref(), Some("gw"));
+    }
+
+    #[test]
+    fn a_non_list_answer_is_a_decode_error() {
+        let err = list(
+            json!({"error": "x"}),
+            "queues",
+            "/api/queues/v",
+            QueueInfo::from_json,
+        )
+        .expect_err("not a list");
+        assert!(err.to_string().contains("/api/queues/v"), "{err}");
+    }
+}

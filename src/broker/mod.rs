@@ -1,0 +1,774 @@
+//! The brokers the suite runs against, behind one type whatever provides them.
+//!
+//! A run names its brokers in `FLEET_E2E_BROKERS` (e.g. `container:rabbitmq,url:lavinmq`); each
+//! entry is a [`BrokerSpec`]: which product ([`BrokerKind`]) and who provides it
+//! ([`ProviderKind`]): a docker container ([`container`]), a local Debian `rabbitmq-server`
+//! process ([`process`]), or a broker someone else runs, given by URL ([`url`]). [`Broker::start`]
+//! hides the difference: every provider ends as an AMQP address plus a management API
+//! ([`management`]), checked to answer before the first scenario, and each scenario gets its own
+//! vhost so scenarios never see each other's queues.
+
+pub mod container;
+pub mod management;
+pub mod process;
+pub mod url;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::timing::{WaitTimeout, scaled, wait_for};
+pub use management::{Binding, ConnectionInfo, ExchangeInfo, Management, Overview, QueueInfo};
+pub use url::Endpoint;
+
+/// Everything that can go wrong bringing up, using or tearing down a broker. Messages say what to
+/// do where the fix is on the user's side.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("invalid broker {spec:?} in FLEET_E2E_BROKERS: {reason}")]
+    InvalidSpec { spec: String, reason: String },
+    #[error("broker {provider} is unavailable: {reason}; {hint}")]
+    Unavailable {
+        provider: String,
+        reason: String,
+        hint: String,
+    },
+    #[error("invalid {var}={value:?}: {reason}")]
+    InvalidUrl {
+        var: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("broker {spec} ({what}) did not become ready: {source}\n--- last output ---\n{log}")]
+    NotReady {
+        spec: String,
+        what: String,
+        #[source]
+        source: Box<WaitTimeout>,
+        log: String,
+    },
+    #[error("broker {spec} died while booting: {reason}\n--- last output ---\n{log}")]
+    Died {
+        spec: String,
+        reason: String,
+        log: String,
+    },
+    #[error("{what} could not be stopped: {source}")]
+    Stuck {
+        what: String,
+        #[source]
+        source: Box<WaitTimeout>,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("docker: {context}: {source}")]
+    Docker {
+        context: String,
+        #[source]
+        source: Box<testcontainers::TestcontainersError>,
+    },
+    #[error("management API {method} {url}: {source}")]
+    Http {
+        method: &'static str,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("management API {method} {url} answered {status}: {body}")]
+    Status {
+        method: &'static str,
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("management API {url}: unexpected answer: {reason}")]
+    Decode { url: String, reason: String },
+}
+
+/// Which broker product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BrokerKind {
+    RabbitMq,
+    LavinMq,
+}
+
+impl fmt::Display for BrokerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BrokerKind::RabbitMq => "rabbitmq",
+            BrokerKind::LavinMq => "lavinmq",
+        })
+    }
+}
+
+/// Who provides the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// A docker container started (and removed) by the suite.
+    Container,
+    /// A local `rabbitmq-server` process started (and stopped) by the suite.
+    Process,
+    /// A broker run by someone else, at `FLEET_BROKER_URL` / `FLEET_BROKER_HTTP`.
+    Url,
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProviderKind::Container => "container",
+            ProviderKind::Process => "process",
+            ProviderKind::Url => "url",
+        })
+    }
+}
+
+/// One entry of `FLEET_E2E_BROKERS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BrokerSpec {
+    pub provider: ProviderKind,
+    pub kind: BrokerKind,
+}
+
+impl BrokerSpec {
+    /// Parses one entry: `rabbitmq`, `lavinmq` (container is the default provider),
+    /// `container:rabbitmq`, `container:lavinmq`, `process:rabbitmq`, `url:rabbitmq`,
+    /// `url:lavinmq`. Case and surrounding blanks do not matter.
+    pub fn parse(s: &str) -> Result<Self, BrokerError> {
+        let entry = s.trim().to_ascii_lowercase();
+        let invalid = |reason: String| BrokerError::InvalidSpec {
+            spec: s.trim().to_string(),
+            reason,
+        };
+        let (provider, kind) = match entry.split_once(':') {
+            Some((p, k)) => (p.trim(), k.trim()),
+            None => ("container", entry.as_str()),
+        };
+        let kind = match kind {
+            "rabbitmq" => BrokerKind::RabbitMq,
+            "lavinmq" => BrokerKind::LavinMq,
+            "" => {
+                return Err(invalid(
+                    "the broker is missing; expected rabbitmq or lavinmq".into(),
+                ));
+            }
+            other => {
+                return Err(invalid(format!(
+                    "unknown broker {other:?}; expected rabbitmq or lavinmq"
+                )));
+            }
+        };
+        let provider = match provider {
+            "container" => ProviderKind::Container,
+            "process" => ProviderKind::Process,
+            "url" => ProviderKind::Url,
+            other => {
+                return Err(invalid(format!(
+                    "unknown provider {other:?}; expected container, process or url"
+                )));
+            }
+        };
+        if provider == ProviderKind::Process && kind == BrokerKind::LavinMq {
+            return Err(invalid(
+                "LavinMQ cannot run as a local process here (no Debian package exists); use container:lavinmq \
+                 (FLEET_LAVINMQ_IMAGE) or url:lavinmq (FLEET_BROKER_URL and FLEET_BROKER_HTTP)"
+                    .into(),
+            ));
+        }
+        Ok(BrokerSpec { provider, kind })
+    }
+
+    /// Parses a comma-separated list; blank entries are skipped, an empty list or a broker named
+    /// twice is an error. (What applies when `FLEET_E2E_BROKERS` is unset is the caller's call.)
+    pub fn parse_list(s: &str) -> Result<Vec<Self>, BrokerError> {
+        let mut specs: Vec<BrokerSpec> = Vec::new();
+        for entry in s.split(',').filter(|e| !e.trim().is_empty()) {
+            let spec = BrokerSpec::parse(entry)?;
+            if specs.contains(&spec) {
+                return Err(BrokerError::InvalidSpec {
+                    spec: entry.trim().into(),
+                    reason: "named twice".into(),
+                });
+            }
+            specs.push(spec);
+        }
+        if specs.is_empty() {
+            return Err(BrokerError::InvalidSpec {
+                spec: s.into(),
+                reason: "no broker named; expected e.g. rabbitmq,process:rabbitmq,url:lavinmq"
+                    .into(),
+            });
+        }
+        Ok(specs)
+    }
+
+    /// `provider:kind`, e.g. `container:rabbitmq`.
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.provider, self.kind)
+    }
+}
+
+impl fmt::Display for BrokerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.provider, self.kind)
+    }
+}
+
+impl FromStr for BrokerSpec {
+    type Err = BrokerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        BrokerSpec::parse(s)
+    }
+}
+
+/// What provides a running broker, and so what stopping it means.
+enum Provider {
+    Container(Box<container::RunningContainer>),
+    Process(Box<process::RunningProcess>),
+    Url,
+}
+
+impl Provider {
+    fn describe(&self, endpoint: &Endpoint) -> String {
+        match self {
+            Provider::Container(c) => c.describe(),
+            Provider::Process(p) => p.describe(),
+            Provider::Url => format!("amqp {} / {}", endpoint.amqp_addr(), endpoint.http_base),
+        }
+    }
+
+    async fn failure(&self) -> Option<String> {
+        match self {
+            Provider::Container(c) => c.failure().await,
+            Provider::Process(p) => p.failure().await,
+            Provider::Url => None,
+        }
+    }
+
+    async fn log_tail(&self) -> String {
+        const LINES: usize = 40;
+        match self {
+            Provider::Container(c) => c.log_tail(LINES).await,
+            Provider::Process(p) => p.log_tail(LINES).await,
+            Provider::Url => "(the url provider has no output of its own)".into(),
+        }
+    }
+
+    async fn stop(self) -> Result<(), BrokerError> {
+        match self {
+            Provider::Container(c) => c.stop().await,
+            Provider::Process(p) => p.stop().await,
+            Provider::Url => Ok(()),
+        }
+    }
+}
+
+/// Management statistics sampled every second instead of every 5 s. The management agent
+/// collects at its smallest retention interval, whatever `collect_statistics_interval` says, so
+/// without this a queue's depth shows up to 5 s late.
+pub(crate) const RETENTION_POLICIES: &str =
+    "[{global,[{605,1}]},{basic,[{605,1}]},{detailed,[{10,1}]}]";
+
+/// The last `lines` lines of `text`.
+pub(crate) fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Nominal boot deadlines (scaled by `FLEET_E2E_TIME_SCALE`). RabbitMQ with management boots in
+/// 5–10 s on two cores; the margin covers a loaded CI machine.
+const CONTAINER_BOOT: Duration = Duration::from_secs(120);
+const PROCESS_BOOT: Duration = Duration::from_secs(90);
+const URL_ATTACH: Duration = Duration::from_secs(30);
+
+/// An AMQP 0-9-1 server answers the protocol header with `connection.start`, a method frame
+/// (frame type 1). A bare TCP connect is not enough: docker's port proxy accepts connections
+/// before the broker listens.
+async fn amqp_answers(addr: &str) -> Result<(), String> {
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        stream
+            .write_all(b"AMQP\x00\x00\x09\x01")
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        let mut frame_type = [0u8; 1];
+        stream
+            .read_exact(&mut frame_type)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        match frame_type[0] {
+            1 => Ok(()),
+            other => Err(format!("answered frame type {other}, not a method frame")),
+        }
+    };
+    tokio::time::timeout(scaled(Duration::from_secs(5)), attempt)
+        .await
+        .map_err(|_| "no answer to the AMQP protocol header".to_string())?
+}
+
+/// A running broker shared by all scenarios of a run.
+pub struct Broker {
+    spec: BrokerSpec,
+    endpoint: Endpoint,
+    version: String,
+    management: Management,
+    provider: Provider,
+}
+
+impl fmt::Debug for Broker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Broker")
+            .field("spec", &self.spec.label())
+            .field("version", &self.version)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// Starts (or, for the url provider, attaches to) the broker, then waits (deadline scaled by
+    /// `FLEET_E2E_TIME_SCALE`) until management `GET /api/overview` answers and the AMQP listener
+    /// answers the protocol header. On failure whatever was started is removed again and the
+    /// error says what to do.
+    pub async fn start(spec: &BrokerSpec) -> Result<Broker, BrokerError> {
+        let image = match spec.provider {
+            ProviderKind::Container => Some(container::image_for(spec.kind)),
+            _ => None,
+        };
+        Broker::start_with_image(spec, image).await
+    }
+
+    /// [`Broker::start`] with the container image given (`None`: from the environment).
+    pub(crate) async fn start_with_image(
+        spec: &BrokerSpec,
+        image: Option<String>,
+    ) -> Result<Broker, BrokerError> {
+        let started = std::time::Instant::now();
+        let (provider, endpoint, deadline) = match spec.provider {
+            ProviderKind::Container => {
+                let image = image.unwrap_or_else(|| container::image_for(spec.kind));
+                let c = container::start(spec.kind, &image).await?;
+                let endpoint = c.endpoint().clone();
+                (Provider::Container(Box::new(c)), endpoint, CONTAINER_BOOT)
+            }
+            ProviderKind::Process => {
+                if spec.kind != BrokerKind::RabbitMq {
+                    return Err(BrokerError::InvalidSpec {
+                        spec: spec.label(),
+                        reason: "only RabbitMQ can run as a local process".into(),
+                    });
+                }
+                let p = process::start().await?;
+                let endpoint = p.endpoint().clone();
+                (Provider::Process(Box::new(p)), endpoint, PROCESS_BOOT)
+            }
+            ProviderKind::Url => (Provider::Url, Endpoint::from_env()?, URL_ATTACH),
+        };
+        let management = Management::new(&endpoint.http_base, &endpoint.user, &endpoint.password)?;
+        match Broker::wait_ready(spec, &provider, &endpoint, &management, deadline).await {
+            Ok(overview) => {
+                let version = overview.label();
+                tracing::info!(spec = %spec.label(), %version, took = ?started.elapsed(), "broker ready");
+                if spec.provider == ProviderKind::Url
+                    && !overview
+                        .product
+                        .eq_ignore_ascii_case(&spec.kind.to_string())
+                {
+                    tracing::warn!(spec = %spec.label(), %version, "the broker at the URL reports another product");
+                }
+                Ok(Broker {
+                    spec: *spec,
+                    endpoint,
+                    version,
+                    management,
+                    provider,
+                })
+            }
+            Err(e) => {
+                if let Err(stop) = provider.stop().await {
+                    tracing::warn!(error = %stop, "could not clean up the broker that failed to boot");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn wait_ready(
+        spec: &BrokerSpec,
+        provider: &Provider,
+        endpoint: &Endpoint,
+        management: &Management,
+        deadline: Duration,
+    ) -> Result<Overview, BrokerError> {
+        let addr = endpoint.amqp_addr();
+        let what = format!(
+            "management GET {}/api/overview and AMQP on {addr} to answer",
+            endpoint.http_base
+        );
+        let outcome = wait_for(&what, deadline, || {
+            let addr = &addr;
+            async move {
+                if let Some(dead) = provider.failure().await {
+                    return Ok(Some(Err(dead)));
+                }
+                let overview = management.overview().await.map_err(|e| e.to_string())?;
+                amqp_answers(addr).await.map_err(|e| {
+                    format!(
+                        "management answers ({}), AMQP not yet: {e}",
+                        overview.label()
+                    )
+                })?;
+                Ok(Some(Ok(overview)))
+            }
+        })
+        .await;
+        match outcome {
+            Ok(Ok(overview)) => Ok(overview),
+            Ok(Err(reason)) => Err(BrokerError::Died {
+                spec: spec.label(),
+                reason,
+                log: provider.log_tail().await,
+            }),
+            Err(source) => Err(BrokerError::NotReady {
+                spec: spec.label(),
+                what: provider.describe(endpoint),
+                source: Box::new(source),
+                log: provider.log_tail().await,
+            }),
+        }
+    }
+
+    pub fn spec(&self) -> &BrokerSpec {
+        &self.spec
+    }
+
+    /// Product and version from `/api/overview`, e.g. "RabbitMQ 3.10.8", for reports.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Where the broker listens and who administers it.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Creates a fresh vhost `fleet-<uuid>` and grants the admin user full permissions on it
+    /// (RabbitMQ and LavinMQ grant the creator already; explicit is harmless).
+    pub async fn create_vhost(&self) -> Result<String, BrokerError> {
+        let vhost = format!("fleet-{}", uuid::Uuid::new_v4().simple());
+        self.management.create_vhost(&vhost).await?;
+        self.management
+            .grant_all(&vhost, &self.endpoint.user)
+            .await?;
+        Ok(vhost)
+    }
+
+    /// Deletes a vhost and everything in it; an already deleted vhost is fine.
+    pub async fn delete_vhost(&self, vhost: &str) -> Result<(), BrokerError> {
+        self.management.delete_vhost(vhost).await
+    }
+
+    /// `amqp://user:pass@host:port/<percent-encoded vhost>`.
+    pub fn amqp_url(&self, vhost: &str) -> String {
+        self.endpoint.amqp_url(vhost)
+    }
+
+    /// The management client, for queue inspection.
+    pub fn management(&self) -> &Management {
+        &self.management
+    }
+
+    /// Stops and removes what the provider started: the container is removed, the process
+    /// stopped and its data dir deleted. Nothing for the url provider.
+    pub async fn stop(self) -> Result<(), BrokerError> {
+        let label = self.spec.label();
+        self.provider.stop().await?;
+        tracing::info!(spec = %label, "broker stopped");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("rabbitmq", ProviderKind::Container, BrokerKind::RabbitMq)]
+    #[case("lavinmq", ProviderKind::Container, BrokerKind::LavinMq)]
+    #[case("container:rabbitmq", ProviderKind::Container, BrokerKind::RabbitMq)]
+    #[case("container:lavinmq", ProviderKind::Container, BrokerKind::LavinMq)]
+    #[case("process:rabbitmq", ProviderKind::Process, BrokerKind::RabbitMq)]
+    #[case("url:rabbitmq", ProviderKind::Url, BrokerKind::RabbitMq)]
+    #[case("url:lavinmq", ProviderKind::Url, BrokerKind::LavinMq)]
+    #[case("  URL:LavinMQ ", ProviderKind::Url, BrokerKind::LavinMq)]
+    fn specs_parse(#[case] s: &str, #[case] provider: ProviderKind, #[case] kind: BrokerKind) {
+        assert_eq!(
+            BrokerSpec::parse(s).expect("valid"),
+            BrokerSpec { provider, kind }
+        );
+    }
+
+    #[rstest]
+    #[case("container:rabbitmq")]
+    #[case("process:rabbitmq")]
+    #[case("url:lavinmq")]
+    fn labels_round_trip(#[case] s: &str) {
+        let spec: BrokerSpec = s.parse().expect("valid");
+        assert_eq!(spec.label(), s);
+        assert_eq!(spec.to_string(), s);
+    }
+
+    #[test]
+    fn bare_names_get_the_container_label() {
+        assert_eq!(
+            BrokerSpec::parse("lavinmq").expect("valid").label(),
+            "container:lavinmq"
+        );
+    }
+
+    #[test]
+    fn process_lavinmq_is_refused_with_a_way_out() {
+        let err = BrokerSpec::parse("process:lavinmq").expect_err("no LavinMQ package");
+        let text = err.to_string();
+        assert!(
+            text.contains("no Debian package")
+                && text.contains("container:lavinmq")
+                && text.contains("url:lavinmq"),
+            "{text}"
+        );
+    }
+
+    #[rstest]
+    #[case("kafka")]
+    #[case("vm:rabbitmq")]
+    #[case("container:")]
+    #[case(":rabbitmq")]
+    #[case("")]
+    fn bad_specs_are_refused(#[case] s: &str) {
+        assert!(BrokerSpec::parse(s).is_err(), "{s:?}");
+    }
+
+    #[test]
+    fn lists_parse_in_order() {
+        let specs =
+            BrokerSpec::parse_list("rabbitmq, process:rabbitmq,,url:lavinmq").expect("valid");
+        let labels: Vec<String> = specs.iter().map(BrokerSpec::label).collect();
+        assert_eq!(
+            labels,
+            ["container:rabbitmq", "process:rabbitmq", "url:lavinmq"]
+        );
+    }
+
+    #[rstest]
+    #[case("")]
+    #[case(" , ")]
+    #[case("rabbitmq,container:rabbitmq")]
+    #[case("rabbitmq,process:lavinmq")]
+    fn bad_lists_are_refused(#[case] s: &str) {
+        assert!(BrokerSpec::parse_list(s).is_err(), "{s:?}");
+    }
+
+    #[test]
+    fn kinds_display_lowercase() {
+        assert_eq!(BrokerKind::RabbitMq.to_string(), "rabbitmq");
+        assert_eq!(BrokerKind::LavinMq.to_string(), "lavinmq");
+        assert_eq!(ProviderKind::Process.to_string(), "process");
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        assert_eq!(tail("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(tail("a", 5), "a");
+        assert_eq!(tail("", 5), "");
+    }
+
+    #[tokio::test]
+    async fn amqp_probe_rejects_a_listener_that_is_not_amqp() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        tokio::spawn(async move {
+            if let Ok((mut s, _)) = listener.accept().await {
+                let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            }
+        });
+        let err = amqp_answers(&addr).await.expect_err("not AMQP");
+        assert!(err.contains("frame type"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn url_provider_without_variables_says_what_to_set() {
+        // Only meaningful where the variables are unset (they are in the unit-test environment).
+        if std::env::var_os(url::BROKER_URL_VAR).is_some()
+            || std::env::var_os(url::BROKER_HTTP_VAR).is_some()
+        {
+            return;
+        }
+        let spec = BrokerSpec::parse("url:rabbitmq").expect("valid");
+        let err = Broker::start(&spec).await.expect_err("no variables");
+        let text = err.to_string();
+        assert!(
+            text.contains("FLEET_BROKER_URL") && text.contains("FLEET_BROKER_HTTP"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    #[ignore = "talks to docker (which may try a registry)"]
+    async fn broker_missing_image_says_how_to_get_one() {
+        let spec = BrokerSpec::parse("container:rabbitmq").expect("valid");
+        let image = format!("fleet-no-such-image-{}:none", uuid::Uuid::new_v4().simple());
+        match Broker::start_with_image(&spec, Some(image)).await {
+            Err(e @ BrokerError::Unavailable { .. }) => {
+                eprintln!("{e}");
+                assert!(e.to_string().contains("scripts/setup"), "{e}");
+            }
+            // Without docker the error is about docker, which is just as clear.
+            Err(BrokerError::Docker { .. }) => {}
+            Err(other) => panic!("unexpected error: {other}"),
+            Ok(broker) => {
+                let _ = broker.stop().await;
+                panic!("a container of a nonexistent image started");
+            }
+        }
+    }
+
+    /// End to end through a real broker: vhost, queue, one message seen by management, cleanup.
+    /// Run with `cargo test -p fleet-conformance --lib -- --ignored broker --nocapture`.
+    async fn round_trip(spec: BrokerSpec, image: Option<String>) {
+        use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+        use lapin::types::FieldTable;
+        use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+        let t0 = std::time::Instant::now();
+        let broker = Broker::start_with_image(&spec, image)
+            .await
+            .expect("broker starts");
+        let boot = t0.elapsed();
+        let vhost = broker.create_vhost().await.expect("vhost");
+        let conn = Connection::connect(&broker.amqp_url(&vhost), ConnectionProperties::default())
+            .await
+            .expect("AMQP connection");
+        let channel = conn.create_channel().await.expect("channel");
+        channel
+            .queue_declare(
+                "fleet-probe".into(),
+                QueueDeclareOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("declare");
+        channel
+            .basic_publish(
+                "".into(),
+                "fleet-probe".into(),
+                BasicPublishOptions::default(),
+                b"hello",
+                BasicProperties::default(),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("publish sent");
+        let t1 = std::time::Instant::now();
+        let q = wait_for(
+            "the message to show in management",
+            Duration::from_secs(15),
+            || async {
+                match broker.management().queue(&vhost, "fleet-probe").await {
+                    Ok(Some(q)) if q.messages_ready == 1 => Ok(Some(q)),
+                    Ok(q) => Err(format!("{q:?}")),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+        .await
+        .expect("messages_ready == 1");
+        let seen = t1.elapsed();
+        assert_eq!(q.name, "fleet-probe");
+        let queues = broker.management().queues(&vhost).await.expect("queues");
+        assert_eq!(queues.len(), 1);
+        let bindings = broker
+            .management()
+            .bindings(&vhost, "fleet-probe")
+            .await
+            .expect("bindings");
+        assert!(
+            bindings
+                .iter()
+                .any(|b| b.source.is_empty() && b.routing_key == "fleet-probe"),
+            "{bindings:?}"
+        );
+        let exchanges = broker
+            .management()
+            .exchanges(&vhost)
+            .await
+            .expect("exchanges");
+        assert!(
+            exchanges
+                .iter()
+                .any(|e| e.name == "amq.topic" && e.kind == "topic"),
+            "{exchanges:?}"
+        );
+        let _ = conn.close(200, "bye".into()).await;
+        broker.delete_vhost(&vhost).await.expect("delete vhost");
+        assert_eq!(
+            broker
+                .management()
+                .queue(&vhost, "fleet-probe")
+                .await
+                .expect("query"),
+            None
+        );
+        let version = broker.version().to_string();
+        let t2 = std::time::Instant::now();
+        broker.stop().await.expect("stop");
+        eprintln!(
+            "{}: {version}: boot {boot:.2?}, message visible in management after {seen:.2?}, stop {:.2?}",
+            spec.label(),
+            t2.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    #[ignore = "starts a real broker container; needs docker and a local RabbitMQ image"]
+    async fn broker_round_trip_container_rabbitmq() {
+        let image = std::env::var(container::RABBITMQ_IMAGE_VAR)
+            .unwrap_or_else(|_| container::LOCAL_RABBITMQ_IMAGE.to_string());
+        round_trip(
+            BrokerSpec::parse("container:rabbitmq").expect("valid"),
+            Some(image),
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    #[ignore = "needs a running broker at FLEET_BROKER_URL / FLEET_BROKER_HTTP"]
+    async fn broker_round_trip_url() {
+        if std::env::var_os(url::BROKER_URL_VAR).is_none() {
+            eprintln!("skipped: {} is not set", url::BROKER_URL_VAR);
+            return;
+        }
+        let kind = std::env::var("FLEET_BROKER_KIND").unwrap_or_else(|_| "rabbitmq".into());
+        round_trip(
+            BrokerSpec::parse(&format!("url:{kind}")).expect("valid"),
+            None,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    #[ignore = "starts a real rabbitmq-server process; needs the Debian package"]
+    async fn broker_round_trip_process_rabbitmq() {
+        round_trip(BrokerSpec::parse("process:rabbitmq").expect("valid"), None).await;
+    }
+}

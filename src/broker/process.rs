@@ -1,0 +1,323 @@
+//! The process provider: Debian's `rabbitmq-server` run as a local process, no docker needed.
+//!
+//! Exists for machines (and CI) where containers are unwanted or no image can be had: Debian
+//! packages RabbitMQ (3.10), so `apt-get install rabbitmq-server` (done by `scripts/setup`) is
+//! enough. Each broker gets its own node name, loopback ports picked free, its own epmd-registered
+//! distribution port and a fresh temp dir holding data, config, cookie (`HOME`) and log, so runs
+//! side by side never meet. The upstream start script (not the `/usr/sbin` wrapper, which switches
+//! user) is run in its own process group; stopping signals the whole group.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use super::url::Endpoint;
+use super::{BrokerError, RETENTION_POLICIES};
+
+/// The upstream start script as Debian installs it.
+pub const RABBITMQ_SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+/// Environment variable overriding [`RABBITMQ_SERVER`] (another install location).
+pub const RABBITMQ_SERVER_VAR: &str = "FLEET_RABBITMQ_SERVER";
+
+static NEXT_NODE: AtomicU32 = AtomicU32::new(0);
+
+/// A `rabbitmq-server` this run started.
+pub(crate) struct RunningProcess {
+    child: Mutex<Child>,
+    /// The process group: the child's pid (it leads its own group).
+    pgid: i32,
+    dir: PathBuf,
+    log: PathBuf,
+    node: String,
+    endpoint: Endpoint,
+    stopped: bool,
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
+    let context = context.into();
+    move |source| BrokerError::Io { context, source }
+}
+
+/// Three distinct free loopback ports (AMQP, management, distribution). They are released before
+/// the broker binds them; a clash with another process in between shows up as a boot failure.
+fn free_ports() -> Result<[u16; 3], BrokerError> {
+    let bind =
+        || TcpListener::bind(("127.0.0.1", 0)).map_err(io_err("binding a free loopback port"));
+    let listeners = [bind()?, bind()?, bind()?];
+    let mut ports = [0u16; 3];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener
+            .local_addr()
+            .map_err(io_err("reading a free port"))?
+            .port();
+    }
+    Ok(ports)
+}
+
+/// The broker's advanced (Erlang terms) config file: the retention policies of both management
+/// applications, which rabbitmq.conf cannot express as one-second samples everywhere.
+fn advanced_config() -> String {
+    format!(
+        "[{{rabbitmq_management, [{{sample_retention_policies, {RETENTION_POLICIES}}}]}},\n \
+         {{rabbitmq_management_agent, [{{sample_retention_policies, {RETENTION_POLICIES}}}]}}].\n"
+    )
+}
+
+/// The broker's config file.
+fn rabbitmq_conf(amqp_port: u16, http_port: u16) -> String {
+    format!(
+        "# Written by fleet-conformance for one throwaway node.\n\
+         listeners.tcp.default = 127.0.0.1:{amqp_port}\n\
+         management.tcp.ip = 127.0.0.1\n\
+         management.tcp.port = {http_port}\n\
+         collect_statistics_interval = 500\n\
+         loopback_users = none\n"
+    )
+}
+
+fn write_file(path: &Path, content: &str) -> Result<(), BrokerError> {
+    let mut f = File::create(path).map_err(io_err(format!("creating {}", path.display())))?;
+    f.write_all(content.as_bytes())
+        .map_err(io_err(format!("writing {}", path.display())))
+}
+
+/// Starts a node; readiness is the caller's.
+pub(crate) async fn start() -> Result<RunningProcess, BrokerError> {
+    let server = std::env::var(RABBITMQ_SERVER_VAR)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| RABBITMQ_SERVER.into());
+    if !Path::new(&server).is_file() {
+        return Err(BrokerError::Unavailable {
+            provider: "process:rabbitmq".into(),
+            reason: format!("{server} does not exist"),
+            hint: format!(
+                "install rabbitmq-server (scripts/setup does), or set {RABBITMQ_SERVER_VAR} to the upstream \
+                 rabbitmq-server script of another install"
+            ),
+        });
+    }
+    let pid = std::process::id();
+    let n = NEXT_NODE.fetch_add(1, Ordering::Relaxed);
+    let node = format!("fleet-{pid}-{n}@localhost");
+    let dir = std::env::temp_dir().join(format!(
+        "fleet-rabbitmq-{pid}-{n}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    std::fs::create_dir(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    match spawn(&server, &node, &dir) {
+        Ok(p) => Ok(p),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
+}
+
+fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerError> {
+    let [amqp_port, http_port, dist_port] = free_ports()?;
+    let conf = dir.join("rabbitmq.conf");
+    let plugins = dir.join("enabled_plugins");
+    let env_file = dir.join("rabbitmq-env.conf");
+    let advanced = dir.join("advanced.config");
+    let log = dir.join("rabbitmq.log");
+    write_file(&conf, &rabbitmq_conf(amqp_port, http_port))?;
+    write_file(&plugins, "[rabbitmq_management].\n")?;
+    write_file(&advanced, &advanced_config())?;
+    // An empty env file keeps the machine's /etc/rabbitmq/rabbitmq-env.conf out.
+    write_file(&env_file, "")?;
+    for sub in ["mnesia", "log"] {
+        std::fs::create_dir(dir.join(sub))
+            .map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
+    }
+    let out = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(io_err("duplicating the log file handle"))?;
+
+    let mut cmd = Command::new(server);
+    // Nothing of an outer RabbitMQ/Erlang setup may leak into this node.
+    for (key, _) in std::env::vars_os() {
+        if let Some(k) = key.to_str()
+            && (k.starts_with("RABBITMQ_") || k.starts_with("ERL_"))
+        {
+            cmd.env_remove(k);
+        }
+    }
+    if std::env::var_os("LANG").is_none() {
+        cmd.env("LANG", "C.UTF-8");
+    }
+    cmd.env("HOME", dir)
+        .env("RABBITMQ_NODENAME", node)
+        .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
+        .env("RABBITMQ_NODE_PORT", amqp_port.to_string())
+        .env("RABBITMQ_DIST_PORT", dist_port.to_string())
+        .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
+        .env("RABBITMQ_LOG_BASE", dir.join("log"))
+        .env("RABBITMQ_LOGS", "-")
+        .env("RABBITMQ_CONFIG_FILE", &conf)
+        .env("RABBITMQ_ADVANCED_CONFIG_FILE", &advanced)
+        .env("RABBITMQ_ENABLED_PLUGINS_FILE", &plugins)
+        .env("RABBITMQ_CONF_ENV_FILE", &env_file)
+        .env("ERL_EPMD_ADDRESS", "127.0.0.1")
+        .env(
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+            "-kernel inet_dist_use_interface {127,0,0,1}",
+        )
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    tracing::info!(%node, amqp_port, http_port, dir = %dir.display(), "starting rabbitmq-server");
+    let child = cmd.spawn().map_err(io_err(format!("starting {server}")))?;
+    let pgid = i32::try_from(child.id()).map_err(|_| BrokerError::Io {
+        context: "reading the broker's pid".into(),
+        source: std::io::Error::other("pid out of range"),
+    })?;
+    Ok(RunningProcess {
+        child: Mutex::new(child),
+        pgid,
+        dir: dir.to_path_buf(),
+        log,
+        node: node.to_string(),
+        endpoint: Endpoint {
+            amqp_host: "127.0.0.1".into(),
+            amqp_port,
+            http_base: format!("http://127.0.0.1:{http_port}"),
+            user: "guest".into(),
+            password: "guest".into(),
+        },
+        stopped: false,
+    })
+}
+
+/// Sends `signal` to every process of the group; false once the group is gone.
+fn signal_group(pgid: i32, signal: libc::c_int) -> bool {
+    // SAFETY: kill(2) with a negative pid only sends a signal; no memory is involved.
+    unsafe { libc::kill(-pgid, signal) == 0 }
+}
+
+impl RunningProcess {
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        format!("rabbitmq-server node {}", self.node)
+    }
+
+    /// Reaps the start script if it exited; `Some(status)` then.
+    fn exit_status(&self) -> Option<String> {
+        let mut child = match self.child.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(format!("cannot be waited for: {e}")),
+        }
+    }
+
+    /// `Some(reason)` once the broker has exited.
+    pub(crate) async fn failure(&self) -> Option<String> {
+        self.exit_status()
+            .map(|status| format!("{} exited early ({status})", self.describe()))
+    }
+
+    /// The last lines of the broker's output, for boot failures.
+    pub(crate) async fn log_tail(&self, lines: usize) -> String {
+        match tokio::fs::read(&self.log).await {
+            Ok(bytes) => super::tail(&String::from_utf8_lossy(&bytes), lines),
+            Err(e) => format!("(cannot read {}: {e})", self.log.display()),
+        }
+    }
+
+    /// Waits until the start script is reaped and nothing of its group is left.
+    async fn wait_gone(&self, nominal: Duration) -> Result<(), crate::timing::WaitTimeout> {
+        crate::timing::wait_for(&format!("{} to exit", self.node), nominal, || {
+            let gone = self.exit_status().is_some() && !signal_group(self.pgid, 0);
+            async move { Ok(gone.then_some(())) }
+        })
+        .await
+    }
+
+    /// SIGTERM to the group (RabbitMQ shuts down cleanly), SIGKILL if that takes too long, then
+    /// the temp dir is deleted.
+    pub(crate) async fn stop(mut self) -> Result<(), BrokerError> {
+        self.stopped = true;
+        let started = std::time::Instant::now();
+        signal_group(self.pgid, libc::SIGTERM);
+        if let Err(timeout) = self.wait_gone(Duration::from_secs(30)).await {
+            tracing::warn!(%timeout, node = %self.node, "rabbitmq-server ignored SIGTERM: killing it");
+            signal_group(self.pgid, libc::SIGKILL);
+            self.wait_gone(Duration::from_secs(10))
+                .await
+                .map_err(|source| BrokerError::Stuck {
+                    what: self.describe(),
+                    source: Box::new(source),
+                })?;
+        }
+        tracing::info!(node = %self.node, took = ?started.elapsed(), "rabbitmq-server stopped");
+        tokio::fs::remove_dir_all(&self.dir)
+            .await
+            .map_err(io_err(format!("deleting {}", self.dir.display())))
+    }
+}
+
+impl Drop for RunningProcess {
+    /// A broker not stopped explicitly (a panicking test) is killed outright, its dir deleted.
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        signal_group(self.pgid, libc::SIGKILL);
+        if let Ok(mut child) = self.child.lock() {
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let [a, b, c] = free_ports().expect("ports");
+        assert!(a != b && b != c && a != c);
+    }
+
+    #[test]
+    fn the_config_binds_loopback_and_refreshes_statistics_fast() {
+        let conf = rabbitmq_conf(5000, 5001);
+        assert!(conf.contains("listeners.tcp.default = 127.0.0.1:5000"));
+        assert!(conf.contains("management.tcp.port = 5001"));
+        assert!(conf.contains("management.tcp.ip = 127.0.0.1"));
+        assert!(conf.contains("collect_statistics_interval = 500"));
+    }
+
+    #[test]
+    fn the_advanced_config_samples_every_second_for_both_management_apps() {
+        let adv = advanced_config();
+        assert!(
+            adv.starts_with(
+                "[{rabbitmq_management, [{sample_retention_policies, [{global,[{605,1}]}"
+            ),
+            "{adv}"
+        );
+        assert!(
+            adv.contains("{rabbitmq_management_agent, [{sample_retention_policies, "),
+            "{adv}"
+        );
+        assert!(adv.trim_end().ends_with("]."), "{adv}");
+    }
+}

@@ -1,0 +1,403 @@
+//! URLs of a broker: where its AMQP listener and management API are, and how to write them.
+//!
+//! Exists because every provider ends with the same [`Endpoint`], and the url provider has to read
+//! one from `FLEET_BROKER_URL` / `FLEET_BROKER_HTTP`. Vhost names (`/` included) and credentials
+//! must be percent-encoded both in AMQP URLs and in management API paths; a hand-rolled encoder
+//! keeps the suite off yet another dependency.
+
+use std::fmt::Write as _;
+
+use super::BrokerError;
+
+/// Environment variable of the url provider: `amqp://user:pass@host:port[/vhost]`.
+pub const BROKER_URL_VAR: &str = "FLEET_BROKER_URL";
+/// Environment variable of the url provider: `http://host:port` of the management API.
+pub const BROKER_HTTP_VAR: &str = "FLEET_BROKER_HTTP";
+
+/// Where a running broker listens and who may administer it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// AMQP host, without IPv6 brackets.
+    pub amqp_host: String,
+    pub amqp_port: u16,
+    /// Base URL of the management API, e.g. `http://127.0.0.1:15672`, without a trailing slash.
+    pub http_base: String,
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("amqp_host", &self.amqp_host)
+            .field("amqp_port", &self.amqp_port)
+            .field("http_base", &self.http_base)
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// `host:port` of the AMQP listener, IPv6 hosts bracketed.
+    pub fn amqp_addr(&self) -> String {
+        format!("{}:{}", bracket_host(&self.amqp_host), self.amqp_port)
+    }
+
+    /// `amqp://user:pass@host:port/<percent-encoded vhost>`.
+    pub fn amqp_url(&self, vhost: &str) -> String {
+        format!(
+            "amqp://{}:{}@{}/{}",
+            percent_encode(&self.user),
+            percent_encode(&self.password),
+            self.amqp_addr(),
+            percent_encode(vhost)
+        )
+    }
+
+    /// The url provider's endpoint, from `FLEET_BROKER_URL` and `FLEET_BROKER_HTTP`.
+    pub fn from_env() -> Result<Endpoint, BrokerError> {
+        let read = |var: &str| {
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .ok_or_else(|| BrokerError::Unavailable {
+                    provider: "url".into(),
+                    reason: format!("{var} is not set"),
+                    hint: format!(
+                        "set {BROKER_URL_VAR} (amqp://user:pass@host:port) and {BROKER_HTTP_VAR} \
+                     (http://host:port of the management API)"
+                    ),
+                })
+        };
+        let amqp = read(BROKER_URL_VAR)?;
+        let http = read(BROKER_HTTP_VAR)?;
+        Endpoint::from_urls(&amqp, &http)
+    }
+
+    /// Builds the endpoint of an AMQP URL (credentials, host, port; any vhost is ignored) and a
+    /// management base URL.
+    pub fn from_urls(amqp: &str, http: &str) -> Result<Endpoint, BrokerError> {
+        let parsed = parse_amqp_url(amqp).map_err(|reason| BrokerError::InvalidUrl {
+            var: BROKER_URL_VAR,
+            value: redact_url(amqp),
+            reason,
+        })?;
+        let http_base = parse_http_base(http).map_err(|reason| BrokerError::InvalidUrl {
+            var: BROKER_HTTP_VAR,
+            value: redact_url(http),
+            reason,
+        })?;
+        Ok(Endpoint {
+            amqp_host: parsed.host,
+            amqp_port: parsed.port,
+            http_base,
+            user: parsed.user,
+            password: parsed.password,
+        })
+    }
+}
+
+/// The parts of an AMQP URL the suite uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpUrlParts {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    /// The decoded vhost, `None` when the URL has no path (the default vhost `/` then applies).
+    pub vhost: Option<String>,
+}
+
+/// Parses `amqp://[user[:pass]@]host[:port][/vhost]` (user and password default to guest, the
+/// port to 5672, as in the AMQP URI spec). `amqps` is refused: the suite speaks plain AMQP.
+pub fn parse_amqp_url(url: &str) -> Result<AmqpUrlParts, String> {
+    let url = url.trim();
+    let rest = match url.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("amqp") => rest,
+        Some((scheme, _)) => {
+            return Err(format!("scheme {scheme:?} is not supported, use amqp://"));
+        }
+        None => return Err("expected amqp://user:pass@host:port".into()),
+    };
+    let (authority, path) = match rest.find(['/', '?', '#']) {
+        Some(i) => (&rest[..i], Some(&rest[i..])),
+        None => (rest, None),
+    };
+    let (userinfo, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let (user, password) = match userinfo {
+        Some(u) => {
+            let (user, pass) = u.split_once(':').unwrap_or((u, ""));
+            (percent_decode(user)?, percent_decode(pass)?)
+        }
+        None => ("guest".to_string(), "guest".to_string()),
+    };
+    let (host, port) = split_host_port(hostport, 5672)?;
+    let vhost = match path {
+        Some(p) if p.starts_with('/') => {
+            let segment = p[1..].split(['?', '#']).next().unwrap_or("");
+            Some(percent_decode(segment)?)
+        }
+        _ => None,
+    };
+    Ok(AmqpUrlParts {
+        host,
+        port,
+        user,
+        password,
+        vhost,
+    })
+}
+
+/// Checks a management base URL (`http://host:port[/prefix]`) and strips trailing slashes.
+/// Credentials in it are refused (they come from the AMQP URL); so is https (no TLS stack here).
+pub fn parse_http_base(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    let rest = match url.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+        Some((scheme, _)) => {
+            return Err(format!("scheme {scheme:?} is not supported, use http://"));
+        }
+        None => return Err("expected http://host:port".into()),
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Err(format!(
+            "put credentials in {BROKER_URL_VAR}, not in the management URL"
+        ));
+    }
+    split_host_port(authority, 15672)?;
+    if rest.contains(['?', '#']) {
+        return Err("a base URL has no query or fragment".into());
+    }
+    Ok(format!("http://{}", rest.trim_end_matches('/')))
+}
+
+fn split_host_port(hostport: &str, default_port: u16) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
+        let (host, after) = inner.split_once(']').ok_or("unclosed [ in host")?;
+        match after.strip_prefix(':') {
+            Some(p) => (host, Some(p)),
+            None if after.is_empty() => (host, None),
+            None => return Err(format!("unexpected {after:?} after the host")),
+        }
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("the host is missing".into());
+    }
+    let port = match port {
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| format!("invalid port {p:?}"))?,
+        None => default_port,
+    };
+    Ok((host.to_string(), port))
+}
+
+/// `[::1]` for IPv6 literals, the host unchanged otherwise.
+pub fn bracket_host(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, so the result is safe as a
+/// path segment or in userinfo (`/` becomes `%2F`).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// Decodes `%XX` escapes; the result must be UTF-8.
+pub fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .ok_or_else(|| format!("truncated escape in {s:?}"))?;
+            let b = u8::from_str_radix(hex, 16)
+                .map_err(|_| format!("invalid escape %{hex} in {s:?}"))?;
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8"))
+}
+
+/// The URL with any password replaced, for error messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn endpoint() -> Endpoint {
+        Endpoint {
+            amqp_host: "127.0.0.1".into(),
+            amqp_port: 32768,
+            http_base: "http://127.0.0.1:32769".into(),
+            user: "guest".into(),
+            password: "guest".into(),
+        }
+    }
+
+    #[rstest]
+    #[case("fleet-0123abcd", "amqp://guest:guest@127.0.0.1:32768/fleet-0123abcd")]
+    #[case("/", "amqp://guest:guest@127.0.0.1:32768/%2F")]
+    #[case("a b/c%", "amqp://guest:guest@127.0.0.1:32768/a%20b%2Fc%25")]
+    fn amqp_url_percent_encodes_the_vhost(#[case] vhost: &str, #[case] want: &str) {
+        assert_eq!(endpoint().amqp_url(vhost), want);
+    }
+
+    #[test]
+    fn amqp_url_encodes_credentials_and_brackets_ipv6() {
+        let ep = Endpoint {
+            amqp_host: "::1".into(),
+            user: "u@x".into(),
+            password: "p:w/d".into(),
+            ..endpoint()
+        };
+        assert_eq!(ep.amqp_url("v"), "amqp://u%40x:p%3Aw%2Fd@[::1]:32768/v");
+    }
+
+    #[rstest]
+    #[case("amqp://u:p@h:1234/vh", "h", 1234, "u", "p", Some("vh"))]
+    #[case("amqp://u:p@h", "h", 5672, "u", "p", None)]
+    #[case("amqp://h:5673/", "h", 5673, "guest", "guest", Some(""))]
+    #[case(
+        "AMQP://a%40b:c%2Fd@[::1]:5672/%2F",
+        "::1",
+        5672,
+        "a@b",
+        "c/d",
+        Some("/")
+    )]
+    #[case("amqp://u:p@h:1/v?heartbeat=10", "h", 1, "u", "p", Some("v"))]
+    fn amqp_urls_parse(
+        #[case] url: &str,
+        #[case] host: &str,
+        #[case] port: u16,
+        #[case] user: &str,
+        #[case] password: &str,
+        #[case] vhost: Option<&str>,
+    ) {
+        let parts = parse_amqp_url(url).expect("parses");
+        assert_eq!(
+            parts,
+            AmqpUrlParts {
+                host: host.into(),
+                port,
+                user: user.into(),
+                password: password.into(),
+                vhost: vhost.map(str::to_string),
+            }
+        );
+    }
+
+    #[rstest]
+    #[case("amqps://h")]
+    #[case("h:5672")]
+    #[case("amqp://u:p@:5672")]
+    #[case("amqp://u:p@h:notaport")]
+    #[case("amqp://u:p@h:99999")]
+    #[case("amqp://u:%zz@h")]
+    fn bad_amqp_urls_are_refused(#[case] url: &str) {
+        assert!(parse_amqp_url(url).is_err(), "{url}");
+    }
+
+    #[rstest]
+    #[case("http://127.0.0.1:15672", "http://127.0.0.1:15672")]
+    #[case("http://h:1/", "http://h:1")]
+    #[case("http://h", "http://h")]
+    #[case("http://h:1/prefix/", "http://h:1/prefix")]
+    fn http_bases_parse(#[case] url: &str, #[case] want: &str) {
+        assert_eq!(parse_http_base(url).as_deref(), Ok(want));
+    }
+
+    #[rstest]
+    #[case("https://h:15671")]
+    #[case("http://u:p@h:15672")]
+    #[case("h:15672")]
+    #[case("http://h:x")]
+    fn bad_http_bases_are_refused(#[case] url: &str) {
+        assert!(parse_http_base(url).is_err(), "{url}");
+    }
+
+    #[test]
+    fn endpoint_from_urls_takes_credentials_from_the_amqp_url_and_ignores_its_vhost() {
+        let ep = Endpoint::from_urls(
+            "amqp://admin:s3cret@broker:5672/some-vhost",
+            "http://broker:15672/",
+        )
+        .expect("valid");
+        assert_eq!(ep.amqp_host, "broker");
+        assert_eq!(ep.amqp_port, 5672);
+        assert_eq!(ep.http_base, "http://broker:15672");
+        assert_eq!(
+            (ep.user.as_str(), ep.password.as_str()),
+            ("admin", "s3cret")
+        );
+        assert_eq!(ep.amqp_url("x"), "amqp://admin:s3cret@broker:5672/x");
+    }
+
+    #[test]
+    fn errors_about_urls_never_show_the_password() {
+        let err = Endpoint::from_urls("amqp://admin:s3cret@broker:nope", "http://broker:15672")
+            .expect_err("bad port");
+        let text = err.to_string();
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains(BROKER_URL_VAR), "{text}");
+        let debug = format!(
+            "{:?}",
+            Endpoint {
+                password: "s3cret".into(),
+                ..endpoint()
+            }
+        );
+        assert!(!debug.contains("s3cret"), "{debug}");
+    }
+
+    #[test]
+    fn percent_coding_round_trips() {
+        for s in ["/", "fleet-abc", "ä ö/%?#@:"] {
+            assert_eq!(percent_decode(&percent_encode(s)).as_deref(), Ok(s));
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! A gateway under test: a real process started with the SPEC §15 runtime contract.
+//!
+//! The suite never links a gateway: it starts whatever `FLEET_GATEWAY_CMD` names (default: the
+//! reference `fleet-gateway` binary) with the contract's environment, waits for `/readyz`, captures
+//! its log, and kills it with real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM) to open the crash
+//! windows the spec talks about. Its local API (`/v1/…`) is driven over HTTP like an operator would.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::keys::{HostKey, write_peers_file};
+use crate::timing::wait_for;
+
+/// A gateway-process failure.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("cannot prepare gateway files in {dir}: {reason}")]
+    Files { dir: String, reason: String },
+    #[error("cannot start gateway command {cmd:?}: {reason}")]
+    Spawn { cmd: String, reason: String },
+    #[error("gateway {host} not ready: {reason}\n--- last log lines ---\n{log}")]
+    NotReady {
+        host: String,
+        reason: String,
+        log: String,
+    },
+    #[error("gateway {host} local API {what}: {reason}")]
+    Api {
+        host: String,
+        what: String,
+        reason: String,
+    },
+}
+
+/// Everything needed to (re)start one host's gateway.
+#[derive(Clone)]
+pub struct GatewaySpec {
+    pub host: String,
+    /// Command line; run through `sh -c 'exec …'` so signals reach the gateway itself.
+    pub command: String,
+    pub amqp_url: String,
+    pub herdr_socket: PathBuf,
+    /// This host's own directory (key, peers, state, log).
+    pub dir: PathBuf,
+    pub key: HostKey,
+    /// Peer keys written to the peers file (normally every trusted host of the scenario).
+    pub peers: BTreeMap<String, HostKey>,
+    /// Tunables (`FLEET_HEARTBEAT_MS`, …) and any other variables.
+    pub extra_env: BTreeMap<String, String>,
+}
+
+/// A running (or stopped) gateway process.
+pub struct GatewayProcess {
+    pub spec: GatewaySpec,
+    pub listen: SocketAddr,
+    pub admin_token: String,
+    child: Option<tokio::process::Child>,
+    http: reqwest::Client,
+    log_path: PathBuf,
+    starts: u32,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl GatewayProcess {
+    /// Starts the gateway and waits until `/readyz` answers 200.
+    pub async fn start(spec: GatewaySpec) -> Result<GatewayProcess, GatewayError> {
+        let files = |e: std::io::Error| GatewayError::Files {
+            dir: spec.dir.display().to_string(),
+            reason: e.to_string(),
+        };
+        std::fs::create_dir_all(spec.dir.join("state")).map_err(files)?;
+        spec.key
+            .write_key_file(&spec.dir.join("signing.key"))
+            .map_err(files)?;
+        write_peers_file(&spec.dir.join("peers.toml"), &spec.peers).map_err(files)?;
+        let port = free_port().map_err(files)?;
+        let mut gw = GatewayProcess {
+            listen: SocketAddr::from(([127, 0, 0, 1], port)),
+            admin_token: format!("admin-{}", uuid::Uuid::new_v4().simple()),
+            log_path: spec.dir.join("gateway.log"),
+            spec,
+            child: None,
+            http: reqwest::Client::new(),
+            starts: 0,
+        };
+        gw.launch().await?;
+        Ok(gw)
+    }
+
+    fn env(&self) -> BTreeMap<String, String> {
+        let d = &self.spec.dir;
+        let mut env: BTreeMap<String, String> = [
+            ("FLEET_HOST_ID", self.spec.host.clone()),
+            ("FLEET_AMQP_URL", self.spec.amqp_url.clone()),
+            (
+                "FLEET_SIGNING_KEY_FILE",
+                d.join("signing.key").display().to_string(),
+            ),
+            (
+                "FLEET_PEERS_FILE",
+                d.join("peers.toml").display().to_string(),
+            ),
+            (
+                "FLEET_HERDR_SOCKET",
+                self.spec.herdr_socket.display().to_string(),
+            ),
+            ("FLEET_LISTEN", self.listen.to_string()),
+            ("FLEET_ADMIN_TOKEN", self.admin_token.clone()),
+            ("FLEET_STATE_DIR", d.join("state").display().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        env.extend(self.spec.extra_env.clone());
+        env
+    }
+
+    /// (Re)launches the process with the same identity, port and state dir, and waits for ready.
+    pub async fn launch(&mut self) -> Result<(), GatewayError> {
+        self.starts += 1;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| GatewayError::Files {
+                dir: self.spec.dir.display().to_string(),
+                reason: e.to_string(),
+            })?;
+        let log2 = log.try_clone().map_err(|e| GatewayError::Files {
+            dir: self.spec.dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        use std::io::Write as _;
+        let _ = writeln!(
+            &log,
+            "===== start #{} of gateway {} =====",
+            self.starts, self.spec.host
+        );
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("exec {}", self.spec.command))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env(
+                "HOME",
+                std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
+            )
+            .env(
+                "RUST_LOG",
+                std::env::var("FLEET_GATEWAY_LOG").unwrap_or_else(|_| "info,lapin=warn".into()),
+            )
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log2))
+            .kill_on_drop(true);
+        let child = cmd.spawn().map_err(|e| GatewayError::Spawn {
+            cmd: self.spec.command.clone(),
+            reason: e.to_string(),
+        })?;
+        self.child = Some(child);
+        self.wait_ready(Duration::from_secs(30)).await
+    }
+
+    /// Waits until `/readyz` answers 200, failing early if the process exits.
+    pub async fn wait_ready(&mut self, nominal: Duration) -> Result<(), GatewayError> {
+        let url = format!("http://{}/readyz", self.listen);
+        let http = self.http.clone();
+        let mut exited: Option<String> = None;
+        let child = &mut self.child;
+        let r = wait_for(
+            &format!("gateway {} /readyz", self.spec.host),
+            nominal,
+            || {
+                let exit = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                if let Some(status) = exit {
+                    exited = Some(format!("the process exited with {status}"));
+                }
+                let done = exited.clone();
+                let http = http.clone();
+                let url = url.clone();
+                async move {
+                    if let Some(why) = done {
+                        return Ok(Some(Err(why)));
+                    }
+                    match http.get(&url).send().await {
+                        Ok(r) if r.status().is_success() => Ok(Some(Ok(()))),
+                        Ok(r) => Err(format!("/readyz answered {}", r.status())),
+                        Err(e) => Err(format!("/readyz unreachable: {e}")),
+                    }
+                }
+            },
+        )
+        .await;
+        let reason = match r {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(why)) => why,
+            Err(timeout) => timeout.to_string(),
+        };
+        Err(GatewayError::NotReady {
+            host: self.spec.host.clone(),
+            reason,
+            log: self.log_tail(40),
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
+    }
+
+    /// Sends a real signal to the gateway process.
+    pub fn signal(&self, sig: i32) -> std::io::Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| std::io::Error::other("gateway is not running"))?;
+        // SAFETY: kill(2) with a pid we spawned and a valid signal number has no memory effects.
+        let rc = unsafe { libc::kill(pid as i32, sig) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// SIGKILL and reap: the crash of SPEC's crash windows.
+    pub async fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+    }
+
+    /// SIGTERM and wait for a graceful exit within `bound`; SIGKILL after that. Returns whether it
+    /// exited by itself.
+    pub async fn terminate(&mut self, bound: Duration) -> bool {
+        let _ = self.signal(libc::SIGTERM);
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
+        match tokio::time::timeout(bound, c.wait()).await {
+            Ok(_) => true,
+            Err(_) => {
+                let _ = c.start_kill();
+                let _ = c.wait().await;
+                false
+            }
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.listen)
+    }
+
+    pub fn mcp_url(&self) -> String {
+        format!("http://{}/mcp", self.listen)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    fn api_err(&self, what: &str, reason: impl ToString) -> GatewayError {
+        GatewayError::Api {
+            host: self.spec.host.clone(),
+            what: what.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// `POST /v1/entities` → `(gid, token)`.
+    pub async fn register(
+        &self,
+        role: &str,
+        pane: &str,
+        groups: &[String],
+        parent: Option<&str>,
+        gid: Option<&str>,
+    ) -> Result<(String, String), GatewayError> {
+        let mut body = json!({"role": role, "pane": pane, "groups": groups});
+        if let Some(p) = parent {
+            body["parent"] = json!(p);
+        }
+        if let Some(g) = gid {
+            body["gid"] = json!(g);
+        }
+        let r = self
+            .http
+            .post(format!("{}/v1/entities", self.base_url()))
+            .bearer_auth(&self.admin_token)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| self.api_err("POST /v1/entities", e))?;
+        let status = r.status();
+        let v: Value = r
+            .json()
+            .await
+            .map_err(|e| self.api_err("POST /v1/entities", e))?;
+        if !status.is_success() {
+            return Err(self.api_err("POST /v1/entities", format!("{status}: {v}")));
+        }
+        let gid = v["gid"]
+            .as_str()
+            .ok_or_else(|| self.api_err("POST /v1/entities", format!("no gid in {v}")))?;
+        let token = v["token"]
+            .as_str()
+            .ok_or_else(|| self.api_err("POST /v1/entities", format!("no token in {v}")))?;
+        Ok((gid.to_string(), token.to_string()))
+    }
+
+    /// `DELETE /v1/entities/<gid>`.
+    pub async fn stop_entity(&self, gid: &str) -> Result<(), GatewayError> {
+        let r = self
+            .http
+            .delete(format!("{}/v1/entities/{gid}", self.base_url()))
+            .bearer_auth(&self.admin_token)
+            .send()
+            .await
+            .map_err(|e| self.api_err("DELETE /v1/entities", e))?;
+        if r.status().is_success() {
+            Ok(())
+        } else {
+            Err(self.api_err("DELETE /v1/entities", r.status()))
+        }
+    }
+
+    /// GET an admin or probe path → (status, JSON or text as a JSON string).
+    pub async fn get(&self, path: &str) -> Result<(u16, Value), GatewayError> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base_url()))
+            .bearer_auth(&self.admin_token)
+            .send()
+            .await
+            .map_err(|e| self.api_err(path, e))?;
+        let status = r.status().as_u16();
+        let text = r.text().await.map_err(|e| self.api_err(path, e))?;
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Ok((status, v))
+    }
+}

@@ -1,0 +1,21 @@
+//! `fleet-conformance`: the black-box conformance harness for Fleet gateways.
+//!
+//! One module per real component the suite drives. Nothing here imports the reference gateway:
+//! the suite judges any gateway by what crosses the wire, so a bug in the gateway cannot hide
+//! behind a helper they share.
+//!
+//! - [`broker`] — broker providers (container, local process, URL) and the management API
+//! - [`gateway`] — a gateway under test, as a real process with the SPEC §15 contract
+//! - [`herdr`] — the fake herdr socket server (the only fake)
+//! - [`mcp`] — a real MCP client acting as one entity
+//! - [`keys`] — host keys and the peers file
+//! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
+
+pub mod broker;
+pub mod gateway;
+pub mod herdr;
+pub mod keys;
+pub mod mcp;
+pub mod probe;
+pub mod report;
+pub mod timing;

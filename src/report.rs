@@ -1,0 +1,166 @@
+//! The per-requirement summary: which SPEC requirement ids the run exercised, and how they fared.
+//!
+//! Scenarios are tagged with requirement ids (`@FWD-1`); cucumber's JSON report carries the tags
+//! and each step's result. Folding one into the other tells a gateway's authors which requirements
+//! they meet — the point of a conformance suite.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// Tally of one requirement id on one broker.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub passed: u32,
+    pub failed: u32,
+    pub skipped: u32,
+}
+
+/// True for tags that name a requirement (`FWD-1`, `SIG-12`).
+pub fn is_requirement(tag: &str) -> bool {
+    let Some((prefix, num)) = tag.split_once('-') else {
+        return false;
+    };
+    (2..=3).contains(&prefix.len())
+        && prefix.bytes().all(|c| c.is_ascii_uppercase())
+        && !num.is_empty()
+        && num.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Folds a cucumber JSON report into requirement id → tally.
+pub fn tally(report: &Value) -> BTreeMap<String, Tally> {
+    let mut out: BTreeMap<String, Tally> = BTreeMap::new();
+    for feature in report.as_array().into_iter().flatten() {
+        let feature_tags = tags(feature);
+        // A background's steps belong to the scenario that follows it.
+        let mut background: Vec<&str> = Vec::new();
+        for el in feature
+            .get("elements")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let own: Vec<&str> = el
+                .get("steps")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.pointer("/result/status").and_then(Value::as_str))
+                .collect();
+            if el.get("type").and_then(Value::as_str) == Some("background") {
+                background = own;
+                continue;
+            }
+            let mut statuses = std::mem::take(&mut background);
+            statuses.extend(own);
+            let verdict = if statuses.contains(&"failed") {
+                "failed"
+            } else if statuses.is_empty() || statuses.iter().any(|s| *s != "passed") {
+                "skipped"
+            } else {
+                "passed"
+            };
+            let mut ids: Vec<String> = tags(el);
+            ids.extend(feature_tags.iter().cloned());
+            ids.sort();
+            ids.dedup();
+            for id in ids.into_iter().filter(|t| is_requirement(t)) {
+                let t = out.entry(id).or_default();
+                match verdict {
+                    "passed" => t.passed += 1,
+                    "failed" => t.failed += 1,
+                    _ => t.skipped += 1,
+                }
+            }
+        }
+    }
+    out
+}
+
+fn tags(v: &Value) -> Vec<String> {
+    v.get("tags")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("name").and_then(Value::as_str))
+        .map(|t| t.trim_start_matches('@').to_string())
+        .collect()
+}
+
+/// A plain-text table of the tallies.
+pub fn render(label: &str, t: &BTreeMap<String, Tally>) -> String {
+    let mut s = format!("Requirements exercised on {label}:\n");
+    for (id, x) in t {
+        let verdict = if x.failed > 0 {
+            "FAIL"
+        } else if x.passed > 0 && x.skipped == 0 {
+            "pass"
+        } else {
+            "skip"
+        };
+        s.push_str(&format!(
+            "  {id:<8} {verdict}  ({} passed, {} failed, {} skipped)\n",
+            x.passed, x.failed, x.skipped
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn folds_scenarios_into_requirement_tallies() {
+        let report = json!([{
+            "tags": [{"name": "@forward-path"}],
+            "elements": [
+                {"type": "scenario", "tags": [{"name": "@FWD-1"}, {"name": "@FWD-2"}],
+                 "steps": [{"result": {"status": "passed"}}]},
+                {"type": "scenario", "tags": [{"name": "@FWD-1"}],
+                 "steps": [{"result": {"status": "passed"}}, {"result": {"status": "failed"}}]},
+                {"type": "background", "steps": [{"result": {"status": "failed"}}]},
+                {"type": "scenario", "tags": [{"name": "@FWD-3"}],
+                 "steps": [{"result": {"status": "skipped"}}]}
+            ]
+        }]);
+        let t = tally(&report);
+        assert_eq!(
+            t["FWD-1"],
+            Tally {
+                passed: 1,
+                failed: 1,
+                skipped: 0
+            }
+        );
+        assert_eq!(
+            t["FWD-2"],
+            Tally {
+                passed: 1,
+                failed: 0,
+                skipped: 0
+            }
+        );
+        assert_eq!(
+            t["FWD-3"],
+            Tally {
+                passed: 0,
+                failed: 1,
+                skipped: 0
+            },
+            "a failed background fails its scenario"
+        );
+        assert!(!t.contains_key("forward-path"));
+        assert!(render("x", &t).contains("FWD-1    FAIL"));
+    }
+
+    #[test]
+    fn requirement_tags_are_recognised() {
+        assert!(is_requirement("FWD-1"));
+        assert!(is_requirement("SIG-12"));
+        assert!(!is_requirement("smoke"));
+        assert!(!is_requirement("forward-path"));
+        assert!(!is_requirement("FWD-"));
+    }
+}

@@ -1,0 +1,98 @@
+//! Deadlines instead of sleeps.
+//!
+//! Every wait in the suite is "until a condition holds, or fail at a deadline". Deadlines are
+//! written at their nominal value and stretched by one knob, `FLEET_E2E_TIME_SCALE` (default 1.0),
+//! so a slow machine scales every deadline at once instead of tuning scenarios one by one.
+
+use std::future::Future;
+use std::time::Duration;
+
+/// The suite's one time-scale knob, read once from `FLEET_E2E_TIME_SCALE`.
+pub fn time_scale() -> f64 {
+    static SCALE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *SCALE.get_or_init(|| {
+        std::env::var("FLEET_E2E_TIME_SCALE")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .unwrap_or(1.0)
+    })
+}
+
+/// A nominal duration stretched by the time-scale knob.
+pub fn scaled(nominal: Duration) -> Duration {
+    nominal.mul_f64(time_scale())
+}
+
+/// The error of a wait that ran out of time: says what was awaited and the last observation.
+#[derive(Debug, thiserror::Error)]
+#[error("timed out after {waited:?} waiting for {what}; last observed: {last}")]
+pub struct WaitTimeout {
+    pub what: String,
+    pub waited: Duration,
+    pub last: String,
+}
+
+/// Polls `probe` until it returns `Ok(Some(v))`, or fails once the (scaled) deadline passes.
+///
+/// `probe` returns `Ok(None)` for "not yet" and may describe what it saw through `Err`, which is
+/// kept as the last observation (transient errors are retried, not fatal). Polling starts fast
+/// and backs off to 100 ms so short conditions are seen quickly without busy-looping.
+pub async fn wait_for<T, F, Fut>(
+    what: &str,
+    nominal: Duration,
+    mut probe: F,
+) -> Result<T, WaitTimeout>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, String>>,
+{
+    let budget = scaled(nominal);
+    let start = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(5);
+    let mut last = String::from("nothing yet");
+    loop {
+        match probe().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last = e,
+        }
+        if start.elapsed() >= budget {
+            return Err(WaitTimeout {
+                what: what.to_string(),
+                waited: budget,
+                last,
+            });
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn wait_for_returns_the_value_once_the_condition_holds() {
+        let mut n = 0;
+        let v = wait_for("n to reach 3", Duration::from_secs(5), || {
+            n += 1;
+            let now = n;
+            async move { Ok(if now >= 3 { Some(now) } else { None }) }
+        })
+        .await
+        .expect("condition holds");
+        assert_eq!(v, 3);
+    }
+
+    #[tokio::test]
+    async fn wait_for_fails_at_the_deadline_with_the_last_observation() {
+        let err = wait_for::<(), _, _>("never", Duration::from_millis(30), || async {
+            Err("still red".to_string())
+        })
+        .await
+        .expect_err("must time out");
+        assert!(err.to_string().contains("still red"), "{err}");
+    }
+}

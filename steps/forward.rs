@@ -1,0 +1,187 @@
+//! Steps of the forward path (SPEC §5): sends, injects as herdr saw them, and their outcomes.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use cucumber::{then, when};
+use fleet_conformance::timing::wait_for;
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+#[when(regex = r#"^"([^"]+)" sends "([^"]*)" to "([^"]+)"( and waits for the reply)?$"#)]
+async fn sends(
+    w: &mut FleetWorld,
+    from: String,
+    text: String,
+    to: String,
+    wait: String,
+) -> anyhow::Result<()> {
+    let to_gid = w.gid(&to)?;
+    let args = json!({"to": to_gid, "text": text, "wait_reply": !wait.is_empty(), "timeout_s": 60});
+    w.call_in_background("send", &from, "bridge_send", args)
+        .await
+}
+
+#[when(expr = "{string} sends {string} to an unknown gid")]
+async fn sends_unknown(w: &mut FleetWorld, from: String, text: String) -> anyhow::Result<()> {
+    let args = json!({"to": uuid::Uuid::new_v4().to_string(), "text": text, "wait_reply": false});
+    w.call_in_background("send", &from, "bridge_send", args)
+        .await
+}
+
+fn injects(w: &FleetWorld, host: &str, name: &str) -> anyhow::Result<Vec<String>> {
+    let pane = w.entity(name)?.pane.clone();
+    Ok(w.host(host)?.herdr.inputs(&pane))
+}
+
+#[then(
+    regex = r#"^herdr on "([^"]+)" records exactly (\d+) injects? into "([^"]+)" with text "([^"]*)"$"#
+)]
+async fn records_injects(
+    w: &mut FleetWorld,
+    host: String,
+    n: usize,
+    name: String,
+    text: String,
+) -> anyhow::Result<()> {
+    let seen = wait_for(
+        &format!("{n} inject(s) into {name}"),
+        Duration::from_secs(10),
+        || {
+            let r = injects(w, &host, &name);
+            async move {
+                match r {
+                    Ok(v) if v.len() >= n => Ok(Some(v)),
+                    Ok(v) => Err(format!("{} inject(s): {v:?}", v.len())),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        },
+    )
+    .await?;
+    ensure!(
+        seen.len() == n,
+        "expected exactly {n} inject(s) into {name}, herdr recorded {}: {seen:?}",
+        seen.len()
+    );
+    ensure!(
+        seen.iter().all(|t| *t == text),
+        "inject text differs: {seen:?}, expected {text:?}"
+    );
+    Ok(())
+}
+
+#[then(expr = "herdr on {string} records no inject into {string}")]
+async fn records_no_inject(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let seen = injects(w, &host, &name)?;
+    ensure!(
+        seen.is_empty(),
+        "expected no inject into {name}, herdr recorded {seen:?}"
+    );
+    Ok(())
+}
+
+fn send_bound(w: &FleetWorld, what: &str) -> Duration {
+    match what {
+        "the inject bound" => w.inject_bound() + Duration::from_secs(3),
+        s => s
+            .strip_suffix(" seconds")
+            .and_then(|n| n.parse().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(Duration::from_secs(10)),
+    }
+}
+
+#[then(
+    regex = r#"^the send returns "([a-z_]+)"(?: with reason "([a-z_]+)")?(?: with reply "([^"]*)")? within (the inject bound|\d+ seconds)$"#
+)]
+async fn send_returns(
+    w: &mut FleetWorld,
+    status: String,
+    reason: String,
+    reply: String,
+    within: String,
+) -> anyhow::Result<()> {
+    let bound = send_bound(w, &within);
+    let started = std::time::Instant::now();
+    let v = w.call_result("send", bound).await?;
+    ensure!(
+        v["status"] == json!(status),
+        "send returned {v}, expected status {status:?}"
+    );
+    if !reason.is_empty() {
+        ensure!(
+            v["reason"] == json!(reason),
+            "send returned {v}, expected reason {reason:?}"
+        );
+    }
+    if !reply.is_empty() {
+        ensure!(
+            v["reply"]["text"] == json!(reply),
+            "send returned {v}, expected reply {reply:?}"
+        );
+    }
+    tracing::debug!(elapsed = ?started.elapsed(), "send returned");
+    Ok(())
+}
+
+#[then(expr = "the send fails fast, well under the inject bound")]
+async fn send_fast(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let v = w.call_result("send", Duration::from_secs(3)).await?;
+    ensure!(
+        v["status"] == json!("no_route"),
+        "send returned {v}, expected no_route"
+    );
+    Ok(())
+}
+
+#[then(
+    expr = "{string} drains a FAILED notice for the send with reason {string} within {int} seconds"
+)]
+async fn drains_failed_notice(
+    w: &mut FleetWorld,
+    main: String,
+    reason: String,
+    secs: u64,
+) -> anyhow::Result<()> {
+    let send = w
+        .results
+        .get("send")
+        .cloned()
+        .ok_or_else(|| anyhow!("the send has not returned yet"))?;
+    let msg_id = send["msgId"]
+        .as_str()
+        .ok_or_else(|| anyhow!("send result has no msgId: {send}"))?
+        .to_string();
+    let handle = w.mcp(&main).await?.handle();
+    let found = wait_for(
+        "a FAILED notice for the send",
+        Duration::from_secs(secs),
+        || {
+            let handle = handle.clone();
+            let msg_id = msg_id.clone();
+            async move {
+                let v = handle
+                    .call("bridge_poll", json!({}))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let hit = v["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|m| m["kind"] == json!("FAILED") && m["corrId"] == json!(msg_id))
+                    .cloned();
+                Ok(hit)
+            }
+        },
+    )
+    .await?;
+    let body: serde_json::Value = serde_json::from_str(found["text"].as_str().unwrap_or("{}"))?;
+    ensure!(
+        body["reason"] == json!(reason),
+        "FAILED notice {found} has reason {}, expected {reason:?}",
+        body["reason"]
+    );
+    Ok(())
+}

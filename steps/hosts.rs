@@ -1,0 +1,94 @@
+//! Steps that set the stage: the broker, hosts with gateways, entities, agent status, signals.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use cucumber::{given, then, when};
+use fleet_conformance::herdr::AgentStatus;
+
+use crate::world::FleetWorld;
+
+#[given("a broker")]
+async fn a_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
+    w.vhost().await.map(|_| ())
+}
+
+#[given(expr = "the gateways' inject bound is {int} seconds")]
+async fn inject_bound(w: &mut FleetWorld, secs: u64) {
+    w.gateway_env
+        .insert("FLEET_INJECT_TIMEOUT_MS".into(), (secs * 1000).to_string());
+}
+
+#[given(expr = "host {string} runs a gateway")]
+async fn host_runs_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    w.start_host(&host).await
+}
+
+#[given(
+    regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) an? (main|orchestrator) "([^"]+)"$"#
+)]
+async fn host_with_main(
+    w: &mut FleetWorld,
+    host: String,
+    role: String,
+    name: String,
+) -> anyhow::Result<()> {
+    w.add_entity(&host, &name, &role, None, vec![]).await
+}
+
+#[given(
+    regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) a worker "([^"]+)" whose parent is "([^"]+)"$"#
+)]
+async fn host_with_worker(
+    w: &mut FleetWorld,
+    host: String,
+    name: String,
+    parent: String,
+) -> anyhow::Result<()> {
+    w.add_entity(&host, &name, "worker", Some(&parent), vec![])
+        .await
+}
+
+fn status(word: &str) -> anyhow::Result<AgentStatus> {
+    word.parse()
+        .map_err(|_| anyhow!("unknown agent status {word:?}"))
+}
+
+#[given(regex = r#"^"([^"]+)" is (idle|working|blocked|done)$"#)]
+#[when(regex = r#"^"([^"]+)" becomes (idle|working|blocked|done)$"#)]
+async fn agent_is(w: &mut FleetWorld, name: String, word: String) -> anyhow::Result<()> {
+    let e = w.entity(&name)?;
+    let (host, pane) = (e.host.clone(), e.pane.clone());
+    w.host(&host)?.herdr.set_status(&pane, status(&word)?);
+    Ok(())
+}
+
+#[when(
+    regex = r#"^the gateway on "([^"]+)" is (killed with SIGKILL|frozen with SIGSTOP|thawed with SIGCONT)$"#
+)]
+async fn signal_gateway(w: &mut FleetWorld, host: String, how: String) -> anyhow::Result<()> {
+    let h = w.host_mut(&host)?;
+    match how.as_str() {
+        "killed with SIGKILL" => h.gateway.kill().await,
+        "frozen with SIGSTOP" => h.gateway.signal(libc::SIGSTOP).context("SIGSTOP")?,
+        "thawed with SIGCONT" => h.gateway.signal(libc::SIGCONT).context("SIGCONT")?,
+        other => bail!("unknown signal step {other}"),
+    }
+    Ok(())
+}
+
+#[when(expr = "the gateway on {string} is restarted")]
+async fn restart_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let h = w.host_mut(&host)?;
+    h.gateway.kill().await;
+    h.gateway.launch().await?;
+    Ok(())
+}
+
+#[then(expr = "the gateway on {string} is ready within {int} seconds")]
+async fn gateway_ready(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
+    Ok(w.host_mut(&host)?
+        .gateway
+        .wait_ready(Duration::from_secs(secs))
+        .await?)
+}

@@ -1,0 +1,176 @@
+//! The end-to-end conformance run: `cargo test --features e2e [-- cucumber options]`.
+//!
+//! For each broker in `FLEET_E2E_BROKERS` (default `rabbitmq`, a container) it starts the broker,
+//! runs every feature against real gateway processes, stops the broker, and prints which
+//! requirements passed. A broker that was asked for and cannot start fails the run — it is never
+//! skipped. Reports go to `target/fleet-e2e/<broker>/` (cucumber JSON and JUnit XML).
+
+mod forward;
+mod hosts;
+mod pull;
+mod queues;
+mod world;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use cucumber::{World as _, WriterExt as _, writer};
+use fleet_conformance::broker::{Broker, BrokerSpec};
+use futures::FutureExt as _;
+
+use world::{FleetWorld, Suite};
+
+static CURRENT: RwLock<Option<Arc<Suite>>> = RwLock::new(None);
+
+/// The suite of the broker being run (read by each new scenario world).
+pub fn current_suite() -> Option<Arc<Suite>> {
+    CURRENT.read().ok().and_then(|g| g.clone())
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The gateway command: `FLEET_GATEWAY_CMD`, or the reference gateway built right now.
+fn gateway_command() -> anyhow::Result<String> {
+    if let Ok(cmd) = std::env::var("FLEET_GATEWAY_CMD")
+        && !cmd.trim().is_empty()
+    {
+        return Ok(cmd);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("building the reference gateway (set FLEET_GATEWAY_CMD to test another gateway)…");
+    let status = std::process::Command::new(cargo)
+        .args(["build", "-p", "fleet-gateway", "--bin", "fleet-gateway"])
+        .current_dir(workspace_root())
+        .status()?;
+    anyhow::ensure!(status.success(), "building fleet-gateway failed");
+    // This test binary lives in <target>/<profile>/deps/; the gateway in <target>/<profile>/.
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe.parent().and_then(Path::parent).ok_or_else(|| {
+        anyhow::anyhow!("cannot locate the target directory from {}", exe.display())
+    })?;
+    let bin = profile_dir.join("fleet-gateway");
+    anyhow::ensure!(bin.exists(), "{} was not built", bin.display());
+    Ok(bin.display().to_string())
+}
+
+async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow::Result<bool> {
+    let label = spec.label();
+    eprintln!("== starting broker {label} ==");
+    let started = std::time::Instant::now();
+    let broker = Broker::start(spec)
+        .await
+        .map_err(|e| anyhow::anyhow!("broker {label} was asked for and could not start: {e}"))?;
+    eprintln!(
+        "== broker {label} ({}) ready in {:.1?} ==",
+        broker.version(),
+        started.elapsed()
+    );
+    let out_dir = out_root.join(label.replace(':', "-"));
+    std::fs::create_dir_all(&out_dir)?;
+    let work_dir =
+        std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&work_dir)?;
+    let suite = Arc::new(Suite {
+        broker,
+        gateway_cmd: gateway_cmd.to_string(),
+        work_dir: work_dir.clone(),
+    });
+    if let Ok(mut g) = CURRENT.write() {
+        *g = Some(suite.clone());
+    }
+    let json = std::fs::File::create(out_dir.join("cucumber.json"))?;
+    let junit = std::fs::File::create(out_dir.join("junit.xml"))?;
+    let concurrency = std::env::var("FLEET_E2E_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let result = FleetWorld::cucumber()
+        .max_concurrent_scenarios(concurrency)
+        .fail_on_skipped()
+        .with_writer(
+            writer::Basic::raw(std::io::stdout(), writer::Coloring::Never, 0)
+                .summarized()
+                .tee::<FleetWorld, _>(writer::Json::for_tee(json))
+                .tee::<FleetWorld, _>(writer::JUnit::for_tee(junit, 0))
+                .normalized(),
+        )
+        .after(|_feature, _rule, _scenario, ev, world| {
+            let passed = matches!(ev, cucumber::event::ScenarioFinished::StepPassed);
+            async move {
+                if let Some(w) = world {
+                    if !passed {
+                        for (host, h) in &w.hosts {
+                            eprintln!(
+                                "--- gateway {host} log ({}) ---\n{}",
+                                h.gateway.log_path().display(),
+                                h.gateway.log_tail(60)
+                            );
+                        }
+                    }
+                    w.cleanup(passed).await;
+                }
+            }
+            .boxed_local()
+        })
+        .run(workspace_root().join("features"))
+        .await;
+    use cucumber::writer::Stats as _;
+    let failed = result.execution_has_failed() || result.skipped_steps() > 0;
+    if let Ok(mut g) = CURRENT.write() {
+        *g = None;
+    }
+    let report: serde_json::Value = std::fs::read(out_dir.join("cucumber.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    println!(
+        "{}",
+        fleet_conformance::report::render(&label, &fleet_conformance::report::tally(&report))
+    );
+    let suite =
+        Arc::try_unwrap(suite).map_err(|_| anyhow::anyhow!("scenarios still hold the broker"))?;
+    if let Err(e) = suite.broker.stop().await {
+        eprintln!("warning: stopping broker {label}: {e}");
+    }
+    if !failed {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    } else {
+        eprintln!("scenario files kept in {}", work_dir.display());
+    }
+    Ok(!failed)
+}
+
+fn main() -> std::process::ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the tokio runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let outcome = rt.block_on(async {
+        let brokers = std::env::var("FLEET_E2E_BROKERS").unwrap_or_else(|_| "rabbitmq".into());
+        let specs = BrokerSpec::parse_list(&brokers)
+            .map_err(|e| anyhow::anyhow!("FLEET_E2E_BROKERS={brokers:?}: {e}"))?;
+        let cmd = gateway_command()?;
+        let out_root = workspace_root().join("target").join("fleet-e2e");
+        let mut all_ok = true;
+        for spec in &specs {
+            all_ok &= run_on(spec, &cmd, &out_root).await?;
+        }
+        anyhow::Ok(all_ok)
+    });
+    match outcome {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

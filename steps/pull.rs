@@ -1,0 +1,117 @@
+//! Steps of the pull path (SPEC §6): replies held for a main, drains, waiters.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use cucumber::{given, then, when};
+use serde_json::{Value, json};
+
+use crate::world::FleetWorld;
+
+#[when(expr = "{string} replies {string}")]
+async fn replies(w: &mut FleetWorld, worker: String, text: String) -> anyhow::Result<()> {
+    let v = w
+        .mcp(&worker)
+        .await?
+        .call("bridge_reply", json!({"text": text}))
+        .await?;
+    ensure!(
+        v["msgId"].is_string(),
+        "bridge_reply returned {v}, expected a msgId"
+    );
+    Ok(())
+}
+
+#[when(regex = r#"^"([^"]+)" polls (?:messages from "([^"]+)"|all messages)$"#)]
+async fn polls(w: &mut FleetWorld, main: String, from: String) -> anyhow::Result<()> {
+    let mut args = json!({});
+    if !from.is_empty() {
+        args["from"] = json!(w.gid(&from)?);
+    }
+    let v = w.mcp(&main).await?.call("bridge_poll", args).await?;
+    w.drained = v["messages"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| anyhow!("bridge_poll returned {v}"))?;
+    Ok(())
+}
+
+#[then(regex = r#"^"([^"]+)" gets (no message|exactly (\d+) messages?)$"#)]
+async fn gets_n(w: &mut FleetWorld, _main: String, _what: String, n: String) -> anyhow::Result<()> {
+    let n: usize = if n.is_empty() { 0 } else { n.parse()? };
+    ensure!(
+        w.drained.len() == n,
+        "expected {n} drained message(s), got {}: {:?}",
+        w.drained.len(),
+        w.drained
+    );
+    Ok(())
+}
+
+fn check_message(
+    w: &FleetWorld,
+    m: &Value,
+    kind: &str,
+    from: &str,
+    text: &str,
+) -> anyhow::Result<()> {
+    let from_gid = w.gid(from)?;
+    ensure!(m["kind"] == json!(kind), "message {m} is not a {kind}");
+    ensure!(
+        m["from"] == json!(from_gid),
+        "message {m} is not from {from} ({from_gid})"
+    );
+    ensure!(
+        m["text"] == json!(text),
+        "message {m} does not read {text:?}"
+    );
+    ensure!(
+        m["msgId"].is_string() && m["traceId"].is_string(),
+        "message {m} lacks msgId/traceId"
+    );
+    Ok(())
+}
+
+#[then(regex = r#"^message (\d+) is a ([A-Z_]+) from "([^"]+)" with text "([^"]*)"$"#)]
+async fn message_is(
+    w: &mut FleetWorld,
+    i: usize,
+    kind: String,
+    from: String,
+    text: String,
+) -> anyhow::Result<()> {
+    let m = w
+        .drained
+        .get(i.saturating_sub(1))
+        .cloned()
+        .ok_or_else(|| anyhow!("no message {i} in {:?}", w.drained))?;
+    check_message(w, &m, &kind, &from, &text)
+}
+
+#[given(expr = "{string} is waiting for a message")]
+async fn is_waiting(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
+    w.call_in_background("wait", &main, "bridge_wait", json!({"timeout_s": 60}))
+        .await?;
+    // The wait is open once the gateway holds the waiter; a first poll of an empty box proves
+    // the session is up. The waiter itself is registered when the call reaches the gateway,
+    // which the next step's deadline covers.
+    Ok(())
+}
+
+#[then(
+    regex = r#"^the wait returns a ([A-Z_]+) from "([^"]+)" with text "([^"]*)" within (\d+) seconds$"#
+)]
+async fn wait_returns(
+    w: &mut FleetWorld,
+    kind: String,
+    from: String,
+    text: String,
+    secs: u64,
+) -> anyhow::Result<()> {
+    let v = w.call_result("wait", Duration::from_secs(secs)).await?;
+    let m = v
+        .get("message")
+        .cloned()
+        .ok_or_else(|| anyhow!("bridge_wait returned {v}, expected a message"))?;
+    check_message(w, &m, &kind, &from, &text)
+}

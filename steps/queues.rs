@@ -1,0 +1,252 @@
+//! Steps that look at the broker itself: queues, exchanges, bindings, consumers (SPEC §1).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use cucumber::then;
+use fleet_conformance::broker::management::QueueInfo;
+use fleet_conformance::probe::Probe;
+use fleet_conformance::timing::wait_for;
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+fn inbox(gid: &str) -> String {
+    format!("agent.{gid}.inbox.v2")
+}
+
+/// Waits until the named queue satisfies `ok`, with the last observation in the error.
+async fn queue_until(
+    w: &mut FleetWorld,
+    queue: &str,
+    secs: u64,
+    what: &str,
+    ok: impl Fn(&QueueInfo) -> bool,
+) -> anyhow::Result<QueueInfo> {
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let q = wait_for(what, Duration::from_secs(secs), || {
+        let suite = suite.clone();
+        let vhost = vhost.clone();
+        let queue = queue.to_string();
+        let ok = &ok;
+        async move {
+            match suite.broker.management().queue(&vhost, &queue).await {
+                Ok(Some(q)) if ok(&q) => Ok(Some(q)),
+                Ok(Some(q)) => Err(format!(
+                    "ready {} unacked {} acked {} consumers {}",
+                    q.messages_ready, q.messages_unacknowledged, q.acked_total, q.consumers
+                )),
+                Ok(None) => Err(format!("queue {queue} does not exist")),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await?;
+    Ok(q)
+}
+
+#[then(
+    regex = r#"^(?:within (\d+) seconds )?the inbox of "([^"]+)" holds (\d+) ready and (\d+) unacknowledged messages?$"#
+)]
+async fn inbox_holds(
+    w: &mut FleetWorld,
+    secs: String,
+    name: String,
+    ready: u64,
+    unacked: u64,
+) -> anyhow::Result<()> {
+    let secs = secs.parse().unwrap_or(10);
+    let q = inbox(&w.gid(&name)?);
+    queue_until(
+        w,
+        &q,
+        secs,
+        &format!("{q}: {ready} ready, {unacked} unacked"),
+        |i| i.messages_ready == ready && i.messages_unacknowledged == unacked,
+    )
+    .await
+    .map(|_| ())
+}
+
+#[then(regex = r#"^the inbox of "([^"]+)" holds no message(?: within (\d+) seconds)?$"#)]
+async fn inbox_empty(w: &mut FleetWorld, name: String, secs: String) -> anyhow::Result<()> {
+    let secs = secs.parse().unwrap_or(10);
+    let q = inbox(&w.gid(&name)?);
+    queue_until(w, &q, secs, &format!("{q} to be empty"), |i| {
+        i.messages_ready == 0 && i.messages_unacknowledged == 0
+    })
+    .await
+    .map(|_| ())
+}
+
+#[then(
+    regex = r#"^within (\d+) seconds the broker shows the brief to "([^"]+)" acked, with nothing ready or unacknowledged$"#
+)]
+async fn brief_acked(w: &mut FleetWorld, secs: u64, name: String) -> anyhow::Result<()> {
+    let q = inbox(&w.gid(&name)?);
+    queue_until(
+        w,
+        &q,
+        secs,
+        &format!("{q}: brief delivered and acked"),
+        |i| i.acked_total >= 1 && i.messages_ready == 0 && i.messages_unacknowledged == 0,
+    )
+    .await
+    .map(|_| ())
+}
+
+#[then(expr = "the broker holds the exchanges and the dead-letter queue of SPEC §1")]
+async fn core_topology(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let ex = suite.broker.management().exchanges(&vhost).await?;
+    for (name, kind) in [
+        ("bridge.msg", "topic"),
+        ("bridge.roster", "topic"),
+        ("bridge.control", "direct"),
+        ("bridge.dlx", "fanout"),
+    ] {
+        let e = ex
+            .iter()
+            .find(|e| e.name == name)
+            .ok_or_else(|| anyhow!("exchange {name} missing"))?;
+        ensure!(
+            e.kind == kind && e.durable,
+            "exchange {name} is {} durable={}, expected durable {kind}",
+            e.kind,
+            e.durable
+        );
+    }
+    let dlq = suite
+        .broker
+        .management()
+        .queue(&vhost, "bridge.dlq")
+        .await?
+        .ok_or_else(|| anyhow!("bridge.dlq missing"))?;
+    ensure!(dlq.durable, "bridge.dlq is not durable");
+    ensure!(
+        dlq.arguments.get("x-max-length").is_some(),
+        "bridge.dlq is not capped: {:?}",
+        dlq.arguments
+    );
+    let b = suite
+        .broker
+        .management()
+        .bindings(&vhost, "bridge.dlq")
+        .await?;
+    ensure!(
+        b.iter().any(|b| b.source == "bridge.dlx"),
+        "bridge.dlq is not bound to bridge.dlx: {b:?}"
+    );
+    Ok(())
+}
+
+#[then(
+    expr = "the inbox of {string} is durable with the four arguments and bound to its gid and broadcast.all"
+)]
+async fn inbox_declared(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let q = suite
+        .broker
+        .management()
+        .queue(&vhost, &inbox(&gid))
+        .await?
+        .ok_or_else(|| anyhow!("inbox of {name} missing"))?;
+    ensure!(q.durable, "inbox is not durable");
+    let a = &q.arguments;
+    ensure!(
+        a.get("x-dead-letter-exchange") == Some(&json!("bridge.dlx")),
+        "x-dead-letter-exchange: {a:?}"
+    );
+    ensure!(
+        a.get("x-max-length") == Some(&json!(1000)),
+        "x-max-length: {a:?}"
+    );
+    ensure!(
+        a.get("x-message-ttl") == Some(&json!(86_400_000)),
+        "x-message-ttl: {a:?}"
+    );
+    ensure!(
+        a.get("x-expires") == Some(&json!(604_800_000)),
+        "x-expires: {a:?}"
+    );
+    let b = suite
+        .broker
+        .management()
+        .bindings(&vhost, &inbox(&gid))
+        .await?;
+    for key in [gid.as_str(), "broadcast.all"] {
+        ensure!(
+            b.iter()
+                .any(|b| b.source == "bridge.msg" && b.routing_key == key),
+            "no bridge.msg binding {key}: {b:?}"
+        );
+    }
+    Ok(())
+}
+
+#[then(expr = "the inbox of {string} has one consumer, and a second exclusive consumer is refused")]
+async fn inbox_exclusive(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let q = inbox(&w.gid(&name)?);
+    queue_until(w, &q, 10, "one consumer on the inbox", |i| i.consumers == 1).await?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let probe = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let r = probe.try_consume(&q, true).await?;
+    probe.close().await;
+    match r {
+        Ok(()) => Err(anyhow!(
+            "the broker accepted a second exclusive consumer on {q}: the gateway's consumer is not exclusive"
+        )),
+        Err(e) => {
+            ensure!(
+                e.contains("ACCESS_REFUSED") || e.contains("403"),
+                "unexpected refusal: {e}"
+            );
+            Ok(())
+        }
+    }
+}
+
+#[then(expr = "host {string} has its control and roster queues")]
+async fn control_roster(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let m = suite.broker.management();
+    let c = m
+        .queue(&vhost, &format!("control.{host}"))
+        .await?
+        .ok_or_else(|| anyhow!("control.{host} missing"))?;
+    ensure!(
+        c.durable && c.consumers >= 1,
+        "control.{host}: durable={} consumers={}",
+        c.durable,
+        c.consumers
+    );
+    ensure!(
+        c.arguments.get("x-dead-letter-exchange") == Some(&json!("bridge.dlx")),
+        "control.{host} args {:?}",
+        c.arguments
+    );
+    let r = m
+        .queue(&vhost, &format!("roster.{host}"))
+        .await?
+        .ok_or_else(|| anyhow!("roster.{host} missing"))?;
+    ensure!(
+        r.exclusive && r.auto_delete && r.consumers >= 1,
+        "roster.{host}: exclusive={} auto_delete={} consumers={}",
+        r.exclusive,
+        r.auto_delete,
+        r.consumers
+    );
+    let b = m.bindings(&vhost, &format!("roster.{host}")).await?;
+    ensure!(
+        b.iter()
+            .any(|b| b.source == "bridge.roster" && b.routing_key == "roster.#"),
+        "roster.{host} bindings {b:?}"
+    );
+    Ok(())
+}

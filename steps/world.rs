@@ -1,0 +1,307 @@
+//! The scenario world: one fresh vhost, the hosts (gateway + fake herdr) and entities of a scenario.
+//!
+//! Every scenario gets its own vhost on the shared broker, so scenarios run concurrently; hosts,
+//! keys and entities are named by the feature text ("host \"b\"", "worker \"w1\"") and resolved
+//! here. Cleanup (processes, vhost) happens in the runner's after-hook, also for failed scenarios.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use fleet_conformance::broker::Broker;
+use fleet_conformance::gateway::{GatewayProcess, GatewaySpec};
+use fleet_conformance::herdr::{AgentStatus, FakeHerdr};
+use fleet_conformance::keys::HostKey;
+use fleet_conformance::mcp::McpClient;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+/// What every scenario of one run shares: the broker and how to start a gateway.
+pub struct Suite {
+    pub broker: Broker,
+    pub gateway_cmd: String,
+    pub work_dir: PathBuf,
+}
+
+/// Hosts whose keys every gateway of a scenario trusts (pinned in its peers file).
+pub const TRUSTED_HOSTS: [&str; 6] = ["a", "b", "c", "d", "probe", "e"];
+
+pub struct Host {
+    pub gateway: GatewayProcess,
+    pub herdr: FakeHerdr,
+}
+
+pub struct EntityRef {
+    pub host: String,
+    pub gid: String,
+    pub token: String,
+    pub pane: String,
+    pub mcp: Option<McpClient>,
+}
+
+/// A tool call running in the background (a blocking `bridge_send`, a `bridge_wait`).
+pub type PendingCall = JoinHandle<anyhow::Result<Value>>;
+
+#[derive(cucumber::World)]
+#[world(init = Self::new)]
+pub struct FleetWorld {
+    pub suite: Option<Arc<Suite>>,
+    pub vhost: Option<String>,
+    pub dir: PathBuf,
+    pub keys: BTreeMap<String, HostKey>,
+    pub hosts: BTreeMap<String, Host>,
+    pub entities: BTreeMap<String, EntityRef>,
+    /// Background calls by label ("send", "wait", …).
+    pub calls: BTreeMap<String, PendingCall>,
+    /// Results of finished calls by label.
+    pub results: BTreeMap<String, Value>,
+    /// The last drained messages.
+    pub drained: Vec<Value>,
+    /// Tunables for gateways started from now on.
+    pub gateway_env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for FleetWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetWorld")
+            .field("vhost", &self.vhost)
+            .field("hosts", &self.hosts.keys().collect::<Vec<_>>())
+            .field("entities", &self.entities.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetWorld {
+    async fn new() -> Result<Self, anyhow::Error> {
+        let suite = crate::current_suite();
+        let dir = match &suite {
+            Some(s) => s
+                .work_dir
+                .join(format!("s-{}", uuid::Uuid::new_v4().simple())),
+            None => {
+                std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple()))
+            }
+        };
+        std::fs::create_dir_all(&dir)?;
+        let keys = TRUSTED_HOSTS
+            .iter()
+            .map(|h| (h.to_string(), HostKey::generate(h)))
+            .collect();
+        let mut gateway_env = BTreeMap::new();
+        // Short heartbeats keep presence and [C-7] waits quick; the spec default is 5 s.
+        gateway_env.insert("FLEET_HEARTBEAT_MS".into(), "1000".into());
+        gateway_env.insert("FLEET_AMQP_HEARTBEAT_S".into(), "5".into());
+        Ok(FleetWorld {
+            suite,
+            vhost: None,
+            dir,
+            keys,
+            hosts: BTreeMap::new(),
+            entities: BTreeMap::new(),
+            calls: BTreeMap::new(),
+            results: BTreeMap::new(),
+            drained: Vec::new(),
+            gateway_env,
+        })
+    }
+
+    pub fn suite(&self) -> anyhow::Result<Arc<Suite>> {
+        self.suite
+            .clone()
+            .ok_or_else(|| anyhow!("no broker for this run"))
+    }
+
+    /// The scenario's vhost, created on first use.
+    pub async fn vhost(&mut self) -> anyhow::Result<String> {
+        if let Some(v) = &self.vhost {
+            return Ok(v.clone());
+        }
+        let v = self
+            .suite()?
+            .broker
+            .create_vhost()
+            .await
+            .context("creating the scenario's vhost")?;
+        self.vhost = Some(v.clone());
+        Ok(v)
+    }
+
+    /// Starts a fake herdr and a gateway for `host`.
+    pub async fn start_host(&mut self, host: &str) -> anyhow::Result<()> {
+        if self.hosts.contains_key(host) {
+            return Ok(());
+        }
+        let suite = self.suite()?;
+        let vhost = self.vhost().await?;
+        let hdir = self.dir.join(host);
+        let herdr = FakeHerdr::start(&hdir.join("herdr"))
+            .await
+            .context("starting fake herdr")?;
+        let key = self
+            .keys
+            .entry(host.to_string())
+            .or_insert_with(|| HostKey::generate(host))
+            .clone();
+        let mut peers: BTreeMap<String, HostKey> = TRUSTED_HOSTS
+            .iter()
+            .filter_map(|h| self.keys.get(*h).map(|k| (h.to_string(), k.clone())))
+            .collect();
+        peers.insert(host.to_string(), key.clone());
+        let spec = GatewaySpec {
+            host: host.to_string(),
+            command: suite.gateway_cmd.clone(),
+            amqp_url: suite.broker.amqp_url(&vhost),
+            herdr_socket: herdr.socket_path().to_path_buf(),
+            dir: hdir,
+            key,
+            peers,
+            extra_env: self.gateway_env.clone(),
+        };
+        let gateway = GatewayProcess::start(spec).await?;
+        self.hosts.insert(host.to_string(), Host { gateway, herdr });
+        Ok(())
+    }
+
+    pub fn host(&self, host: &str) -> anyhow::Result<&Host> {
+        self.hosts
+            .get(host)
+            .ok_or_else(|| anyhow!("host {host:?} was not started in this scenario"))
+    }
+
+    pub fn host_mut(&mut self, host: &str) -> anyhow::Result<&mut Host> {
+        self.hosts
+            .get_mut(host)
+            .ok_or_else(|| anyhow!("host {host:?} was not started in this scenario"))
+    }
+
+    pub fn entity(&self, name: &str) -> anyhow::Result<&EntityRef> {
+        self.entities
+            .get(name)
+            .ok_or_else(|| anyhow!("no entity {name:?} in this scenario"))
+    }
+
+    pub fn gid(&self, name: &str) -> anyhow::Result<String> {
+        Ok(self.entity(name)?.gid.clone())
+    }
+
+    /// Adds an agent pane on `host`'s herdr and registers it with the gateway.
+    pub async fn add_entity(
+        &mut self,
+        host: &str,
+        name: &str,
+        role: &str,
+        parent: Option<&str>,
+        groups: Vec<String>,
+    ) -> anyhow::Result<()> {
+        self.start_host(host).await?;
+        let parent_gid = match parent {
+            Some(p) => Some(self.gid(p)?),
+            None => None,
+        };
+        let h = self.host(host)?;
+        let agent = if role == "worker" {
+            "claude"
+        } else {
+            "claude-main"
+        };
+        let pane = h.herdr.add_agent_pane(agent, AgentStatus::Idle);
+        let (gid, token) = h
+            .gateway
+            .register(role, &pane, &groups, parent_gid.as_deref(), None)
+            .await?;
+        self.entities.insert(
+            name.to_string(),
+            EntityRef {
+                host: host.into(),
+                gid,
+                token,
+                pane,
+                mcp: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The entity's MCP client, connected on first use.
+    pub async fn mcp(&mut self, name: &str) -> anyhow::Result<&McpClient> {
+        let (url, token) = {
+            let e = self.entity(name)?;
+            (self.host(&e.host)?.gateway.mcp_url(), e.token.clone())
+        };
+        let e = self
+            .entities
+            .get_mut(name)
+            .ok_or_else(|| anyhow!("no entity {name:?}"))?;
+        if e.mcp.is_none() {
+            e.mcp = Some(McpClient::connect(&url, &token).await?);
+        }
+        e.mcp.as_ref().ok_or_else(|| anyhow!("unreachable"))
+    }
+
+    /// Starts a tool call in the background under `label`.
+    pub async fn call_in_background(
+        &mut self,
+        label: &str,
+        entity: &str,
+        tool: &str,
+        args: Value,
+    ) -> anyhow::Result<()> {
+        let handle = self.mcp(entity).await?.handle();
+        let tool = tool.to_string();
+        let task = tokio::spawn(async move { Ok(handle.call(&tool, args).await?) });
+        self.calls.insert(label.to_string(), task);
+        Ok(())
+    }
+
+    /// Waits (scaled deadline) for the background call `label` and returns its result.
+    pub async fn call_result(&mut self, label: &str, within: Duration) -> anyhow::Result<Value> {
+        if let Some(v) = self.results.get(label) {
+            return Ok(v.clone());
+        }
+        let task = self
+            .calls
+            .remove(label)
+            .ok_or_else(|| anyhow!("no call {label:?} was started"))?;
+        let budget = fleet_conformance::timing::scaled(within);
+        let v = tokio::time::timeout(budget, task)
+            .await
+            .map_err(|_| anyhow!("the {label} call did not return within {budget:?}"))???;
+        self.results.insert(label.to_string(), v.clone());
+        Ok(v)
+    }
+
+    /// The inject bound gateways of this scenario were started with.
+    pub fn inject_bound(&self) -> Duration {
+        let ms = self
+            .gateway_env
+            .get("FLEET_INJECT_TIMEOUT_MS")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(30_000);
+        Duration::from_millis(ms)
+    }
+
+    /// Tears everything down: gateways killed, herdr stopped, vhost deleted, files removed when
+    /// the scenario passed (kept for a failed one, to read the logs).
+    pub async fn cleanup(&mut self, passed: bool) {
+        for (_, c) in std::mem::take(&mut self.calls) {
+            c.abort();
+        }
+        for (_, e) in std::mem::take(&mut self.entities) {
+            if let Some(m) = e.mcp {
+                drop(m);
+            }
+        }
+        for (_, mut h) in std::mem::take(&mut self.hosts) {
+            h.gateway.kill().await;
+            h.herdr.stop().await;
+        }
+        if let (Some(v), Some(s)) = (self.vhost.take(), &self.suite) {
+            let _ = s.broker.delete_vhost(&v).await;
+        }
+        if passed {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
