@@ -25,6 +25,7 @@ Feature: Forward path — a brief into a worker is delivered at most once (SPEC 
     Given "w1" is working
     When "lead" sends "review PR 12" to "w1"
     Then within 5 seconds the broker shows the brief to "w1" acked, with nothing ready or unacknowledged
+    And the send is still waiting for its outcome
     And herdr on "b" records no inject into "w1"
     When "w1" becomes idle
     Then herdr on "b" records exactly 1 inject into "w1" with text "review PR 12"

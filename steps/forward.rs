@@ -126,6 +126,19 @@ async fn send_returns(
     Ok(())
 }
 
+#[then(expr = "the send is still waiting for its outcome")]
+async fn send_still_open(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let call = w
+        .calls
+        .get("send")
+        .ok_or_else(|| anyhow!("no send was started"))?;
+    ensure!(
+        !call.is_finished(),
+        "the send already returned: the brief's outcome was settled before this point"
+    );
+    Ok(())
+}
+
 #[then(expr = "the send fails fast, well under the inject bound")]
 async fn send_fast(w: &mut FleetWorld) -> anyhow::Result<()> {
     let v = w.call_result("send", Duration::from_secs(3)).await?;

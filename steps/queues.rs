@@ -213,40 +213,40 @@ async fn inbox_exclusive(w: &mut FleetWorld, name: String) -> anyhow::Result<()>
 
 #[then(expr = "host {string} has its control and roster queues")]
 async fn control_roster(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let m = suite.broker.management();
-    let c = m
-        .queue(&vhost, &format!("control.{host}"))
-        .await?
-        .ok_or_else(|| anyhow!("control.{host} missing"))?;
-    ensure!(
-        c.durable && c.consumers >= 1,
-        "control.{host}: durable={} consumers={}",
-        c.durable,
-        c.consumers
-    );
+    let control = format!("control.{host}");
+    let c = queue_until(w, &control, 10, "a consumer on the control queue", |q| {
+        q.consumers >= 1
+    })
+    .await?;
+    ensure!(c.durable, "{control} is not durable");
     ensure!(
         c.arguments.get("x-dead-letter-exchange") == Some(&json!("bridge.dlx")),
-        "control.{host} args {:?}",
+        "{control} args {:?}",
         c.arguments
     );
-    let r = m
-        .queue(&vhost, &format!("roster.{host}"))
-        .await?
-        .ok_or_else(|| anyhow!("roster.{host} missing"))?;
+    let roster = format!("roster.{host}");
+    let r = queue_until(w, &roster, 10, "a consumer on the roster queue", |q| {
+        q.consumers >= 1
+    })
+    .await?;
     ensure!(
-        r.exclusive && r.auto_delete && r.consumers >= 1,
-        "roster.{host}: exclusive={} auto_delete={} consumers={}",
+        r.exclusive && r.auto_delete,
+        "{roster}: exclusive={} auto_delete={}",
         r.exclusive,
-        r.auto_delete,
-        r.consumers
+        r.auto_delete
     );
-    let b = m.bindings(&vhost, &format!("roster.{host}")).await?;
+    ensure!(
+        r.arguments.get("x-dead-letter-exchange") == Some(&json!("bridge.dlx")),
+        "{roster} args {:?}",
+        r.arguments
+    );
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let b = suite.broker.management().bindings(&vhost, &roster).await?;
     ensure!(
         b.iter()
             .any(|b| b.source == "bridge.roster" && b.routing_key == "roster.#"),
-        "roster.{host} bindings {b:?}"
+        "{roster} bindings {b:?}"
     );
     Ok(())
 }

@@ -165,6 +165,8 @@ impl Config {
                 reason: format!("{log_format:?} is neither \"text\" nor \"json\""),
             });
         }
+        let inject_timeout = src.millis("FLEET_INJECT_TIMEOUT_MS", 30_000)?;
+        let confirm_default = (inject_timeout.as_millis() as u64 / 4).clamp(1, 5_000);
         let cfg = Config {
             host_id,
             amqp_url,
@@ -176,8 +178,8 @@ impl Config {
             state_dir: src.required("FLEET_STATE_DIR")?.into(),
             profiles,
             heartbeat: src.millis("FLEET_HEARTBEAT_MS", 5_000)?,
-            inject_timeout: src.millis("FLEET_INJECT_TIMEOUT_MS", 30_000)?,
-            submit_confirm: src.millis("FLEET_SUBMIT_CONFIRM_MS", 5_000)?,
+            inject_timeout,
+            submit_confirm: src.millis("FLEET_SUBMIT_CONFIRM_MS", confirm_default)?,
             prefetch,
             inbox_max_length: src.number("FLEET_INBOX_MAX_LENGTH", 1_000)?,
             inbox_ttl: src.millis("FLEET_INBOX_TTL_MS", 86_400_000)?,
@@ -376,7 +378,20 @@ mod tests {
         assert_eq!(c.dlq_max_length, 10_000);
         assert_eq!(c.heartbeat, Duration::from_secs(5));
         assert_eq!(c.inject_timeout, Duration::from_secs(30));
+        assert_eq!(
+            c.submit_confirm,
+            Duration::from_secs(5),
+            "FWD-7 confirm bound"
+        );
         assert!(c.amqp_url_with_heartbeat().ends_with("?heartbeat=10"));
+        let mut env = base();
+        env.insert("FLEET_INJECT_TIMEOUT_MS".into(), "8000".into());
+        let short = Config::from_sources(env, None).expect("valid");
+        assert_eq!(
+            short.submit_confirm,
+            Duration::from_secs(2),
+            "a short bound keeps room for the gate"
+        );
     }
 
     #[rstest]
