@@ -24,17 +24,9 @@ pub enum GatewayError {
     #[error("cannot start gateway command {cmd:?}: {reason}")]
     Spawn { cmd: String, reason: String },
     #[error("gateway {host} not ready: {reason}\n--- last log lines ---\n{log}")]
-    NotReady {
-        host: String,
-        reason: String,
-        log: String,
-    },
+    NotReady { host: String, reason: String, log: String },
     #[error("gateway {host} local API {what}: {reason}")]
-    Api {
-        host: String,
-        what: String,
-        reason: String,
-    },
+    Api { host: String, what: String, reason: String },
 }
 
 /// Everything needed to (re)start one host's gateway.
@@ -66,25 +58,35 @@ pub struct GatewayProcess {
 }
 
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 impl GatewayProcess {
     /// Starts the gateway and waits until `/readyz` answers 200.
     pub async fn start(spec: GatewaySpec) -> Result<GatewayProcess, GatewayError> {
+        let mut gw = Self::prepare(spec)?;
+        gw.launch().await?;
+        Ok(gw)
+    }
+
+    /// Starts the gateway without waiting for `/readyz` (one a scenario expects never to be ready).
+    pub fn start_unready(spec: GatewaySpec) -> Result<GatewayProcess, GatewayError> {
+        let mut gw = Self::prepare(spec)?;
+        gw.spawn_child()?;
+        Ok(gw)
+    }
+
+    /// Writes the key and peers files and picks the listen port.
+    fn prepare(spec: GatewaySpec) -> Result<GatewayProcess, GatewayError> {
         let files = |e: std::io::Error| GatewayError::Files {
             dir: spec.dir.display().to_string(),
             reason: e.to_string(),
         };
         std::fs::create_dir_all(spec.dir.join("state")).map_err(files)?;
-        spec.key
-            .write_key_file(&spec.dir.join("signing.key"))
-            .map_err(files)?;
+        spec.key.write_key_file(&spec.dir.join("signing.key")).map_err(files)?;
         write_peers_file(&spec.dir.join("peers.toml"), &spec.peers).map_err(files)?;
         let port = free_port().map_err(files)?;
-        let mut gw = GatewayProcess {
+        Ok(GatewayProcess {
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
             admin_token: format!("admin-{}", uuid::Uuid::new_v4().simple()),
             log_path: spec.dir.join("gateway.log"),
@@ -92,9 +94,7 @@ impl GatewayProcess {
             child: None,
             http: reqwest::Client::new(),
             starts: 0,
-        };
-        gw.launch().await?;
-        Ok(gw)
+        })
     }
 
     fn env(&self) -> BTreeMap<String, String> {
@@ -102,18 +102,9 @@ impl GatewayProcess {
         let mut env: BTreeMap<String, String> = [
             ("FLEET_HOST_ID", self.spec.host.clone()),
             ("FLEET_AMQP_URL", self.spec.amqp_url.clone()),
-            (
-                "FLEET_SIGNING_KEY_FILE",
-                d.join("signing.key").display().to_string(),
-            ),
-            (
-                "FLEET_PEERS_FILE",
-                d.join("peers.toml").display().to_string(),
-            ),
-            (
-                "FLEET_HERDR_SOCKET",
-                self.spec.herdr_socket.display().to_string(),
-            ),
+            ("FLEET_SIGNING_KEY_FILE", d.join("signing.key").display().to_string()),
+            ("FLEET_PEERS_FILE", d.join("peers.toml").display().to_string()),
+            ("FLEET_HERDR_SOCKET", self.spec.herdr_socket.display().to_string()),
             ("FLEET_LISTEN", self.listen.to_string()),
             ("FLEET_ADMIN_TOKEN", self.admin_token.clone()),
             ("FLEET_STATE_DIR", d.join("state").display().to_string()),
@@ -127,6 +118,12 @@ impl GatewayProcess {
 
     /// (Re)launches the process with the same identity, port and state dir, and waits for ready.
     pub async fn launch(&mut self) -> Result<(), GatewayError> {
+        self.spawn_child()?;
+        self.wait_ready(Duration::from_secs(30)).await
+    }
+
+    /// Spawns the process (log appended), without waiting for anything.
+    fn spawn_child(&mut self) -> Result<(), GatewayError> {
         self.starts += 1;
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -141,20 +138,13 @@ impl GatewayProcess {
             reason: e.to_string(),
         })?;
         use std::io::Write as _;
-        let _ = writeln!(
-            &log,
-            "===== start #{} of gateway {} =====",
-            self.starts, self.spec.host
-        );
+        let _ = writeln!(&log, "===== start #{} of gateway {} =====", self.starts, self.spec.host);
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
             .arg(format!("exec {}", self.spec.command))
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env(
-                "HOME",
-                std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
-            )
+            .env("HOME", std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()))
             .env(
                 "RUST_LOG",
                 std::env::var("FLEET_GATEWAY_LOG").unwrap_or_else(|_| "info,lapin=warn".into()),
@@ -169,7 +159,7 @@ impl GatewayProcess {
             reason: e.to_string(),
         })?;
         self.child = Some(child);
-        self.wait_ready(Duration::from_secs(30)).await
+        Ok(())
     }
 
     /// Waits until `/readyz` answers 200, failing early if the process exits.
@@ -178,29 +168,25 @@ impl GatewayProcess {
         let http = self.http.clone();
         let mut exited: Option<String> = None;
         let child = &mut self.child;
-        let r = wait_for(
-            &format!("gateway {} /readyz", self.spec.host),
-            nominal,
-            || {
-                let exit = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
-                if let Some(status) = exit {
-                    exited = Some(format!("the process exited with {status}"));
+        let r = wait_for(&format!("gateway {} /readyz", self.spec.host), nominal, || {
+            let exit = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exit {
+                exited = Some(format!("the process exited with {status}"));
+            }
+            let done = exited.clone();
+            let http = http.clone();
+            let url = url.clone();
+            async move {
+                if let Some(why) = done {
+                    return Ok(Some(Err(why)));
                 }
-                let done = exited.clone();
-                let http = http.clone();
-                let url = url.clone();
-                async move {
-                    if let Some(why) = done {
-                        return Ok(Some(Err(why)));
-                    }
-                    match http.get(&url).send().await {
-                        Ok(r) if r.status().is_success() => Ok(Some(Ok(()))),
-                        Ok(r) => Err(format!("/readyz answered {}", r.status())),
-                        Err(e) => Err(format!("/readyz unreachable: {e}")),
-                    }
+                match http.get(&url).send().await {
+                    Ok(r) if r.status().is_success() => Ok(Some(Ok(()))),
+                    Ok(r) => Err(format!("/readyz answered {}", r.status())),
+                    Err(e) => Err(format!("/readyz unreachable: {e}")),
                 }
-            },
-        )
+            }
+        })
         .await;
         let reason = match r {
             Ok(Ok(())) => return Ok(()),
@@ -312,10 +298,7 @@ impl GatewayProcess {
             .await
             .map_err(|e| self.api_err("POST /v1/entities", e))?;
         let status = r.status();
-        let v: Value = r
-            .json()
-            .await
-            .map_err(|e| self.api_err("POST /v1/entities", e))?;
+        let v: Value = r.json().await.map_err(|e| self.api_err("POST /v1/entities", e))?;
         if !status.is_success() {
             return Err(self.api_err("POST /v1/entities", format!("{status}: {v}")));
         }

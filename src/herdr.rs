@@ -356,10 +356,7 @@ impl FakeHerdr {
             Ok(_) => {
                 return Err(HerdrError::Prepare {
                     path: socket_path,
-                    source: io::Error::new(
-                        io::ErrorKind::AlreadyExists,
-                        "a non-socket file is in the way",
-                    ),
+                    source: io::Error::new(io::ErrorKind::AlreadyExists, "a non-socket file is in the way"),
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -472,10 +469,7 @@ impl FakeHerdr {
 
     /// The agent running in a pane, if it is an agent pane.
     pub fn agent(&self, pane_id: &str) -> Option<String> {
-        self.shared
-            .state()
-            .pane(pane_id)
-            .and_then(|p| p.agent.clone())
+        self.shared.state().pane(pane_id).and_then(|p| p.agent.clone())
     }
 
     /// Closes a pane under the gateway's feet: later calls on it get `pane_not_found`
@@ -496,12 +490,7 @@ impl FakeHerdr {
 
     /// Ids of the existing panes, in creation order.
     pub fn pane_ids(&self) -> Vec<String> {
-        self.shared
-            .state()
-            .panes
-            .iter()
-            .map(|p| p.id.clone())
-            .collect()
+        self.shared.state().panes.iter().map(|p| p.id.clone()).collect()
     }
 
     /// Every request received, in arrival order, with the response sent (if any yet).
@@ -544,11 +533,7 @@ impl FakeHerdr {
         let state = self.shared.state();
         match state.pane(pane_id) {
             Some(p) => p.inputs.clone(),
-            None => state
-                .closed_inputs
-                .get(pane_id)
-                .cloned()
-                .unwrap_or_default(),
+            None => state.closed_inputs.get(pane_id).cloned().unwrap_or_default(),
         }
     }
 
@@ -682,8 +667,7 @@ impl Shared {
                 source,
             })?
         };
-        if let Err(source) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        {
+        if let Err(source) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
             drop(listener);
             let _ = std::fs::remove_file(path);
             return Err(HerdrError::Permissions {
@@ -759,22 +743,18 @@ impl Shared {
             "tab.create" => parse_params(params).and_then(|p| self.tab_create(p)),
             "pane.send_input" => parse_params(params).and_then(|p| self.send_input(p, received_at)),
             "pane.get" => parse_params(params).and_then(|p: PaneTarget| self.pane_get(&p.pane_id)),
-            "pane.close" => {
-                parse_params(params).and_then(|p: PaneTarget| self.pane_close(&p.pane_id))
-            }
-            "agent.get" => parse_params(params).and_then(|p: AgentTarget| {
-                self.probe_agent(&p.target)
-                    .map(|agent| ResultBody::AgentInfo { agent })
-            }),
+            "pane.close" => parse_params(params).and_then(|p: PaneTarget| self.pane_close(&p.pane_id)),
+            "agent.get" => parse_params(params)
+                .and_then(|p: AgentTarget| self.probe_agent(&p.target).map(|agent| ResultBody::AgentInfo { agent })),
             "agent.wait" => match parse_params::<AgentWaitParams>(params) {
                 Ok(p) if p.until.is_empty() => Err(WireError::new(
                     "invalid_params",
                     "invalid params: `until` must name a status",
                 )),
                 Ok(p) => {
-                    let deadline = p.timeout_ms.map(|ms| {
-                        tokio::time::Instant::from_std(received_at) + Duration::from_millis(ms)
-                    });
+                    let deadline = p
+                        .timeout_ms
+                        .map(|ms| tokio::time::Instant::from_std(received_at) + Duration::from_millis(ms));
                     return Outcome::Wait(WaitSpec {
                         id,
                         target: p.target,
@@ -785,10 +765,7 @@ impl Shared {
                 }
                 Err(e) => Err(e),
             },
-            other => Err(WireError::new(
-                "invalid_request",
-                unknown_method_message(other),
-            )),
+            other => Err(WireError::new("invalid_request", unknown_method_message(other))),
         };
         Outcome::Reply(Box::new(match result {
             Ok(body) => Envelope::ok(id, body),
@@ -824,11 +801,7 @@ impl Shared {
     fn tab_create(&self, p: CreateParams) -> Result<ResultBody, WireError> {
         let mut state = self.state();
         let ws = match &p.workspace_id {
-            Some(id) => state
-                .workspaces
-                .iter()
-                .find(|w| &w.id == id)
-                .map(|w| w.id.clone()),
+            Some(id) => state.workspaces.iter().find(|w| &w.id == id).map(|w| w.id.clone()),
             None => state.workspaces.first().map(|w| w.id.clone()),
         };
         let Some(ws) = ws else {
@@ -841,15 +814,7 @@ impl Shared {
         validate_env(&p.env)?;
         let cwd = p.cwd.clone().unwrap_or_else(|| self.default_cwd.clone());
         let (tab_id, pane_id) = state.create_tab(&ws, p.label.clone(), cwd.clone());
-        state.record_created(
-            &self.socket_path,
-            CreatedBy::TabCreate,
-            &p,
-            &ws,
-            &tab_id,
-            &pane_id,
-            cwd,
-        );
+        state.record_created(&self.socket_path, CreatedBy::TabCreate, &p, &ws, &tab_id, &pane_id, cwd);
         let body = ResultBody::TabCreated {
             tab: state.tab_wire(&tab_id),
             root_pane: state.pane_wire(&pane_id).ok_or_else(internal_error)?,
@@ -859,17 +824,11 @@ impl Shared {
         Ok(body)
     }
 
-    fn send_input(
-        &self,
-        p: SendInputParams,
-        received_at: Instant,
-    ) -> Result<ResultBody, WireError> {
+    fn send_input(&self, p: SendInputParams, received_at: Instant) -> Result<ResultBody, WireError> {
         let mut state = self.state();
         let swallow = state.faults.contains(&Fault::SwallowInput);
         let fail = state.faults.contains(&Fault::SendInputFails);
-        let pane = state
-            .pane_mut(&p.pane_id)
-            .ok_or_else(|| pane_not_found(&p.pane_id))?;
+        let pane = state.pane_mut(&p.pane_id).ok_or_else(|| pane_not_found(&p.pane_id))?;
         if fail {
             return Err(WireError::new(
                 "pane_send_failed",
@@ -905,9 +864,7 @@ impl Shared {
 
     fn pane_get(&self, pane_id: &str) -> Result<ResultBody, WireError> {
         let mut state = self.state();
-        let pane = state
-            .pane_wire(pane_id)
-            .ok_or_else(|| pane_not_found(pane_id))?;
+        let pane = state.pane_wire(pane_id).ok_or_else(|| pane_not_found(pane_id))?;
         Ok(ResultBody::PaneInfo { pane })
     }
 
@@ -923,12 +880,7 @@ impl Shared {
     fn probe_agent(&self, target: &str) -> Result<AgentWire, WireError> {
         let mut state = self.state();
         let faults = state.faults.clone();
-        let agent_not_found = || {
-            WireError::new(
-                "agent_not_found",
-                format!("agent target {target} not found"),
-            )
-        };
+        let agent_not_found = || WireError::new("agent_not_found", format!("agent target {target} not found"));
         let pane = state.pane_mut(target).ok_or_else(agent_not_found)?;
         let agent = pane.agent.clone().ok_or_else(agent_not_found)?;
         let agent_status = pane.reported_status(&faults);
@@ -1083,10 +1035,7 @@ impl State {
             Some(w) => {
                 w.next_tab += 1;
                 w.next_pane += 1;
-                (
-                    format!("{ws}:t{}", w.next_tab),
-                    format!("{ws}:p{}", w.next_pane),
-                )
+                (format!("{ws}:t{}", w.next_tab), format!("{ws}:p{}", w.next_pane))
             }
             // Callers pass an existing workspace; keep ids well-formed regardless.
             None => (format!("{ws}:t0"), format!("{ws}:p0")),
@@ -1121,11 +1070,7 @@ impl State {
         let pane = self.panes.remove(index);
         if !self.panes.iter().any(|p| p.tab_id == pane.tab_id) {
             self.tabs.retain(|t| t.id != pane.tab_id);
-            if !self
-                .tabs
-                .iter()
-                .any(|t| t.workspace_id == pane.workspace_id)
-            {
+            if !self.tabs.iter().any(|t| t.workspace_id == pane.workspace_id) {
                 self.workspaces.retain(|w| w.id != pane.workspace_id);
             }
         }
@@ -1218,11 +1163,7 @@ impl State {
 
     fn workspace_wire(&self, id: &str) -> WorkspaceWire {
         let ws = self.workspaces.iter().find(|w| w.id == id);
-        let number = self
-            .workspaces
-            .iter()
-            .position(|w| w.id == id)
-            .map_or(0, |i| i + 1);
+        let number = self.workspaces.iter().position(|w| w.id == id).map_or(0, |i| i + 1);
         let tabs: Vec<&Tab> = self.tabs.iter().filter(|t| t.workspace_id == id).collect();
         let statuses: Vec<AgentStatus> = self
             .panes
@@ -1269,10 +1210,7 @@ fn agent_name_from_inputs(inputs: &[InputRecord]) -> String {
 }
 
 fn validate_env(env: &BTreeMap<String, String>) -> Result<(), WireError> {
-    match env
-        .keys()
-        .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
-    {
+    match env.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
         Some(key) => Err(WireError::new(
             "invalid_env",
             format!("invalid env key {key:?}: keys must be non-empty and hold no '=' or NUL"),
@@ -1392,8 +1330,7 @@ fn unknown_method_message(method: &str) -> String {
 }
 
 fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, WireError> {
-    serde_json::from_value(params)
-        .map_err(|e| WireError::new("invalid_params", format!("invalid params: {e}")))
+    serde_json::from_value(params).map_err(|e| WireError::new("invalid_params", format!("invalid params: {e}")))
 }
 
 /// Parses a request line the way herdr does; an unparseable request yields its error answer.
@@ -1429,9 +1366,7 @@ fn parse_request(line: &str) -> (CallHead, Result<Request, Envelope>) {
         Some(other) => {
             return (
                 head,
-                Err(invalid_request(format!(
-                    "invalid type: {other}, expected a string id"
-                ))),
+                Err(invalid_request(format!("invalid type: {other}, expected a string id"))),
             );
         }
     };
@@ -1490,10 +1425,7 @@ impl Envelope {
             (Ok(line), Ok(value)) => (line, value),
             _ => {
                 let line = r#"{"id":"","error":{"code":"internal_error","message":"failed to encode response"}}"#;
-                (
-                    line.to_string(),
-                    serde_json::from_str(line).unwrap_or(Value::Null),
-                )
+                (line.to_string(), serde_json::from_str(line).unwrap_or(Value::Null))
             }
         }
     }
@@ -1670,9 +1602,7 @@ where
     R: tokio::io::AsyncBufRead + Unpin,
 {
     let mut buf = Vec::new();
-    let limit = u64::try_from(MAX_LINE_BYTES)
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX).saturating_add(1);
     let mut limited = (&mut *reader).take(limit);
     let read = limited.read_until(b'\n', &mut buf);
     match tokio::time::timeout(INITIAL_REQUEST_TIMEOUT, read).await {

@@ -9,13 +9,18 @@
 //! - [`herdr`] — the fake herdr socket server (the only fake)
 //! - [`mcp`] — a real MCP client acting as one entity
 //! - [`keys`] — host keys and the peers file
+//! - [`legacy`] — the v1.0.0 broker state of `fixtures/legacy/`, seeded for migration scenarios
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
+//! - [`tls`] — test-time certificates for `amqps://` brokers
 
 pub mod broker;
+pub mod envelope;
 pub mod gateway;
 pub mod herdr;
 pub mod keys;
+pub mod legacy;
 pub mod mcp;
 pub mod probe;
 pub mod report;
 pub mod timing;
+pub mod tls;

@@ -35,8 +35,7 @@ pub struct McpHandle {
 impl McpClient {
     /// Connects to `url` (…/mcp) with the entity's bearer token and completes the MCP handshake.
     pub async fn connect(url: &str, token: &str) -> Result<McpClient, McpError> {
-        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
-            .auth_header(token.to_string());
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token.to_string());
         let transport = StreamableHttpClientTransport::from_config(config);
         let service = ().serve(transport).await.map_err(|e| McpError::Connect {
             url: url.to_string(),
@@ -53,15 +52,10 @@ impl McpClient {
 
     /// Names of the tools the server lists.
     pub async fn tool_names(&self) -> Result<Vec<String>, McpError> {
-        let tools = self
-            .service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| McpError::Call {
-                tool: "tools/list".into(),
-                reason: e.to_string(),
-            })?;
+        let tools = self.service.peer().list_all_tools().await.map_err(|e| McpError::Call {
+            tool: "tools/list".into(),
+            reason: e.to_string(),
+        })?;
         Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
     }
 
@@ -75,14 +69,10 @@ impl McpHandle {
     pub async fn call(&self, tool: &str, args: Value) -> Result<Value, McpError> {
         let arguments = args.as_object().cloned().unwrap_or_default();
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        let result = self
-            .peer
-            .call_tool(params)
-            .await
-            .map_err(|e| McpError::Call {
-                tool: tool.to_string(),
-                reason: e.to_string(),
-            })?;
+        let result = self.peer.call_tool(params).await.map_err(|e| McpError::Call {
+            tool: tool.to_string(),
+            reason: e.to_string(),
+        })?;
         let text = || {
             result
                 .content

@@ -1,12 +1,29 @@
 //! The wire probe: a raw AMQP client the suite uses to look at and poke the broker directly.
 //!
 //! It checks what a gateway declared and how (an exclusive consumer really refuses a second one),
-//! and publishes crafted messages. Queue counters come from the management API (`broker`); this
-//! module is the AMQP side.
+//! publishes crafted messages — any exchange, routing key, headers of any AMQP type (also wrong
+//! ones), body and properties — and taps exchanges with queues of its own to see what crosses the
+//! wire: dead letters (a queue bound to the `bridge.dlx` fanout gets a copy of every dead letter,
+//! without competing with whoever consumes `bridge.dlq`) and the messages gateways publish. Queue
+//! counters come from the management API (`broker`); this module is the AMQP side.
+//!
+//! It also plays a host: [`Probe::announce`] publishes a signed PRESENCE for a fake entity on the
+//! probe's host, so the probe's crafted messages pass the "`from` lives on `host`" check and only
+//! the one defect a scenario planted is left for the gateway to find.
 
-use lapin::options::{BasicCancelOptions, BasicConsumeOptions};
-use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lapin::options::{
+    BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+
+use crate::envelope::{Envelope, now_ms};
+use crate::keys::HostKey;
+use crate::timing::wait_for;
 
 /// A probe failure.
 #[derive(Debug, thiserror::Error)]
@@ -15,11 +32,78 @@ pub enum ProbeError {
     Connect { url: String, reason: String },
     #[error("probe AMQP error: {0}")]
     Amqp(#[from] lapin::Error),
+    #[error("the broker nacked the probe's publish to {exchange:?} · {routing_key:?}")]
+    Nacked { exchange: String, routing_key: String },
+    #[error("{0}")]
+    Timeout(#[from] crate::timing::WaitTimeout),
+}
+
+/// One message exactly as the probe will publish it. Nothing is checked or filled in.
+#[derive(Debug, Clone)]
+pub struct Crafted {
+    pub exchange: String,
+    pub routing_key: String,
+    /// AMQP headers, any types. Never put a short string here: RabbitMQ closes the connection.
+    pub headers: FieldTable,
+    pub body: Vec<u8>,
+    /// Properties; `headers` above replace any headers set here.
+    pub properties: BasicProperties,
+    pub mandatory: bool,
+}
+
+impl Crafted {
+    /// A message carrying `env` as long-string headers, with the properties an honest gateway
+    /// sets (message_id = msgId, persistent, a content type by kind), published `mandatory`.
+    pub fn from_envelope(exchange: &str, routing_key: &str, env: &Envelope, body: &[u8]) -> Self {
+        let json = !matches!(env.kind(), "SEND" | "REPLY" | "ASK" | "ANSWER" | "BROADCAST");
+        let properties = BasicProperties::default()
+            .with_message_id(env.msg_id().into())
+            .with_content_type(
+                if json {
+                    "application/json"
+                } else {
+                    "text/plain; charset=utf-8"
+                }
+                .into(),
+            )
+            .with_delivery_mode(2);
+        Crafted {
+            exchange: exchange.to_string(),
+            routing_key: routing_key.to_string(),
+            headers: env.to_field_table(),
+            body: body.to_vec(),
+            properties,
+            mandatory: true,
+        }
+    }
+
+    /// Replaces (or adds) one header with a value of any AMQP type.
+    pub fn set_header(&mut self, name: &str, value: AMQPValue) -> &mut Crafted {
+        self.headers.insert(name.into(), value);
+        self
+    }
+
+    pub fn remove_header(&mut self, name: &str) -> &mut Crafted {
+        let mut map = self.headers.inner().clone();
+        map.remove(name);
+        self.headers = FieldTable::from(map);
+        self
+    }
+}
+
+/// What the broker said about a probe publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// Confirmed and routed to at least one queue (or not `mandatory`).
+    Routed,
+    /// Confirmed, but returned unroutable (`mandatory` only).
+    Unroutable,
 }
 
 /// An AMQP connection into one scenario's vhost.
 pub struct Probe {
     conn: Connection,
+    publish_ch: Channel,
 }
 
 impl Probe {
@@ -30,17 +114,15 @@ impl Probe {
                 url: redact(amqp_url),
                 reason: e.to_string(),
             })?;
-        Ok(Probe { conn })
+        let publish_ch = conn.create_channel().await?;
+        publish_ch.confirm_select(ConfirmSelectOptions::default()).await?;
+        Ok(Probe { conn, publish_ch })
     }
 
     /// Tries to consume `queue` (exclusively or not) on a fresh channel. `Ok(())` means the broker
     /// accepted the consumer (it is cancelled again at once); `Err(text)` carries the broker's
     /// refusal, e.g. `ACCESS_REFUSED`.
-    pub async fn try_consume(
-        &self,
-        queue: &str,
-        exclusive: bool,
-    ) -> Result<Result<(), String>, ProbeError> {
+    pub async fn try_consume(&self, queue: &str, exclusive: bool) -> Result<Result<(), String>, ProbeError> {
         let ch = self.conn.create_channel().await?;
         let opts = BasicConsumeOptions {
             exclusive,
@@ -48,12 +130,7 @@ impl Probe {
         };
         let tag = format!("probe-{}", uuid::Uuid::new_v4().simple());
         match ch
-            .basic_consume(
-                queue.into(),
-                tag.as_str().into(),
-                opts,
-                FieldTable::default(),
-            )
+            .basic_consume(queue.into(), tag.as_str().into(), opts, FieldTable::default())
             .await
         {
             Ok(_consumer) => {
@@ -67,8 +144,224 @@ impl Probe {
         }
     }
 
+    /// Publishes `msg` exactly as crafted, on a confirm-mode channel, and waits for the confirm.
+    pub async fn publish(&self, msg: &Crafted) -> Result<Published, ProbeError> {
+        let props = msg.properties.clone().with_headers(msg.headers.clone());
+        let confirm = self
+            .publish_ch
+            .basic_publish(
+                msg.exchange.as_str().into(),
+                msg.routing_key.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: msg.mandatory,
+                    ..BasicPublishOptions::default()
+                },
+                &msg.body,
+                props,
+            )
+            .await?
+            .await?;
+        if confirm.is_nack() {
+            return Err(ProbeError::Nacked {
+                exchange: msg.exchange.clone(),
+                routing_key: msg.routing_key.clone(),
+            });
+        }
+        Ok(if confirm.take_message().is_some() {
+            Published::Unroutable
+        } else {
+            Published::Routed
+        })
+    }
+
+    /// Publishes a signed PRESENCE (`up`) for the fake entity `gid` on `key`'s host, on
+    /// `bridge.roster` with key `roster.<host>.<gid>`, valid for `ttl`. Returns its envelope.
+    pub async fn announce(&self, key: &HostKey, gid: &str, role: &str, ttl: Duration) -> Result<Envelope, ProbeError> {
+        let ttl_ms = ttl.as_millis() as u64;
+        let body = serde_json::json!({
+            "state": "up", "role": role, "groups": [], "agentStatus": "idle", "ttlMs": ttl_ms,
+        })
+        .to_string()
+        .into_bytes();
+        let (msg, env) = presence_message(key, gid, &body, ttl_ms);
+        self.publish(&msg).await?;
+        Ok(env)
+    }
+
+    /// A queue of the probe's own (server-named, exclusive: gone with the probe) bound to
+    /// `exchange` with `routing_key`. Everything routed there from now on is copied into it.
+    pub async fn tap(&self, exchange: &str, routing_key: &str) -> Result<Tap, ProbeError> {
+        let ch = self.conn.create_channel().await?;
+        let q = ch
+            .queue_declare(
+                "".into(),
+                QueueDeclareOptions {
+                    exclusive: true,
+                    auto_delete: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await?;
+        let queue = q.name().as_str().to_string();
+        ch.queue_bind(
+            queue.as_str().into(),
+            exchange.into(),
+            routing_key.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+        Ok(Tap {
+            ch,
+            queue,
+            seen: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A tap on `bridge.dlx`: a copy of every dead letter of the vhost, with its `x-death`.
+    pub async fn watch_dead_letters(&self) -> Result<Tap, ProbeError> {
+        self.tap("bridge.dlx", "").await
+    }
+
+    /// Binds an existing queue (e.g. a gateway's inbox) to `exchange` with `routing_key` —
+    /// what a rogue broker login could do.
+    pub async fn bind(&self, queue: &str, exchange: &str, routing_key: &str) -> Result<(), ProbeError> {
+        let ch = self.conn.create_channel().await?;
+        ch.queue_bind(
+            queue.into(),
+            exchange.into(),
+            routing_key.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+        let _ = ch.close(200, "probe done".into()).await;
+        Ok(())
+    }
+
     pub async fn close(self) {
         let _ = self.conn.close(200, "probe done".into()).await;
+    }
+}
+
+/// A signed PRESENCE for `gid` on `key`'s host with `body`, expiring `ttl_ms` from now.
+pub fn presence_message(key: &HostKey, gid: &str, body: &[u8], ttl_ms: u64) -> (Crafted, Envelope) {
+    let routing_key = format!("roster.{}.{gid}", key.host);
+    let mut env = Envelope::new("PRESENCE", gid, &routing_key, &key.host);
+    let ts: u64 = env.value("ts").parse().unwrap_or_else(|_| now_ms());
+    env.set("expiresAt", &(ts + ttl_ms).to_string());
+    let env = env.signed_by(key, body);
+    (Crafted::from_envelope("bridge.roster", &routing_key, &env, body), env)
+}
+
+/// One message taken from a tap.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub exchange: String,
+    pub routing_key: String,
+    pub properties: BasicProperties,
+    pub body: Vec<u8>,
+}
+
+impl Captured {
+    pub fn headers(&self) -> FieldTable {
+        self.properties.headers().clone().unwrap_or_default()
+    }
+
+    /// A header as text (long string, short string or byte array), if it is one.
+    pub fn header_str(&self, name: &str) -> Option<String> {
+        self.headers().inner().get(name).and_then(value_str)
+    }
+
+    /// The AMQP `message_id` property.
+    pub fn message_id(&self) -> Option<String> {
+        self.properties.message_id().as_ref().map(|s| s.as_str().to_string())
+    }
+
+    /// The first (most recent) `x-death` entry as a table, if the message was dead-lettered.
+    fn first_death(&self) -> Option<FieldTable> {
+        match self.headers().inner().get("x-death")? {
+            AMQPValue::FieldArray(a) => match a.as_slice().first()? {
+                AMQPValue::FieldTable(t) => Some(t.clone()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// `reason` of the first `x-death` entry (`rejected`, `expired`, `maxlen`).
+    pub fn death_reason(&self) -> Option<String> {
+        self.first_death()
+            .and_then(|t| t.inner().get("reason").and_then(value_str))
+    }
+
+    /// `queue` of the first `x-death` entry: the queue the message was dead-lettered from.
+    pub fn death_queue(&self) -> Option<String> {
+        self.first_death()
+            .and_then(|t| t.inner().get("queue").and_then(value_str))
+    }
+}
+
+/// A header value as text, if it is a string type.
+pub fn value_str(v: &AMQPValue) -> Option<String> {
+    match v {
+        AMQPValue::LongString(s) => String::from_utf8(s.as_bytes().to_vec()).ok(),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+        AMQPValue::ByteArray(b) => String::from_utf8(b.as_slice().to_vec()).ok(),
+        _ => None,
+    }
+}
+
+/// A probe-owned queue bound to an exchange; messages are fetched with `basic.get` and kept.
+pub struct Tap {
+    ch: Channel,
+    queue: String,
+    seen: Mutex<Vec<Captured>>,
+}
+
+impl Tap {
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Fetches everything waiting in the tap queue; returns all messages captured so far.
+    pub async fn fetch(&self) -> Result<Vec<Captured>, ProbeError> {
+        let mut fresh = Vec::new();
+        while let Some(m) = self
+            .ch
+            .basic_get(self.queue.as_str().into(), BasicGetOptions { no_ack: true })
+            .await?
+        {
+            let d = m.delivery;
+            fresh.push(Captured {
+                exchange: d.exchange.as_str().to_string(),
+                routing_key: d.routing_key.as_str().to_string(),
+                properties: d.properties,
+                body: d.data,
+            });
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.extend(fresh);
+        Ok(seen.clone())
+    }
+
+    /// Waits (scaled deadline) until a captured message satisfies `pred`, and returns it.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        nominal: Duration,
+        pred: impl Fn(&Captured) -> bool,
+    ) -> Result<Captured, ProbeError> {
+        let pred = &pred;
+        Ok(wait_for(what, nominal, || async move {
+            let all = self.fetch().await.map_err(|e| e.to_string())?;
+            match all.iter().find(|m| pred(m)) {
+                Some(m) => Ok(Some(m.clone())),
+                None => Err(format!("{} message(s) captured, none matching", all.len())),
+            }
+        })
+        .await?)
     }
 }
 

@@ -34,12 +34,7 @@ pub fn tally(report: &Value) -> BTreeMap<String, Tally> {
         let feature_tags = tags(feature);
         // A background's steps belong to the scenario that follows it.
         let mut background: Vec<&str> = Vec::new();
-        for el in feature
-            .get("elements")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for el in feature.get("elements").and_then(Value::as_array).into_iter().flatten() {
             let own: Vec<&str> = el
                 .get("steps")
                 .and_then(Value::as_array)

@@ -38,11 +38,7 @@ pub struct WaitTimeout {
 /// `probe` returns `Ok(None)` for "not yet" and may describe what it saw through `Err`, which is
 /// kept as the last observation (transient errors are retried, not fatal). Polling starts fast
 /// and backs off to 100 ms so short conditions are seen quickly without busy-looping.
-pub async fn wait_for<T, F, Fut>(
-    what: &str,
-    nominal: Duration,
-    mut probe: F,
-) -> Result<T, WaitTimeout>
+pub async fn wait_for<T, F, Fut>(what: &str, nominal: Duration, mut probe: F) -> Result<T, WaitTimeout>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>, String>>,

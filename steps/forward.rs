@@ -10,24 +10,16 @@ use serde_json::json;
 use crate::world::FleetWorld;
 
 #[when(regex = r#"^"([^"]+)" sends "([^"]*)" to "([^"]+)"( and waits for the reply)?$"#)]
-async fn sends(
-    w: &mut FleetWorld,
-    from: String,
-    text: String,
-    to: String,
-    wait: String,
-) -> anyhow::Result<()> {
+async fn sends(w: &mut FleetWorld, from: String, text: String, to: String, wait: String) -> anyhow::Result<()> {
     let to_gid = w.gid(&to)?;
     let args = json!({"to": to_gid, "text": text, "wait_reply": !wait.is_empty(), "timeout_s": 60});
-    w.call_in_background("send", &from, "bridge_send", args)
-        .await
+    w.call_in_background("send", &from, "bridge_send", args).await
 }
 
 #[when(expr = "{string} sends {string} to an unknown gid")]
 async fn sends_unknown(w: &mut FleetWorld, from: String, text: String) -> anyhow::Result<()> {
     let args = json!({"to": uuid::Uuid::new_v4().to_string(), "text": text, "wait_reply": false});
-    w.call_in_background("send", &from, "bridge_send", args)
-        .await
+    w.call_in_background("send", &from, "bridge_send", args).await
 }
 
 fn injects(w: &FleetWorld, host: &str, name: &str) -> anyhow::Result<Vec<String>> {
@@ -35,39 +27,24 @@ fn injects(w: &FleetWorld, host: &str, name: &str) -> anyhow::Result<Vec<String>
     Ok(w.host(host)?.herdr.inputs(&pane))
 }
 
-#[then(
-    regex = r#"^herdr on "([^"]+)" records exactly (\d+) injects? into "([^"]+)" with text "([^"]*)"$"#
-)]
-async fn records_injects(
-    w: &mut FleetWorld,
-    host: String,
-    n: usize,
-    name: String,
-    text: String,
-) -> anyhow::Result<()> {
-    let seen = wait_for(
-        &format!("{n} inject(s) into {name}"),
-        Duration::from_secs(10),
-        || {
-            let r = injects(w, &host, &name);
-            async move {
-                match r {
-                    Ok(v) if v.len() >= n => Ok(Some(v)),
-                    Ok(v) => Err(format!("{} inject(s): {v:?}", v.len())),
-                    Err(e) => Err(e.to_string()),
-                }
+#[then(regex = r#"^herdr on "([^"]+)" records exactly (\d+) injects? into "([^"]+)" with text "([^"]*)"$"#)]
+async fn records_injects(w: &mut FleetWorld, host: String, n: usize, name: String, text: String) -> anyhow::Result<()> {
+    let seen = wait_for(&format!("{n} inject(s) into {name}"), Duration::from_secs(10), || {
+        let r = injects(w, &host, &name);
+        let text = text.clone();
+        async move {
+            match r {
+                Ok(v) if v.iter().filter(|t| **t == text).count() >= n => Ok(Some(v)),
+                Ok(v) => Err(format!("{} inject(s): {v:?}", v.len())),
+                Err(e) => Err(e.to_string()),
             }
-        },
-    )
+        }
+    })
     .await?;
+    let matching = seen.iter().filter(|t| **t == text).count();
     ensure!(
-        seen.len() == n,
-        "expected exactly {n} inject(s) into {name}, herdr recorded {}: {seen:?}",
-        seen.len()
-    );
-    ensure!(
-        seen.iter().all(|t| *t == text),
-        "inject text differs: {seen:?}, expected {text:?}"
+        matching == n,
+        "expected exactly {n} inject(s) of {text:?} into {name}, herdr recorded: {seen:?}"
     );
     Ok(())
 }
@@ -128,10 +105,7 @@ async fn send_returns(
 
 #[then(expr = "the send is still waiting for its outcome")]
 async fn send_still_open(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let call = w
-        .calls
-        .get("send")
-        .ok_or_else(|| anyhow!("no send was started"))?;
+    let call = w.calls.get("send").ok_or_else(|| anyhow!("no send was started"))?;
     ensure!(
         !call.is_finished(),
         "the send already returned: the brief's outcome was settled before this point"
@@ -142,22 +116,12 @@ async fn send_still_open(w: &mut FleetWorld) -> anyhow::Result<()> {
 #[then(expr = "the send fails fast, well under the inject bound")]
 async fn send_fast(w: &mut FleetWorld) -> anyhow::Result<()> {
     let v = w.call_result("send", Duration::from_secs(3)).await?;
-    ensure!(
-        v["status"] == json!("no_route"),
-        "send returned {v}, expected no_route"
-    );
+    ensure!(v["status"] == json!("no_route"), "send returned {v}, expected no_route");
     Ok(())
 }
 
-#[then(
-    expr = "{string} drains a FAILED notice for the send with reason {string} within {int} seconds"
-)]
-async fn drains_failed_notice(
-    w: &mut FleetWorld,
-    main: String,
-    reason: String,
-    secs: u64,
-) -> anyhow::Result<()> {
+#[then(expr = "{string} drains a FAILED notice for the send with reason {string} within {int} seconds")]
+async fn drains_failed_notice(w: &mut FleetWorld, main: String, reason: String, secs: u64) -> anyhow::Result<()> {
     let send = w
         .results
         .get("send")
@@ -168,27 +132,20 @@ async fn drains_failed_notice(
         .ok_or_else(|| anyhow!("send result has no msgId: {send}"))?
         .to_string();
     let handle = w.mcp(&main).await?.handle();
-    let found = wait_for(
-        "a FAILED notice for the send",
-        Duration::from_secs(secs),
-        || {
-            let handle = handle.clone();
-            let msg_id = msg_id.clone();
-            async move {
-                let v = handle
-                    .call("bridge_poll", json!({}))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let hit = v["messages"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|m| m["kind"] == json!("FAILED") && m["corrId"] == json!(msg_id))
-                    .cloned();
-                Ok(hit)
-            }
-        },
-    )
+    let found = wait_for("a FAILED notice for the send", Duration::from_secs(secs), || {
+        let handle = handle.clone();
+        let msg_id = msg_id.clone();
+        async move {
+            let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
+            let hit = v["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|m| m["kind"] == json!("FAILED") && m["corrId"] == json!(msg_id))
+                .cloned();
+            Ok(hit)
+        }
+    })
     .await?;
     let body: serde_json::Value = serde_json::from_str(found["text"].as_str().unwrap_or("{}"))?;
     ensure!(

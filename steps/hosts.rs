@@ -24,34 +24,63 @@ async fn host_runs_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<(
     w.start_host(&host).await
 }
 
-#[given(
-    regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) an? (main|orchestrator) "([^"]+)"$"#
-)]
-async fn host_with_main(
-    w: &mut FleetWorld,
-    host: String,
-    role: String,
-    name: String,
-) -> anyhow::Result<()> {
+#[given(regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) an? (main|orchestrator) "([^"]+)"$"#)]
+async fn host_with_main(w: &mut FleetWorld, host: String, role: String, name: String) -> anyhow::Result<()> {
     w.add_entity(&host, &name, &role, None, vec![]).await
 }
 
 #[given(
-    regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) a worker "([^"]+)" whose parent is "([^"]+)"$"#
+    regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) a worker "([^"]+)" whose parent is "([^"]+)"(?: in groups? "([^"]+)")?$"#
 )]
 async fn host_with_worker(
     w: &mut FleetWorld,
     host: String,
     name: String,
     parent: String,
+    groups: String,
 ) -> anyhow::Result<()> {
-    w.add_entity(&host, &name, "worker", Some(&parent), vec![])
-        .await
+    let groups: Vec<String> = groups
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(str::to_string)
+        .collect();
+    w.add_entity(&host, &name, "worker", Some(&parent), groups).await
+}
+
+#[given(expr = "host {string} runs a gateway with profiles {string}")]
+async fn host_with_profiles(w: &mut FleetWorld, host: String, profiles: String) -> anyhow::Result<()> {
+    w.host_env
+        .entry(host.clone())
+        .or_default()
+        .insert("FLEET_PROFILES".into(), profiles);
+    w.start_host(&host).await
+}
+
+#[given(regex = r#"^gateways nudge after (\d+) ms$"#)]
+async fn nudge_after(w: &mut FleetWorld, ms: u64) {
+    w.gateway_env.insert("FLEET_NUDGE_INITIAL_MS".into(), ms.to_string());
+}
+
+#[given(regex = r#"^((?:"[^"]+"(?:, | and )?)+) are (idle|working)$"#)]
+async fn all_are(w: &mut FleetWorld, names: String, word: String) -> anyhow::Result<()> {
+    let names: Vec<&str> = names.split('"').skip(1).step_by(2).collect();
+    for name in names {
+        let e = w.entity(name)?;
+        let (host, pane) = (e.host.clone(), e.pane.clone());
+        w.host(&host)?.herdr.set_status(&pane, status(&word)?);
+    }
+    Ok(())
+}
+
+#[when(expr = "{string} is stopped through the local API of {string}")]
+async fn stopped_locally(w: &mut FleetWorld, name: String, host: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    Ok(w.host(&host)?.gateway.stop_entity(&gid).await?)
 }
 
 fn status(word: &str) -> anyhow::Result<AgentStatus> {
-    word.parse()
-        .map_err(|_| anyhow!("unknown agent status {word:?}"))
+    word.parse().map_err(|_| anyhow!("unknown agent status {word:?}"))
 }
 
 #[given(regex = r#"^"([^"]+)" is (idle|working|blocked|done)$"#)]
@@ -63,9 +92,7 @@ async fn agent_is(w: &mut FleetWorld, name: String, word: String) -> anyhow::Res
     Ok(())
 }
 
-#[when(
-    regex = r#"^the gateway on "([^"]+)" is (killed with SIGKILL|frozen with SIGSTOP|thawed with SIGCONT)$"#
-)]
+#[when(regex = r#"^the gateway on "([^"]+)" is (killed with SIGKILL|frozen with SIGSTOP|thawed with SIGCONT)$"#)]
 async fn signal_gateway(w: &mut FleetWorld, host: String, how: String) -> anyhow::Result<()> {
     let h = w.host_mut(&host)?;
     match how.as_str() {
@@ -82,13 +109,14 @@ async fn restart_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
     let h = w.host_mut(&host)?;
     h.gateway.kill().await;
     h.gateway.launch().await?;
+    // MCP sessions died with the process: entities of that host reconnect on next use.
+    for e in w.entities.values_mut().filter(|e| e.host == host) {
+        e.mcp = None;
+    }
     Ok(())
 }
 
 #[then(expr = "the gateway on {string} is ready within {int} seconds")]
 async fn gateway_ready(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
-    Ok(w.host_mut(&host)?
-        .gateway
-        .wait_ready(Duration::from_secs(secs))
-        .await?)
+    Ok(w.host_mut(&host)?.gateway.wait_ready(Duration::from_secs(secs)).await?)
 }

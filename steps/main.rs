@@ -5,10 +5,18 @@
 //! requirements passed. A broker that was asked for and cannot start fails the run — it is never
 //! skipped. Reports go to `target/fleet-e2e/<broker>/` (cucumber JSON and JUnit XML).
 
+mod ask;
+mod broadcast;
+mod envelope;
 mod forward;
 mod hosts;
+mod migration;
+mod operations;
+mod presence;
 mod pull;
 mod queues;
+mod security;
+mod spawn;
 mod world;
 
 use std::path::{Path, PathBuf};
@@ -47,9 +55,10 @@ fn gateway_command() -> anyhow::Result<String> {
     anyhow::ensure!(status.success(), "building fleet-gateway failed");
     // This test binary lives in <target>/<profile>/deps/; the gateway in <target>/<profile>/.
     let exe = std::env::current_exe()?;
-    let profile_dir = exe.parent().and_then(Path::parent).ok_or_else(|| {
-        anyhow::anyhow!("cannot locate the target directory from {}", exe.display())
-    })?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| anyhow::anyhow!("cannot locate the target directory from {}", exe.display()))?;
     let bin = profile_dir.join("fleet-gateway");
     anyhow::ensure!(bin.exists(), "{} was not built", bin.display());
     Ok(bin.display().to_string())
@@ -69,8 +78,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
     );
     let out_dir = out_root.join(label.replace(':', "-"));
     std::fs::create_dir_all(&out_dir)?;
-    let work_dir =
-        std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple()));
+    let work_dir = std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&work_dir)?;
     let suite = Arc::new(Suite {
         broker,
@@ -129,8 +137,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
         "{}",
         fleet_conformance::report::render(&label, &fleet_conformance::report::tally(&report))
     );
-    let suite =
-        Arc::try_unwrap(suite).map_err(|_| anyhow::anyhow!("scenarios still hold the broker"))?;
+    let suite = Arc::try_unwrap(suite).map_err(|_| anyhow::anyhow!("scenarios still hold the broker"))?;
     if let Err(e) = suite.broker.stop().await {
         eprintln!("warning: stopping broker {label}: {e}");
     }
@@ -143,10 +150,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
 }
 
 fn main() -> std::process::ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the tokio runtime: {e}");
@@ -155,8 +159,8 @@ fn main() -> std::process::ExitCode {
     };
     let outcome = rt.block_on(async {
         let brokers = std::env::var("FLEET_E2E_BROKERS").unwrap_or_else(|_| "rabbitmq".into());
-        let specs = BrokerSpec::parse_list(&brokers)
-            .map_err(|e| anyhow::anyhow!("FLEET_E2E_BROKERS={brokers:?}: {e}"))?;
+        let specs =
+            BrokerSpec::parse_list(&brokers).map_err(|e| anyhow::anyhow!("FLEET_E2E_BROKERS={brokers:?}: {e}"))?;
         let cmd = gateway_command()?;
         let out_root = workspace_root().join("target").join("fleet-e2e");
         let mut all_ok = true;

@@ -15,10 +15,7 @@ async fn replies(w: &mut FleetWorld, worker: String, text: String) -> anyhow::Re
         .await?
         .call("bridge_reply", json!({"text": text}))
         .await?;
-    ensure!(
-        v["msgId"].is_string(),
-        "bridge_reply returned {v}, expected a msgId"
-    );
+    ensure!(v["msgId"].is_string(), "bridge_reply returned {v}, expected a msgId");
     Ok(())
 }
 
@@ -48,23 +45,14 @@ async fn gets_n(w: &mut FleetWorld, _main: String, _what: String, n: String) -> 
     Ok(())
 }
 
-fn check_message(
-    w: &FleetWorld,
-    m: &Value,
-    kind: &str,
-    from: &str,
-    text: &str,
-) -> anyhow::Result<()> {
+fn check_message(w: &FleetWorld, m: &Value, kind: &str, from: &str, text: &str) -> anyhow::Result<()> {
     let from_gid = w.gid(from)?;
     ensure!(m["kind"] == json!(kind), "message {m} is not a {kind}");
     ensure!(
         m["from"] == json!(from_gid),
         "message {m} is not from {from} ({from_gid})"
     );
-    ensure!(
-        m["text"] == json!(text),
-        "message {m} does not read {text:?}"
-    );
+    ensure!(m["text"] == json!(text), "message {m} does not read {text:?}");
     ensure!(
         m["msgId"].is_string() && m["traceId"].is_string(),
         "message {m} lacks msgId/traceId"
@@ -73,13 +61,7 @@ fn check_message(
 }
 
 #[then(regex = r#"^message (\d+) is a ([A-Z_]+) from "([^"]+)" with text "([^"]*)"$"#)]
-async fn message_is(
-    w: &mut FleetWorld,
-    i: usize,
-    kind: String,
-    from: String,
-    text: String,
-) -> anyhow::Result<()> {
+async fn message_is(w: &mut FleetWorld, i: usize, kind: String, from: String, text: String) -> anyhow::Result<()> {
     let m = w
         .drained
         .get(i.saturating_sub(1))
@@ -98,16 +80,8 @@ async fn is_waiting(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[then(
-    regex = r#"^the wait returns a ([A-Z_]+) from "([^"]+)" with text "([^"]*)" within (\d+) seconds$"#
-)]
-async fn wait_returns(
-    w: &mut FleetWorld,
-    kind: String,
-    from: String,
-    text: String,
-    secs: u64,
-) -> anyhow::Result<()> {
+#[then(regex = r#"^the wait returns an? ([A-Z_]+) from "([^"]+)" with text "([^"]*)" within (\d+) seconds$"#)]
+async fn wait_returns(w: &mut FleetWorld, kind: String, from: String, text: String, secs: u64) -> anyhow::Result<()> {
     let v = w.call_result("wait", Duration::from_secs(secs)).await?;
     let m = v
         .get("message")

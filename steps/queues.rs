@@ -49,22 +49,12 @@ async fn queue_until(
 #[then(
     regex = r#"^(?:within (\d+) seconds )?the inbox of "([^"]+)" holds (\d+) ready and (\d+) unacknowledged messages?$"#
 )]
-async fn inbox_holds(
-    w: &mut FleetWorld,
-    secs: String,
-    name: String,
-    ready: u64,
-    unacked: u64,
-) -> anyhow::Result<()> {
+async fn inbox_holds(w: &mut FleetWorld, secs: String, name: String, ready: u64, unacked: u64) -> anyhow::Result<()> {
     let secs = secs.parse().unwrap_or(10);
     let q = inbox(&w.gid(&name)?);
-    queue_until(
-        w,
-        &q,
-        secs,
-        &format!("{q}: {ready} ready, {unacked} unacked"),
-        |i| i.messages_ready == ready && i.messages_unacknowledged == unacked,
-    )
+    queue_until(w, &q, secs, &format!("{q}: {ready} ready, {unacked} unacked"), |i| {
+        i.messages_ready == ready && i.messages_unacknowledged == unacked
+    })
     .await
     .map(|_| ())
 }
@@ -85,13 +75,9 @@ async fn inbox_empty(w: &mut FleetWorld, name: String, secs: String) -> anyhow::
 )]
 async fn brief_acked(w: &mut FleetWorld, secs: u64, name: String) -> anyhow::Result<()> {
     let q = inbox(&w.gid(&name)?);
-    queue_until(
-        w,
-        &q,
-        secs,
-        &format!("{q}: brief delivered and acked"),
-        |i| i.acked_total >= 1 && i.messages_ready == 0 && i.messages_unacknowledged == 0,
-    )
+    queue_until(w, &q, secs, &format!("{q}: brief delivered and acked"), |i| {
+        i.acked_total >= 1 && i.messages_ready == 0 && i.messages_unacknowledged == 0
+    })
     .await
     .map(|_| ())
 }
@@ -130,11 +116,7 @@ async fn core_topology(w: &mut FleetWorld) -> anyhow::Result<()> {
         "bridge.dlq is not capped: {:?}",
         dlq.arguments
     );
-    let b = suite
-        .broker
-        .management()
-        .bindings(&vhost, "bridge.dlq")
-        .await?;
+    let b = suite.broker.management().bindings(&vhost, "bridge.dlq").await?;
     ensure!(
         b.iter().any(|b| b.source == "bridge.dlx"),
         "bridge.dlq is not bound to bridge.dlx: {b:?}"
@@ -142,9 +124,7 @@ async fn core_topology(w: &mut FleetWorld) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[then(
-    expr = "the inbox of {string} is durable with the four arguments and bound to its gid and broadcast.all"
-)]
+#[then(expr = "the inbox of {string} is durable with the four arguments and bound to its gid and broadcast.all")]
 async fn inbox_declared(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let gid = w.gid(&name)?;
     let suite = w.suite()?;
@@ -161,27 +141,16 @@ async fn inbox_declared(w: &mut FleetWorld, name: String) -> anyhow::Result<()> 
         a.get("x-dead-letter-exchange") == Some(&json!("bridge.dlx")),
         "x-dead-letter-exchange: {a:?}"
     );
-    ensure!(
-        a.get("x-max-length") == Some(&json!(1000)),
-        "x-max-length: {a:?}"
-    );
+    ensure!(a.get("x-max-length") == Some(&json!(1000)), "x-max-length: {a:?}");
     ensure!(
         a.get("x-message-ttl") == Some(&json!(86_400_000)),
         "x-message-ttl: {a:?}"
     );
-    ensure!(
-        a.get("x-expires") == Some(&json!(604_800_000)),
-        "x-expires: {a:?}"
-    );
-    let b = suite
-        .broker
-        .management()
-        .bindings(&vhost, &inbox(&gid))
-        .await?;
+    ensure!(a.get("x-expires") == Some(&json!(604_800_000)), "x-expires: {a:?}");
+    let b = suite.broker.management().bindings(&vhost, &inbox(&gid)).await?;
     for key in [gid.as_str(), "broadcast.all"] {
         ensure!(
-            b.iter()
-                .any(|b| b.source == "bridge.msg" && b.routing_key == key),
+            b.iter().any(|b| b.source == "bridge.msg" && b.routing_key == key),
             "no bridge.msg binding {key}: {b:?}"
         );
     }
@@ -214,10 +183,7 @@ async fn inbox_exclusive(w: &mut FleetWorld, name: String) -> anyhow::Result<()>
 #[then(expr = "host {string} has its control and roster queues")]
 async fn control_roster(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let control = format!("control.{host}");
-    let c = queue_until(w, &control, 10, "a consumer on the control queue", |q| {
-        q.consumers >= 1
-    })
-    .await?;
+    let c = queue_until(w, &control, 10, "a consumer on the control queue", |q| q.consumers >= 1).await?;
     ensure!(c.durable, "{control} is not durable");
     ensure!(
         c.arguments.get("x-dead-letter-exchange") == Some(&json!("bridge.dlx")),
@@ -225,10 +191,7 @@ async fn control_roster(w: &mut FleetWorld, host: String) -> anyhow::Result<()> 
         c.arguments
     );
     let roster = format!("roster.{host}");
-    let r = queue_until(w, &roster, 10, "a consumer on the roster queue", |q| {
-        q.consumers >= 1
-    })
-    .await?;
+    let r = queue_until(w, &roster, 10, "a consumer on the roster queue", |q| q.consumers >= 1).await?;
     ensure!(
         r.exclusive && r.auto_delete,
         "{roster}: exclusive={} auto_delete={}",

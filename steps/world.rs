@@ -61,6 +61,15 @@ pub struct FleetWorld {
     pub drained: Vec<Value>,
     /// Tunables for gateways started from now on.
     pub gateway_env: BTreeMap<String, String>,
+    /// The conversation scenarios' wire taps.
+    pub talk: crate::ask::TalkState,
+    /// Extra variables for one host's gateway (e.g. its `FLEET_PROFILES`).
+    pub host_env: BTreeMap<String, BTreeMap<String, String>>,
+    /// The wire probe of the envelope scenarios: its taps, fake entities and crafted messages.
+    pub wire: crate::envelope::WireState,
+    /// Per-host broker logins made for this scenario (SEC-2): host → (user, password); the users
+    /// are deleted at cleanup.
+    pub broker_logins: BTreeMap<String, (String, String)>,
 }
 
 impl std::fmt::Debug for FleetWorld {
@@ -77,12 +86,8 @@ impl FleetWorld {
     async fn new() -> Result<Self, anyhow::Error> {
         let suite = crate::current_suite();
         let dir = match &suite {
-            Some(s) => s
-                .work_dir
-                .join(format!("s-{}", uuid::Uuid::new_v4().simple())),
-            None => {
-                std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple()))
-            }
+            Some(s) => s.work_dir.join(format!("s-{}", uuid::Uuid::new_v4().simple())),
+            None => std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple())),
         };
         std::fs::create_dir_all(&dir)?;
         let keys = TRUSTED_HOSTS
@@ -104,13 +109,15 @@ impl FleetWorld {
             results: BTreeMap::new(),
             drained: Vec::new(),
             gateway_env,
+            host_env: BTreeMap::new(),
+            talk: Default::default(),
+            wire: Default::default(),
+            broker_logins: BTreeMap::new(),
         })
     }
 
     pub fn suite(&self) -> anyhow::Result<Arc<Suite>> {
-        self.suite
-            .clone()
-            .ok_or_else(|| anyhow!("no broker for this run"))
+        self.suite.clone().ok_or_else(|| anyhow!("no broker for this run"))
     }
 
     /// The scenario's vhost, created on first use.
@@ -133,6 +140,14 @@ impl FleetWorld {
         if self.hosts.contains_key(host) {
             return Ok(());
         }
+        let (spec, herdr) = self.host_spec(host).await?;
+        let gateway = GatewayProcess::start(spec).await?;
+        self.hosts.insert(host.to_string(), Host { gateway, herdr });
+        Ok(())
+    }
+
+    /// Starts `host`'s fake herdr and returns it with the gateway spec `start_host` would use.
+    pub async fn host_spec(&mut self, host: &str) -> anyhow::Result<(GatewaySpec, FakeHerdr)> {
         let suite = self.suite()?;
         let vhost = self.vhost().await?;
         let hdir = self.dir.join(host);
@@ -157,11 +172,13 @@ impl FleetWorld {
             dir: hdir,
             key,
             peers,
-            extra_env: self.gateway_env.clone(),
+            extra_env: {
+                let mut env = self.gateway_env.clone();
+                env.extend(self.host_env.get(host).cloned().unwrap_or_default());
+                env
+            },
         };
-        let gateway = GatewayProcess::start(spec).await?;
-        self.hosts.insert(host.to_string(), Host { gateway, herdr });
-        Ok(())
+        Ok((spec, herdr))
     }
 
     pub fn host(&self, host: &str) -> anyhow::Result<&Host> {
@@ -195,21 +212,30 @@ impl FleetWorld {
         parent: Option<&str>,
         groups: Vec<String>,
     ) -> anyhow::Result<()> {
+        self.add_entity_with_gid(host, name, role, parent, groups, None).await
+    }
+
+    /// `add_entity` with a chosen gid.
+    pub async fn add_entity_with_gid(
+        &mut self,
+        host: &str,
+        name: &str,
+        role: &str,
+        parent: Option<&str>,
+        groups: Vec<String>,
+        gid: Option<&str>,
+    ) -> anyhow::Result<()> {
         self.start_host(host).await?;
         let parent_gid = match parent {
             Some(p) => Some(self.gid(p)?),
             None => None,
         };
         let h = self.host(host)?;
-        let agent = if role == "worker" {
-            "claude"
-        } else {
-            "claude-main"
-        };
+        let agent = if role == "worker" { "claude" } else { "claude-main" };
         let pane = h.herdr.add_agent_pane(agent, AgentStatus::Idle);
         let (gid, token) = h
             .gateway
-            .register(role, &pane, &groups, parent_gid.as_deref(), None)
+            .register(role, &pane, &groups, parent_gid.as_deref(), gid)
             .await?;
         self.entities.insert(
             name.to_string(),
@@ -222,6 +248,30 @@ impl FleetWorld {
             },
         );
         Ok(())
+    }
+
+    /// Records an entity the suite did not register itself (a spawned worker).
+    pub fn adopt_entity(&mut self, name: &str, host: &str, gid: &str, token: &str, pane: &str) {
+        self.entities.insert(
+            name.to_string(),
+            EntityRef {
+                host: host.into(),
+                gid: gid.into(),
+                token: token.into(),
+                pane: pane.into(),
+                mcp: None,
+            },
+        );
+    }
+
+    /// The heartbeat interval gateways of this scenario run with.
+    pub fn heartbeat(&self) -> Duration {
+        let ms = self
+            .gateway_env
+            .get("FLEET_HEARTBEAT_MS")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5_000);
+        Duration::from_millis(ms)
     }
 
     /// The entity's MCP client, connected on first use.
@@ -299,6 +349,11 @@ impl FleetWorld {
         }
         if let (Some(v), Some(s)) = (self.vhost.take(), &self.suite) {
             let _ = s.broker.delete_vhost(&v).await;
+        }
+        if let Some(s) = &self.suite {
+            for (_, (user, _)) in std::mem::take(&mut self.broker_logins) {
+                let _ = s.broker.management().delete_user(&user).await;
+            }
         }
         if passed {
             let _ = std::fs::remove_dir_all(&self.dir);

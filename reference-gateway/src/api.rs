@@ -83,11 +83,7 @@ async fn register(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> Re
         Err(e) => return error_response(EntityError::Invalid(e.to_string())),
     };
     match gw.register(req, None).await {
-        Ok(e) => (
-            StatusCode::CREATED,
-            Json(json!({"gid": e.gid, "token": e.token})),
-        )
-            .into_response(),
+        Ok(e) => (StatusCode::CREATED, Json(json!({"gid": e.gid, "token": e.token}))).into_response(),
         Err(e) => error_response(e),
     }
 }
@@ -137,11 +133,14 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
 }
 
 async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    // Gauges read at scrape time: the roster's size and each main's held backlog (RPL-5).
+    gw.metrics.set("fleet_roster_entries", &[], gw.roster.snapshot().len() as i64);
+    for e in gw.entities().into_iter().filter(|e| e.role != crate::registry::Role::Worker) {
+        gw.metrics
+            .set("fleet_held_messages", &[("gid", &e.gid)], gw.pull.held_count(&e.gid) as i64);
+    }
     (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
-        )],
+        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         gw.metrics.render(),
     )
         .into_response()

@@ -18,10 +18,7 @@ pub enum ConfigError {
     #[error("{var} is invalid: {reason}")]
     Invalid { var: &'static str, reason: String },
     #[error("cannot read config file {path}: {source}")]
-    File {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    File { path: PathBuf, source: std::io::Error },
     #[error("config file {path} is not valid TOML: {reason}")]
     Toml { path: PathBuf, reason: String },
 }
@@ -31,6 +28,9 @@ pub enum ConfigError {
 pub struct Config {
     pub host_id: String,
     pub amqp_url: String,
+    /// SEC-1: the CA the broker's certificate must chain to (`FLEET_TLS_CA_FILE`, PEM); `None`
+    /// means the system roots (for `amqps://`).
+    pub tls_ca: Option<crate::tls::Roots>,
     pub signing_key_file: PathBuf,
     pub peers_file: PathBuf,
     pub herdr_socket: PathBuf,
@@ -49,11 +49,16 @@ pub struct Config {
     pub inbox_expires: Duration,
     pub dlq_max_length: u32,
     pub clock_skew: Duration,
+    /// Largest accepted message body; bigger ones are rejected before any signature work.
+    pub max_body_bytes: usize,
     pub amqp_heartbeat_s: u16,
     pub nudge_initial: Duration,
     pub nudge_max: Duration,
     /// Log format: `json` or `text`.
     pub log_format: String,
+    /// `FLEET_LEGACY_PANES` (comma list): the v1.0.0 pane ids whose `agent.<pane>.inbox` the
+    /// operator knows of; those no local worker claims are reported at boot (`migration`).
+    pub legacy_panes: Vec<String>,
 }
 
 /// Where a raw value came from, so errors can name the right thing.
@@ -106,17 +111,12 @@ impl Source {
 impl Config {
     /// Loads the configuration from the process environment and an optional TOML file.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let env: BTreeMap<String, String> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("FLEET_"))
-            .collect();
+        let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("FLEET_")).collect();
         Self::from_sources(env, file)
     }
 
     /// Builds a configuration from explicit variables (used by `load` and by tests).
-    pub fn from_sources(
-        env: BTreeMap<String, String>,
-        file: Option<&Path>,
-    ) -> Result<Config, ConfigError> {
+    pub fn from_sources(env: BTreeMap<String, String>, file: Option<&Path>) -> Result<Config, ConfigError> {
         let file = match file {
             None => BTreeMap::new(),
             Some(path) => read_toml(path)?,
@@ -137,6 +137,23 @@ impl Config {
                 reason: "must start with amqp:// or amqps://".into(),
             });
         }
+        let tls_ca = match src.get(crate::tls::CA_VAR) {
+            Some(p) if !p.trim().is_empty() => {
+                Some(
+                    crate::tls::read_pem(Path::new(p.trim())).map_err(|e| ConfigError::Invalid {
+                        var: crate::tls::CA_VAR,
+                        reason: e.to_string(),
+                    })?,
+                )
+            }
+            _ => None,
+        };
+        if tls_ca.is_some() && !amqp_url.starts_with("amqps://") {
+            return Err(ConfigError::Invalid {
+                var: crate::tls::CA_VAR,
+                reason: "is set but FLEET_AMQP_URL is not amqps:// (the CA would never be used)".into(),
+            });
+        }
         let listen_raw = src.required("FLEET_LISTEN")?;
         let listen: SocketAddr = listen_raw.parse().map_err(|e| ConfigError::Invalid {
             var: "FLEET_LISTEN",
@@ -154,8 +171,7 @@ impl Config {
         if prefetch == 0 {
             return Err(ConfigError::Invalid {
                 var: "FLEET_PREFETCH",
-                reason: "must be greater than 0 (an unbounded prefetch makes caps meaningless)"
-                    .into(),
+                reason: "must be greater than 0 (an unbounded prefetch makes caps meaningless)".into(),
             });
         }
         let log_format = src.get("FLEET_LOG_FORMAT").unwrap_or_else(|| "text".into());
@@ -170,6 +186,7 @@ impl Config {
         let cfg = Config {
             host_id,
             amqp_url,
+            tls_ca,
             signing_key_file: src.required("FLEET_SIGNING_KEY_FILE")?.into(),
             peers_file: src.required("FLEET_PEERS_FILE")?.into(),
             herdr_socket: src.required("FLEET_HERDR_SOCKET")?.into(),
@@ -186,10 +203,12 @@ impl Config {
             inbox_expires: src.millis("FLEET_INBOX_EXPIRES_MS", 604_800_000)?,
             dlq_max_length: src.number("FLEET_DLQ_MAX_LENGTH", 10_000)?,
             clock_skew: src.millis("FLEET_CLOCK_SKEW_MS", 30_000)?,
+            max_body_bytes: src.number("FLEET_MAX_BODY_BYTES", 1_048_576)?,
             amqp_heartbeat_s: src.number("FLEET_AMQP_HEARTBEAT_S", 10)?,
             nudge_initial: src.millis("FLEET_NUDGE_INITIAL_MS", 5_000)?,
             nudge_max: src.millis("FLEET_NUDGE_MAX_MS", 300_000)?,
             log_format,
+            legacy_panes: parse_legacy_panes(&src.get("FLEET_LEGACY_PANES").unwrap_or_default())?,
         };
         if cfg.submit_confirm >= cfg.inject_timeout {
             return Err(ConfigError::Invalid {
@@ -205,11 +224,7 @@ impl Config {
         if self.amqp_url.contains("heartbeat=") {
             return self.amqp_url.clone();
         }
-        let sep = if self.amqp_url.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
+        let sep = if self.amqp_url.contains('?') { '&' } else { '?' };
         format!("{}{sep}heartbeat={}", self.amqp_url, self.amqp_heartbeat_s)
     }
 
@@ -219,54 +234,55 @@ impl Config {
         let mut line = |k: &str, v: String| out.push_str(&format!("{k} = {v}\n"));
         line("FLEET_HOST_ID", self.host_id.clone());
         line("FLEET_AMQP_URL", mask_url_password(&self.amqp_url));
-        line(
-            "FLEET_SIGNING_KEY_FILE",
-            self.signing_key_file.display().to_string(),
-        );
+        if self.amqp_url.starts_with("amqps://") {
+            let roots = match &self.tls_ca {
+                Some(r) => format!("{} ({} certificate(s))", r.path.display(), r.count),
+                None => "(unset: the system CA bundle)".into(),
+            };
+            line(crate::tls::CA_VAR, roots);
+        }
+        line("FLEET_SIGNING_KEY_FILE", self.signing_key_file.display().to_string());
         line("FLEET_PEERS_FILE", self.peers_file.display().to_string());
-        line(
-            "FLEET_HERDR_SOCKET",
-            self.herdr_socket.display().to_string(),
-        );
+        line("FLEET_HERDR_SOCKET", self.herdr_socket.display().to_string());
         line("FLEET_LISTEN", self.listen.to_string());
         line("FLEET_ADMIN_TOKEN", "********".into());
         line("FLEET_STATE_DIR", self.state_dir.display().to_string());
-        let profiles: Vec<String> = self
-            .profiles
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let profiles: Vec<String> = self.profiles.iter().map(|(k, v)| format!("{k}={v}")).collect();
         line("FLEET_PROFILES", profiles.join(";"));
         line("FLEET_HEARTBEAT_MS", self.heartbeat.as_millis().to_string());
-        line(
-            "FLEET_INJECT_TIMEOUT_MS",
-            self.inject_timeout.as_millis().to_string(),
-        );
-        line(
-            "FLEET_SUBMIT_CONFIRM_MS",
-            self.submit_confirm.as_millis().to_string(),
-        );
+        line("FLEET_INJECT_TIMEOUT_MS", self.inject_timeout.as_millis().to_string());
+        line("FLEET_SUBMIT_CONFIRM_MS", self.submit_confirm.as_millis().to_string());
         line("FLEET_PREFETCH", self.prefetch.to_string());
         line("FLEET_INBOX_MAX_LENGTH", self.inbox_max_length.to_string());
         line("FLEET_INBOX_TTL_MS", self.inbox_ttl.as_millis().to_string());
-        line(
-            "FLEET_INBOX_EXPIRES_MS",
-            self.inbox_expires.as_millis().to_string(),
-        );
+        line("FLEET_INBOX_EXPIRES_MS", self.inbox_expires.as_millis().to_string());
         line("FLEET_DLQ_MAX_LENGTH", self.dlq_max_length.to_string());
-        line(
-            "FLEET_CLOCK_SKEW_MS",
-            self.clock_skew.as_millis().to_string(),
-        );
+        line("FLEET_CLOCK_SKEW_MS", self.clock_skew.as_millis().to_string());
+        line("FLEET_MAX_BODY_BYTES", self.max_body_bytes.to_string());
         line("FLEET_AMQP_HEARTBEAT_S", self.amqp_heartbeat_s.to_string());
-        line(
-            "FLEET_NUDGE_INITIAL_MS",
-            self.nudge_initial.as_millis().to_string(),
-        );
+        line("FLEET_NUDGE_INITIAL_MS", self.nudge_initial.as_millis().to_string());
         line("FLEET_NUDGE_MAX_MS", self.nudge_max.as_millis().to_string());
         line("FLEET_LOG_FORMAT", self.log_format.clone());
+        line("FLEET_LEGACY_PANES", self.legacy_panes.join(","));
         out
     }
+}
+
+/// `FLEET_LEGACY_PANES`: comma-separated v1.0.0 pane ids (`w1:p2,w1:p5`), blanks ignored.
+fn parse_legacy_panes(raw: &str) -> Result<Vec<String>, ConfigError> {
+    let mut panes = Vec::new();
+    for p in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if !crate::migration::valid_legacy_pane(p) {
+            return Err(ConfigError::Invalid {
+                var: "FLEET_LEGACY_PANES",
+                reason: format!("{p:?} is not a pane id (printable ASCII, no spaces, at most 200 bytes)"),
+            });
+        }
+        if !panes.iter().any(|q| q == p) {
+            panes.push(p.to_string());
+        }
+    }
+    Ok(panes)
 }
 
 /// Host ids as SPEC §0 defines them: `[a-z0-9][a-z0-9-]{0,62}`.
@@ -319,12 +335,10 @@ fn read_toml(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| ConfigError::Toml {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Toml {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     let mut out = BTreeMap::new();
     for (k, v) in table {
         let s = match v {
@@ -335,10 +349,7 @@ fn read_toml(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
             other => {
                 return Err(ConfigError::Toml {
                     path: path.to_path_buf(),
-                    reason: format!(
-                        "key {k:?} must be a string or number, not {}",
-                        other.type_str()
-                    ),
+                    reason: format!("key {k:?} must be a string or number, not {}", other.type_str()),
                 });
             }
         };
@@ -378,11 +389,7 @@ mod tests {
         assert_eq!(c.dlq_max_length, 10_000);
         assert_eq!(c.heartbeat, Duration::from_secs(5));
         assert_eq!(c.inject_timeout, Duration::from_secs(30));
-        assert_eq!(
-            c.submit_confirm,
-            Duration::from_secs(5),
-            "FWD-7 confirm bound"
-        );
+        assert_eq!(c.submit_confirm, Duration::from_secs(5), "FWD-7 confirm bound");
         assert!(c.amqp_url_with_heartbeat().ends_with("?heartbeat=10"));
         let mut env = base();
         env.insert("FLEET_INJECT_TIMEOUT_MS".into(), "8000".into());
@@ -425,17 +432,11 @@ mod tests {
         let path = dir.join("gw.toml");
         std::fs::write(&path, "host_id = \"from-file\"\nprefetch = 7\n").expect("write");
         let mut env = base();
-        env.insert(
-            "FLEET_PROFILES".into(),
-            "claude=claude --yes; codex=codex".into(),
-        );
+        env.insert("FLEET_PROFILES".into(), "claude=claude --yes; codex=codex".into());
         let c = Config::from_sources(env, Some(&path)).expect("valid");
         assert_eq!(c.host_id, "host-a", "env wins");
         assert_eq!(c.prefetch, 7, "file fills what env leaves");
-        assert_eq!(
-            c.profiles.get("claude").map(String::as_str),
-            Some("claude --yes")
-        );
+        assert_eq!(c.profiles.get("claude").map(String::as_str), Some("claude --yes"));
         assert!(!c.describe().contains("0123456789"), "secrets masked");
         let _ = std::fs::remove_dir_all(dir);
     }

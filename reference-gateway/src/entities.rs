@@ -26,6 +26,9 @@ pub struct RegisterRequest {
     pub groups: Vec<String>,
     #[serde(default)]
     pub parent: Option<String>,
+    /// Extension (MIG-2): the worker's v1.0.0 pane id, whose legacy queue migrates to its parent.
+    #[serde(default, rename = "legacyPaneId")]
+    pub legacy_pane_id: Option<String>,
 }
 
 /// Why a registration or stop failed; `status()` maps it to HTTP.
@@ -57,11 +60,7 @@ pub fn new_token() -> String {
     let mut b = [0u8; 32];
     if getrandom::fill(&mut b).is_err() {
         // Fall back to two v4 UUIDs (still 244 random bits) rather than fail registration.
-        return format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        );
+        return format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -72,6 +71,17 @@ impl Gateway {
         self: &Arc<Self>,
         req: RegisterRequest,
         spawn_id: Option<String>,
+    ) -> Result<Entity, EntityError> {
+        self.register_with(req, spawn_id, None).await
+    }
+
+    /// `register` with a token chosen by the caller (a spawned pane gets it in its environment
+    /// before the gateway registers it).
+    pub async fn register_with(
+        self: &Arc<Self>,
+        req: RegisterRequest,
+        spawn_id: Option<String>,
+        token: Option<String>,
     ) -> Result<Entity, EntityError> {
         let gid = req.gid.unwrap_or_else(new_uuid);
         if !is_uuid(&gid) {
@@ -95,14 +105,16 @@ impl Gateway {
         if self.entity(&gid).is_some() {
             return Err(EntityError::Exists(gid));
         }
+        self.check_legacy_claim(req.role, req.parent.as_deref(), req.legacy_pane_id.as_deref())?;
         let entity = Entity {
             gid: gid.clone(),
             role: req.role,
             pane: req.pane,
             groups: req.groups,
             parent: req.parent,
-            token: new_token(),
+            token: token.unwrap_or_else(new_token),
             spawn_id,
+            legacy_pane_id: req.legacy_pane_id,
         };
         self.registry
             .lock()
@@ -110,27 +122,30 @@ impl Gateway {
             .insert(entity.clone())
             .map_err(|e| EntityError::Registry(e.to_string()))?;
         self.attach_entity(&entity).await;
-        let ready = self
-            .readiness()
-            .1
-            .into_iter()
-            .find(|(g, _)| *g == gid)
-            .map(|(_, h)| h);
-        if let Some(EntityHealth::Failed(why)) = ready {
+        let ready = self.readiness().1.into_iter().find(|(g, _)| *g == gid).map(|(_, h)| h);
+        let failure = match ready {
+            Some(EntityHealth::Failed(why)) => Some(why),
+            _ => match self.announce_entity(&entity, "up").await {
+                Ok(_) => None,
+                Err(e) => Some(format!("first presence not confirmed: {e}")),
+            },
+        };
+        if let Some(why) = failure {
+            // Roll back: an entity that cannot be served is not registered.
+            self.detach_entity(&entity.gid).await;
+            if let Ok(mut r) = self.registry.lock() {
+                let _ = r.remove(&entity.gid);
+            }
             return Err(EntityError::Broker(why));
         }
-        self.announce_entity(&entity, "up")
-            .await
-            .map_err(|e| EntityError::Broker(format!("first presence not confirmed: {e}")))?;
         info!(gid = %entity.gid, role = entity.role.as_str(), pane = %entity.pane, "entity registered");
+        self.migrate_at_registration(&entity).await;
         Ok(entity)
     }
 
     /// Stops an entity: consumer, inbox (TOP-6), presence `down`, pane for a worker (SPN-5).
     pub async fn stop_entity(self: &Arc<Self>, gid: &str) -> Result<Entity, EntityError> {
-        let entity = self
-            .entity(gid)
-            .ok_or_else(|| EntityError::NotFound(gid.to_string()))?;
+        let entity = self.entity(gid).ok_or_else(|| EntityError::NotFound(gid.to_string()))?;
         self.detach_entity(gid).await;
         match self.channel().await {
             Ok(ch) => {

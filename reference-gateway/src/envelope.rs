@@ -194,10 +194,7 @@ impl Envelope {
             }
             t.insert(name.into(), AMQPValue::LongString(LongString::from(value)));
         }
-        t.insert(
-            "sig".into(),
-            AMQPValue::LongString(LongString::from(self.sig.clone())),
-        );
+        t.insert("sig".into(), AMQPValue::LongString(LongString::from(self.sig.clone())));
         t
     }
 
@@ -234,14 +231,13 @@ impl Envelope {
         let from = req("from")?;
         let to = req("to")?;
         let host = req("host")?;
-        let opt_uuid =
-            |name: &'static str, needed: bool| -> Result<Option<String>, EnvelopeError> {
-                match get(name)?.filter(|s| !s.is_empty()) {
-                    Some(s) => Ok(Some(uuid_header(name, s)?)),
-                    None if needed => Err(EnvelopeError::Missing(name)),
-                    None => Ok(None),
-                }
-            };
+        let opt_uuid = |name: &'static str, needed: bool| -> Result<Option<String>, EnvelopeError> {
+            match get(name)?.filter(|s| !s.is_empty()) {
+                Some(s) => Ok(Some(uuid_header(name, s)?)),
+                None if needed => Err(EnvelopeError::Missing(name)),
+                None => Ok(None),
+            }
+        };
         let turn_id = opt_uuid("turnId", kind.needs_turn_id())?;
         let spawn_id = opt_uuid("spawnId", kind.needs_spawn_id())?;
         let corr_id = opt_uuid("corrId", kind.needs_corr_id())?;
@@ -294,8 +290,12 @@ fn uuid_header(name: &'static str, s: String) -> Result<String, EnvelopeError> {
     }
 }
 
+/// A Unix-ms timestamp in canonical decimal. Leading zeros are refused: the signing input is
+/// rebuilt from the parsed number, so "0123" would verify under the signature made for "123" —
+/// the header bytes would no longer be the bytes that were signed (found by the fuzz test).
 fn ts_header(name: &'static str, s: String) -> Result<u64, EnvelopeError> {
-    if s.is_empty() || s.len() > 15 || !s.bytes().all(|c| c.is_ascii_digit()) {
+    let leading_zero = s.len() > 1 && s.starts_with('0');
+    if s.is_empty() || s.len() > 15 || leading_zero || !s.bytes().all(|c| c.is_ascii_digit()) {
         return Err(EnvelopeError::BadTimestamp(name));
     }
     s.parse().map_err(|_| EnvelopeError::BadTimestamp(name))
@@ -379,15 +379,8 @@ mod tests {
     fn headers_round_trip_as_long_strings() {
         let e = sample();
         let h = e.to_headers();
-        assert!(
-            h.inner()
-                .values()
-                .all(|v| matches!(v, AMQPValue::LongString(_)))
-        );
-        assert!(
-            !h.inner().contains_key("turnId"),
-            "absent optional headers are omitted"
-        );
+        assert!(h.inner().values().all(|v| matches!(v, AMQPValue::LongString(_))));
+        assert!(!h.inner().contains_key("turnId"), "absent optional headers are omitted");
         assert_eq!(Envelope::from_headers(Some(&h)).expect("parses"), e);
     }
 
@@ -398,6 +391,7 @@ mod tests {
     #[case("traceId", Some("not-a-uuid"), "traceId is not")]
     #[case("msgId", Some("0B0E3C1E-6F6E-4C1A-9D7E-5F4A3B2C1D0E"), "msgId is not")]
     #[case("ts", Some("12x"), "ts is not")]
+    #[case("ts", Some("01700000000000"), "ts is not")]
     #[case("from", Some("a\nb"), "newline")]
     #[case("corrId", None, "missing required header corrId")]
     fn malformed_envelopes_are_rejected_naming_the_header(

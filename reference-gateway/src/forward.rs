@@ -45,10 +45,7 @@ impl PendingSends {
     }
 
     pub fn is_open(&self, msg_id: &str) -> bool {
-        self.map
-            .lock()
-            .map(|m| m.contains_key(msg_id))
-            .unwrap_or(false)
+        self.map.lock().map(|m| m.contains_key(msg_id)).unwrap_or(false)
     }
 
     pub fn resolve(&self, msg_id: &str, outcome: SendOutcome) {
@@ -67,11 +64,30 @@ impl PendingSends {
 /// Why an inject did not land.
 struct NotInjected(FailReason, String);
 
+/// Counts one inject in flight (from its ack to its reported outcome) for `graceful_stop`.
+struct InflightInject<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InflightInject<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InflightInject(n)
+    }
+}
+
+impl Drop for InflightInject<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl Gateway {
     /// FWD-1/FWD-6: a verified brief for a local worker is recorded as seen and acked, then
     /// injected in the background.
     pub async fn forward(self: &Arc<Self>, worker: Entity, env: Envelope, d: Delivery) {
-        if !self.seen.insert(&env.msg_id, env.expires_at) {
+        if !self
+            .seen
+            .insert(&crate::verify::seen_key(&worker.gid, &env.msg_id), env.expires_at)
+        {
             // A duplicate that raced past the check: the first copy owns the inject.
             let _ = d.acker.ack(BasicAckOptions::default()).await;
             return;
@@ -83,12 +99,11 @@ impl Gateway {
         let text = String::from_utf8_lossy(&d.data).into_owned();
         let gw = Arc::clone(self);
         let env2 = env.clone();
-        Gateway::spawn_in(&env, async move {
-            gw.inject_and_report(worker, env2, text).await
-        });
+        Gateway::spawn_in(&env, async move { gw.inject_and_report(worker, env2, text).await });
     }
 
-    async fn inject_and_report(self: Arc<Self>, worker: Entity, env: Envelope, text: String) {
+    pub(crate) async fn inject_and_report(self: Arc<Self>, worker: Entity, env: Envelope, text: String) {
+        let _inflight = InflightInject::new(&self.inflight_injects);
         let lock = self
             .inject_locks
             .lock()
@@ -103,8 +118,7 @@ impl Gateway {
         let (kind, body) = match &result {
             Ok(()) => {
                 info!(gid = %worker.gid, "brief injected");
-                self.metrics
-                    .inc("fleet_injects_total", &[("outcome", "injected")]);
+                self.metrics.inc("fleet_injects_total", &[("outcome", "injected")]);
                 if let Ok(mut m) = self.last_trace.lock() {
                     m.insert(worker.gid.clone(), env.trace_id.clone());
                 }
@@ -112,8 +126,7 @@ impl Gateway {
             }
             Err(NotInjected(reason, detail)) => {
                 warn!(gid = %worker.gid, reason = reason.as_str(), %detail, "brief not injected");
-                self.metrics
-                    .inc("fleet_injects_total", &[("outcome", reason.as_str())]);
+                self.metrics.inc("fleet_injects_total", &[("outcome", reason.as_str())]);
                 let body = serde_json::to_vec(&FailedBody {
                     reason: *reason,
                     detail: detail.clone(),
@@ -122,21 +135,15 @@ impl Gateway {
                 (Kind::Failed, body)
             }
         };
-        self.metrics.set(
-            "fleet_last_inject_ms",
-            &[],
-            started.elapsed().as_millis() as i64,
-        );
+        let took_ms = started.elapsed().as_millis() as u64;
+        self.metrics.set("fleet_last_inject_ms", &[], took_ms as i64);
+        // Inject latency as a Prometheus summary without quantiles: _sum / _count.
+        self.metrics.add("fleet_inject_latency_ms_sum", &[], took_ms);
+        self.metrics.inc("fleet_inject_latency_ms_count", &[]);
         if env.kind == Kind::Broadcast && kind == Kind::Injected {
             return; // FWD-3: a BROADCAST gets no INJECTED.
         }
-        let mut out = Outgoing::new(
-            kind,
-            MSG_EXCHANGE,
-            env.from.clone(),
-            worker.gid.clone(),
-            body,
-        );
+        let mut out = Outgoing::new(kind, MSG_EXCHANGE, env.from.clone(), worker.gid.clone(), body);
         out.trace_id = Some(env.trace_id.clone());
         out.corr_id = Some(env.msg_id.clone());
         if let Err(e) = self.publisher.publish(out).await {
@@ -159,7 +166,14 @@ impl Gateway {
             ));
         }
         let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
-        self.wait_gate(&worker.pane, deadline).await?;
+        // A graceful stop (SIGTERM) ends the wait: the sender learns `stopped` now, not at its bound.
+        let mut stopping = self.stopping.subscribe();
+        tokio::select! {
+            r = self.wait_gate(&worker.pane, deadline) => r?,
+            _ = stopping.wait_for(|s| *s) => {
+                return Err(NotInjected(FailReason::Stopped, "the worker's gateway is shutting down".into()));
+            }
+        }
         self.herdr
             .send_input(&worker.pane, text)
             .await
@@ -171,11 +185,7 @@ impl Gateway {
     }
 
     /// Waits until herdr reports the agent idle or done, or the deadline passes (`busy`).
-    async fn wait_gate(
-        &self,
-        pane: &str,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), NotInjected> {
+    async fn wait_gate(&self, pane: &str, deadline: tokio::time::Instant) -> Result<(), NotInjected> {
         let mut last = String::from("agent never became idle");
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -49,7 +49,8 @@ pub struct Gateway {
     pub pull: PullState,
     pub seen: SeenSet,
     pub roster: Roster,
-    pub metrics: Metrics,
+    pub conversations: crate::conversation::Conversations,
+    pub metrics: Arc<Metrics>,
     conn: RwLock<Option<Arc<Connection>>>,
     ready: AtomicBool,
     health: Mutex<HashMap<String, EntityHealth>>,
@@ -61,7 +62,13 @@ pub struct Gateway {
     pub(crate) last_trace: Mutex<HashMap<String, String>>,
     /// Cached agent status per worker, for heartbeats.
     pub(crate) agent_status: Mutex<HashMap<String, String>>,
+    /// Mains with a running nudge loop (RPL-3).
+    pub(crate) nudging: Mutex<std::collections::HashSet<String>>,
     shutdown_tx: watch::Sender<bool>,
+    /// Set first by a graceful stop (SIGTERM): pending injects fail as `stopped` at once.
+    pub(crate) stopping: watch::Sender<bool>,
+    /// Injects between their ack and their reported outcome; a graceful stop waits for them.
+    pub(crate) inflight_injects: std::sync::atomic::AtomicUsize,
 }
 
 impl Gateway {
@@ -74,13 +81,11 @@ impl Gateway {
             // A gateway always trusts its own key (its own messages come back to it).
             keyring.insert(&cfg.host_id, signer.verifying_key());
         }
-        let registry = Registry::open(&cfg.state_dir)
-            .with_context(|| format!("FLEET_STATE_DIR {}", cfg.state_dir.display()))?;
-        let publisher = Publisher::new(
-            cfg.host_id.clone(),
-            signer.clone(),
-            cfg.inbox_ttl.as_millis() as u64,
-        );
+        let registry =
+            Registry::open(&cfg.state_dir).with_context(|| format!("FLEET_STATE_DIR {}", cfg.state_dir.display()))?;
+        let metrics = Arc::new(Metrics::default());
+        let publisher = Publisher::new(cfg.host_id.clone(), signer.clone(), cfg.inbox_ttl.as_millis() as u64)
+            .with_metrics(metrics.clone());
         let (shutdown_tx, _) = watch::channel(false);
         Ok(Arc::new(Gateway {
             herdr: Herdr::new(cfg.herdr_socket.clone()),
@@ -92,7 +97,8 @@ impl Gateway {
             pull: PullState::default(),
             seen: SeenSet::new(1_000_000),
             roster: Roster::default(),
-            metrics: Metrics::default(),
+            conversations: Default::default(),
+            metrics,
             conn: RwLock::new(None),
             ready: AtomicBool::new(false),
             health: Mutex::new(HashMap::new()),
@@ -100,7 +106,10 @@ impl Gateway {
             inject_locks: Mutex::new(HashMap::new()),
             last_trace: Mutex::new(HashMap::new()),
             agent_status: Mutex::new(HashMap::new()),
+            nudging: Mutex::new(Default::default()),
             shutdown_tx,
+            stopping: watch::channel(false).0,
+            inflight_injects: std::sync::atomic::AtomicUsize::new(0),
             cfg,
         }))
     }
@@ -177,25 +186,21 @@ impl Gateway {
 
     async fn connect_and_setup(self: &Arc<Self>) -> anyhow::Result<Arc<Connection>> {
         use anyhow::Context as _;
-        let props = ConnectionProperties::default()
-            .with_connection_name(format!("fleet-gateway {}", self.cfg.host_id).into());
-        let conn = Connection::connect(&self.cfg.amqp_url_with_heartbeat(), props)
+        let props =
+            ConnectionProperties::default().with_connection_name(format!("fleet-gateway {}", self.cfg.host_id).into());
+        let url = self.cfg.amqp_url_with_heartbeat();
+        let conn = crate::tls::connect(&url, self.cfg.tls_ca.as_ref(), props)
             .await
             .context("connecting to FLEET_AMQP_URL")?;
         let conn = Arc::new(conn);
-        let ch = conn
-            .create_channel()
-            .await
-            .context("opening the setup channel")?;
+        let ch = conn.create_channel().await.context("opening the setup channel")?;
         topology::declare_core(&ch, &self.cfg)
             .await
             .context("declaring the core topology (TOP-1)")?;
-        if topology::declare_delay(&self.cfg.amqp_url_with_heartbeat()).await {
+        if topology::declare_delay(&url, self.cfg.tls_ca.as_ref()).await {
             info!("bridge.delay declared");
         } else {
-            info!(
-                "the broker has no x-delayed-message exchange type; carrying on without bridge.delay"
-            );
+            info!("the broker has no x-delayed-message exchange type; carrying on without bridge.delay");
         }
         self.publisher
             .attach(&conn)
@@ -208,6 +213,8 @@ impl Gateway {
         self.start_control(&conn)
             .await
             .context("declaring and consuming the control queue (TOP-3)")?;
+        // MIG-2/3: legacy queues move before any inbox is consumed.
+        self.migrate_on_boot().await;
         for e in self.entities() {
             self.attach_entity(&e).await;
         }
@@ -296,11 +303,7 @@ impl Gateway {
 
     /// Stops consuming an entity's inbox (its channel closes; unacked deliveries return).
     pub async fn detach_entity(&self, gid: &str) {
-        let ch = self
-            .inbox_channels
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(gid));
+        let ch = self.inbox_channels.lock().ok().and_then(|mut m| m.remove(gid));
         if let Some(ch) = ch {
             let _ = ch.close(200, "entity stopped".into()).await;
         }
@@ -312,8 +315,7 @@ impl Gateway {
     /// SIG-5: rejects a delivery to the DLX, logs the failed check at WARN, counts it.
     pub async fn reject(&self, acker: &lapin::Acker, msg_id: &str, why: &Rejection) {
         warn!(msgId = %msg_id, check = why.reason(), error = %why, "message rejected to bridge.dlx");
-        self.metrics
-            .inc("fleet_rejected_total", &[("reason", why.reason())]);
+        self.metrics.inc("fleet_rejected_total", &[("reason", why.reason())]);
         if let Err(e) = acker.reject(BasicRejectOptions { requeue: false }).await {
             warn!(msgId = %msg_id, error = %e, "reject failed");
         }
@@ -365,9 +367,23 @@ async fn wait_for_loss(conn: &Connection, shutdown: &mut watch::Receiver<bool>) 
 }
 
 impl Gateway {
-    /// Graceful stop on SIGTERM: announce `down` for every entity and the gateway, bounded.
+    /// Graceful stop on SIGTERM, bounded: stop consuming inboxes (held messages go back to the
+    /// broker), fail pending injects as `stopped` and wait until their FAILED is published,
+    /// then announce `down` for every entity and the gateway. The caller closes the connection.
     pub async fn graceful_stop(&self, bound: Duration) {
         let work = async {
+            self.stopping.send_replace(true);
+            let channels: Vec<Channel> = self
+                .inbox_channels
+                .lock()
+                .map(|mut m| m.drain().map(|(_, ch)| ch).collect())
+                .unwrap_or_default();
+            for ch in channels {
+                let _ = ch.close(200, "gateway stopping".into()).await;
+            }
+            while self.inflight_injects.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             for e in self.entities() {
                 let _ = self.announce_entity(&e, "down").await;
             }

@@ -80,28 +80,22 @@ impl Herdr {
     }
 
     /// One request, one answer, one connection.
-    async fn call(
-        &self,
-        method: &str,
-        params: Value,
-        extra: Duration,
-    ) -> Result<Value, HerdrError> {
+    async fn call(&self, method: &str, params: Value, extra: Duration) -> Result<Value, HerdrError> {
         let id = format!("g{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         let timeout = self.call_timeout + extra;
         let fut = async {
-            let mut stream =
-                UnixStream::connect(&self.path)
-                    .await
-                    .map_err(|e| HerdrError::Unreachable {
-                        path: self.path.display().to_string(),
-                        reason: e.to_string(),
-                    })?;
-            let mut line =
-                serde_json::to_vec(&json!({"id": id, "method": method, "params": params}))
-                    .map_err(|e| HerdrError::Protocol {
-                        method: method.into(),
-                        reason: e.to_string(),
-                    })?;
+            let mut stream = UnixStream::connect(&self.path)
+                .await
+                .map_err(|e| HerdrError::Unreachable {
+                    path: self.path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+            let mut line = serde_json::to_vec(&json!({"id": id, "method": method, "params": params})).map_err(|e| {
+                HerdrError::Protocol {
+                    method: method.into(),
+                    reason: e.to_string(),
+                }
+            })?;
             line.push(b'\n');
             let io_err = |e: std::io::Error| HerdrError::Unreachable {
                 path: self.path.display().to_string(),
@@ -111,31 +105,20 @@ impl Herdr {
             let mut reader = BufReader::new(stream);
             let mut answer = String::new();
             reader.read_line(&mut answer).await.map_err(io_err)?;
-            let v: Value =
-                serde_json::from_str(answer.trim()).map_err(|e| HerdrError::Protocol {
-                    method: method.into(),
-                    reason: format!("{e}: {answer:?}"),
-                })?;
+            let v: Value = serde_json::from_str(answer.trim()).map_err(|e| HerdrError::Protocol {
+                method: method.into(),
+                reason: format!("{e}: {answer:?}"),
+            })?;
             if let Some(err) = v.get("error") {
                 return Err(HerdrError::Api {
-                    code: err
-                        .get("code")
-                        .and_then(Value::as_str)
-                        .unwrap_or("unknown")
-                        .to_string(),
-                    message: err
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
+                    code: err.get("code").and_then(Value::as_str).unwrap_or("unknown").to_string(),
+                    message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
                 });
             }
-            v.get("result")
-                .cloned()
-                .ok_or_else(|| HerdrError::Protocol {
-                    method: method.into(),
-                    reason: "neither result nor error".into(),
-                })
+            v.get("result").cloned().ok_or_else(|| HerdrError::Protocol {
+                method: method.into(),
+                reason: "neither result nor error".into(),
+            })
         };
         tokio::time::timeout(timeout, fut)
             .await
@@ -146,16 +129,12 @@ impl Herdr {
     }
 
     pub async fn ping(&self) -> Result<(), HerdrError> {
-        self.call("ping", json!({}), Duration::ZERO)
-            .await
-            .map(|_| ())
+        self.call("ping", json!({}), Duration::ZERO).await.map(|_| ())
     }
 
     /// `pane.get` → the pane's agent status.
     pub async fn status(&self, pane: &str) -> Result<AgentStatus, HerdrError> {
-        let r = self
-            .call("pane.get", json!({"pane_id": pane}), Duration::ZERO)
-            .await?;
+        let r = self.call("pane.get", json!({"pane_id": pane}), Duration::ZERO).await?;
         let s = r
             .pointer("/pane/agent_status")
             .and_then(Value::as_str)
@@ -175,9 +154,7 @@ impl Herdr {
     /// `pane.send_input` with Enter: types `text` into the pane and submits it.
     pub async fn send_input(&self, pane: &str, text: &str) -> Result<(), HerdrError> {
         let params = json!({"pane_id": pane, "text": text, "keys": ["enter"]});
-        self.call("pane.send_input", params, Duration::ZERO)
-            .await
-            .map(|_| ())
+        self.call("pane.send_input", params, Duration::ZERO).await.map(|_| ())
     }
 
     pub async fn close(&self, pane: &str) -> Result<(), HerdrError> {
@@ -187,16 +164,9 @@ impl Herdr {
     }
 
     /// `tab.create` (after `workspace.create` when herdr has no workspace yet) → the new pane id.
-    pub async fn create_pane(
-        &self,
-        label: &str,
-        env: &BTreeMap<String, String>,
-    ) -> Result<String, HerdrError> {
+    pub async fn create_pane(&self, label: &str, env: &BTreeMap<String, String>) -> Result<String, HerdrError> {
         let params = json!({"label": label, "focus": false, "env": env});
-        let r = match self
-            .call("tab.create", params.clone(), Duration::ZERO)
-            .await
-        {
+        let r = match self.call("tab.create", params.clone(), Duration::ZERO).await {
             Err(e) if e.code() == Some("workspace_not_found") => {
                 let ws = json!({"focus": false, "label": "fleet", "env": {}});
                 self.call("workspace.create", ws, Duration::ZERO).await?;

@@ -30,9 +30,7 @@ impl Gateway {
         let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
             Ok(env) => env,
             Err(e) => {
-                return self
-                    .reject(&d.acker, &msg_id, &Rejection::Envelope(e))
-                    .await;
+                return self.reject(&d.acker, &msg_id, &Rejection::Envelope(e)).await;
             }
         };
         let span = Gateway::span(&env);
@@ -55,16 +53,13 @@ impl Gateway {
                     // ASK-3: an expired ASK/ANSWER is acked and dropped, never surfaced.
                     debug!("expired {} dropped", env.kind);
                     let _ = d.acker.ack(BasicAckOptions::default()).await;
-                    self.metrics.inc(
-                        "fleet_expired_dropped_total",
-                        &[("kind", env.kind.as_str())],
-                    );
+                    self.metrics
+                        .inc("fleet_expired_dropped_total", &[("kind", env.kind.as_str())]);
                     return;
                 }
                 return self.reject(&d.acker, &env.msg_id, &why).await;
             }
-            self.metrics
-                .inc("fleet_consumed_total", &[("kind", env.kind.as_str())]);
+            self.metrics.inc("fleet_consumed_total", &[("kind", env.kind.as_str())]);
             match entity.role {
                 Role::Worker => self.to_worker(entity, env, d).await,
                 Role::Main | Role::Orchestrator => self.to_main(&entity.gid, env, d).await,
@@ -75,13 +70,8 @@ impl Gateway {
     }
 
     /// The verification chain, in SPEC order.
-    async fn verify(
-        &self,
-        env: &Envelope,
-        d: &Delivery,
-        owner: &str,
-        groups: &[String],
-    ) -> Result<(), Rejection> {
+    async fn verify(&self, env: &Envelope, d: &Delivery, owner: &str, groups: &[String]) -> Result<(), Rejection> {
+        verify::check_size(&d.data, self.cfg.max_body_bytes)?;
         self.keyring.verify(env, &d.data)?;
         if !self.from_lives_on_host(env).await {
             return Err(Rejection::FromNotOnHost {
@@ -91,25 +81,28 @@ impl Gateway {
         }
         verify::check_to(env, d.routing_key.as_str())?;
         verify::check_owner(env, owner, groups)?;
+        verify::check_inbox_kind(env)?;
         verify::check_time(env, self.cfg.clock_skew.as_millis() as u64)?;
-        if self.seen.contains(&env.msg_id) || self.pull.is_held(&env.msg_id) {
+        if self.seen.contains(&verify::seen_key(owner, &env.msg_id)) || self.pull.is_held(owner, &env.msg_id) {
             return Err(Rejection::Replay(env.msg_id.clone()));
         }
         Ok(())
     }
 
     /// Worker inbox: briefs go the forward path; everything else is not for a worker.
-    async fn to_worker(
-        self: &Arc<Self>,
-        worker: crate::registry::Entity,
-        env: Envelope,
-        d: Delivery,
-    ) {
+    async fn to_worker(self: &Arc<Self>, worker: crate::registry::Entity, env: Envelope, d: Delivery) {
+        if env.kind == Kind::Broadcast && env.from == worker.gid {
+            // BRD-2: the sender gets none of its own broadcast.
+            self.seen
+                .insert(&verify::seen_key(&worker.gid, &env.msg_id), env.expires_at);
+            let _ = d.acker.ack(BasicAckOptions::default()).await;
+            return;
+        }
         match env.kind {
             Kind::Send | Kind::Broadcast => self.forward(worker, env, d).await,
+            Kind::Answer | Kind::NoWaiter => self.on_turn_message(&worker, env, d).await,
             _ => {
-                let why =
-                    Rejection::Presence(format!("a {} is not for a worker's inbox", env.kind));
+                let why = Rejection::Presence(format!("a {} is not for a worker's inbox", env.kind));
                 self.reject(&d.acker, &env.msg_id, &why).await
             }
         }
@@ -127,21 +120,31 @@ impl Gateway {
                 match serde_json::from_slice::<FailedBody>(&d.data) {
                     Ok(b) => SendOutcome::Failed(b),
                     Err(e) => {
-                        let why = Rejection::Presence(format!(
-                            "FAILED body is not {{reason, detail}}: {e}"
-                        ));
+                        let why = Rejection::Presence(format!("FAILED body is not {{reason, detail}}: {e}"));
                         return self.reject(&d.acker, &env.msg_id, &why).await;
                     }
                 }
             };
             self.pending.resolve(corr, outcome);
-            self.seen.insert(&env.msg_id, env.expires_at);
+            self.seen.insert(&verify::seen_key(main, &env.msg_id), env.expires_at);
             if let Err(e) = d.acker.ack(BasicAckOptions::default()).await {
                 warn!(error = %e, "ack failed");
             }
             return;
         }
+        match env.kind {
+            Kind::Broadcast if env.from == main => {
+                // BRD-2: the sender gets none of its own broadcast.
+                self.seen.insert(&verify::seen_key(main, &env.msg_id), env.expires_at);
+                let _ = d.acker.ack(BasicAckOptions::default()).await;
+                return;
+            }
+            Kind::Ask => return self.on_ask(main, env, d).await,
+            Kind::Abandoned => return self.on_abandoned(main, env, d).await,
+            _ => {}
+        }
         let held = Held {
+            owner: main.to_string(),
             env: env.clone(),
             body: d.data,
             acker: d.acker,
@@ -162,5 +165,8 @@ impl Gateway {
             &[("gid", main)],
             self.pull.held_count(main) as i64,
         );
+        if !taken {
+            self.ensure_nudger(main);
+        }
     }
 }

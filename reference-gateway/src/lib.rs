@@ -12,9 +12,12 @@
 //! - [`herdr`] — the herdr socket client
 //! - [`mcp`], [`api`] — the MCP tools and the local HTTP API
 //! - [`metrics`] — Prometheus counters
+//! - [`migration`] — SPEC §13, moving v1.0.0 legacy queues into v2 inboxes (MIG, TOP-5)
+//! - [`tls`] — `amqps://` with a pinned CA (SEC-1)
 
 pub mod api;
 pub mod config;
+pub mod conversation;
 pub mod entities;
 pub mod envelope;
 pub mod forward;
@@ -23,11 +26,13 @@ pub mod herdr;
 pub mod inbox;
 pub mod mcp;
 pub mod metrics;
+pub mod migration;
 pub mod presence;
 pub mod publish;
 pub mod pull;
 pub mod registry;
 pub mod signing;
 pub mod spawn;
+pub mod tls;
 pub mod topology;
 pub mod verify;

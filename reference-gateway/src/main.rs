@@ -122,10 +122,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         std::future::pending::<()>().await;
         return;
     };
@@ -152,10 +149,7 @@ fn main() -> std::process::ExitCode {
             Err(e) => Err(anyhow::Error::from(e).context("invalid configuration")),
             Ok(cfg) => {
                 init_logs(&cfg.log_format);
-                match tokio::runtime::Builder::new_multi_thread()
-                    .enable_all()
-                    .build()
-                {
+                match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                     Ok(rt) => rt.block_on(serve(cfg)),
                     Err(e) => Err(e.into()),
                 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -73,10 +73,7 @@ fn tools() -> Vec<Tool> {
         Tool::new(
             "bridge_poll",
             "Drain held messages (optionally only from one sender).",
-            schema(
-                json!({"from": {"type": "string"}, "max": {"type": "integer"}}),
-                &[],
-            ),
+            schema(json!({"from": {"type": "string"}, "max": {"type": "integer"}}), &[]),
         ),
         Tool::new(
             "bridge_reply",
@@ -126,19 +123,57 @@ struct ReplyArgs {
     text: String,
 }
 
+#[derive(Deserialize)]
+struct BroadcastArgs {
+    group: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct SpawnArgs {
+    host: String,
+    profile: String,
+    brief: String,
+    #[serde(default)]
+    groups: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct StopArgs {
+    gid: String,
+}
+
+#[derive(Deserialize)]
+struct AskArgs {
+    question: String,
+    #[serde(default)]
+    timeout_s: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct AnswerArgs {
+    turn_id: String,
+    text: String,
+}
+
+fn valid_group(g: &str) -> bool {
+    let b = g.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
 fn args<T: serde::de::DeserializeOwned>(req: &CallToolRequestParams) -> Result<T, ErrorData> {
     let v = Value::Object(req.arguments.clone().unwrap_or_default());
-    serde_json::from_value(v)
-        .map_err(|e| ErrorData::invalid_params(format!("{}: {e}", req.name), None))
+    serde_json::from_value(v).map_err(|e| ErrorData::invalid_params(format!("{}: {e}", req.name), None))
 }
 
 fn secs(v: Option<f64>, default: f64) -> Result<Duration, ErrorData> {
     let s = v.unwrap_or(default);
     if !(s.is_finite() && (0.0..=86_400.0).contains(&s)) {
-        return Err(ErrorData::invalid_params(
-            "timeout_s must be between 0 and 86400",
-            None,
-        ));
+        return Err(ErrorData::invalid_params("timeout_s must be between 0 and 86400", None));
     }
     Ok(Duration::from_secs_f64(s))
 }
@@ -153,8 +188,7 @@ impl Mcp {
             .extensions
             .get::<axum::http::request::Parts>()
             .ok_or_else(|| ErrorData::invalid_request("no HTTP request context", None))?;
-        let token = bearer(&parts.headers)
-            .ok_or_else(|| ErrorData::invalid_request("missing bearer token", None))?;
+        let token = bearer(&parts.headers).ok_or_else(|| ErrorData::invalid_request("missing bearer token", None))?;
         self.gw
             .entity_by_token(token)
             .ok_or_else(|| ErrorData::invalid_request("unknown bearer token", None))
@@ -183,10 +217,9 @@ impl Mcp {
         let msg_id = new_uuid();
         let outcome_rx = gw.pending.open(&msg_id);
         // Registered before the publish so a fast REPLY cannot slip past the waiter.
-        let ticket = a.wait_reply.then(|| {
-            gw.pull
-                .register(&me.gid, Want::ReplyFrom { from: a.to.clone() })
-        });
+        let ticket = a
+            .wait_reply
+            .then(|| gw.pull.register(&me.gid, Want::ReplyFrom { from: a.to.clone() }));
         let mut out = Outgoing::new(
             Kind::Send,
             MSG_EXCHANGE,
@@ -239,10 +272,7 @@ impl Mcp {
             }
             Ok(Err(_)) | Err(_) => {
                 cancel(ticket);
-                return ok(finish(
-                    "inject_timeout",
-                    json!({"reason": "inject_timeout"}),
-                ));
+                return ok(finish("inject_timeout", json!({"reason": "inject_timeout"})));
             }
         }
         let Some(mut t) = ticket else {
@@ -251,11 +281,7 @@ impl Mcp {
         match tokio::time::timeout(reply_wait, &mut t.rx).await {
             Ok(Ok(held)) => {
                 let d = gw.drain(held).await;
-                let key = if d.kind == Kind::Ask {
-                    "question"
-                } else {
-                    "reply"
-                };
+                let key = if d.kind == Kind::Ask { "question" } else { "reply" };
                 ok(finish("injected", json!({ key: d })))
             }
             _ => {
@@ -282,11 +308,9 @@ impl Mcp {
 
     async fn poll(&self, me: Entity, a: PollArgs) -> Result<CallToolResponse, ErrorData> {
         let gw = &self.gw;
-        let taken = gw.pull.take(
-            &me.gid,
-            &Want::Any { from: a.from },
-            a.max.unwrap_or(100).max(1),
-        );
+        let taken = gw
+            .pull
+            .take(&me.gid, &Want::Any { from: a.from }, a.max.unwrap_or(100).max(1));
         let mut out = Vec::with_capacity(taken.len());
         for h in taken {
             out.push(gw.drain(h).await);
@@ -305,22 +329,174 @@ impl Mcp {
             .parent
             .clone()
             .ok_or_else(|| ErrorData::invalid_request("this worker has no parent", None))?;
-        let mut out = Outgoing::new(
-            Kind::Reply,
-            MSG_EXCHANGE,
-            parent,
-            me.gid.clone(),
-            a.text.into_bytes(),
-        );
-        out.trace_id = gw
-            .last_trace
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&me.gid).cloned());
+        let mut out = Outgoing::new(Kind::Reply, MSG_EXCHANGE, parent, me.gid.clone(), a.text.into_bytes());
+        out.trace_id = gw.last_trace.lock().ok().and_then(|m| m.get(&me.gid).cloned());
         match gw.publisher.publish(out).await {
             Ok(env) => ok(json!({"msgId": env.msg_id, "status": "sent"})),
             Err(PublishError::NoRoute) => ok(json!({"status": "no_route", "reason": "no_route"})),
             Err(e) => ok(json!({"status": "failed", "reason": "publish", "detail": e.to_string()})),
+        }
+    }
+}
+
+impl Mcp {
+    async fn broadcast(&self, me: Entity, a: BroadcastArgs) -> Result<CallToolResponse, ErrorData> {
+        if !valid_group(&a.group) {
+            return Err(ErrorData::invalid_params(
+                "group must be `all` or match [a-z0-9][a-z0-9_-]{0,62}",
+                None,
+            ));
+        }
+        let key = crate::topology::broadcast_key(&a.group);
+        // BRD-1: once, without `mandatory` (an empty group is legal silence).
+        let out = Outgoing::new(Kind::Broadcast, MSG_EXCHANGE, key, me.gid.clone(), a.text.into_bytes());
+        match self.gw.publisher.publish(out).await {
+            Ok(env) => ok(json!({"msgId": env.msg_id})),
+            Err(e) => ok(json!({"status": "failed", "reason": "publish", "detail": e.to_string()})),
+        }
+    }
+
+    /// Waits until `gid` is (or is no longer) live on `host`, or a FAILED about `msg_id` arrives.
+    async fn await_presence(
+        &self,
+        mut outcome: tokio::sync::oneshot::Receiver<SendOutcome>,
+        msg_id: &str,
+        gid: &str,
+        host: &str,
+        present: bool,
+    ) -> Result<(), (String, String)> {
+        let gw = &self.gw;
+        let deadline = tokio::time::Instant::now() + gw.cfg.inject_timeout;
+        let result = loop {
+            if gw.roster.lives_on(gid, host) == present {
+                break Ok(());
+            }
+            match outcome.try_recv() {
+                Ok(SendOutcome::Failed(b)) => break Err((b.reason.as_str().to_string(), b.detail)),
+                Ok(SendOutcome::Injected) if present => break Ok(()),
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break Err((
+                    "timeout".into(),
+                    format!(
+                        "{gid} did not {} on {host} in time",
+                        if present { "appear" } else { "leave" }
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        gw.pending.close(msg_id);
+        result
+    }
+
+    async fn spawn(&self, me: Entity, a: SpawnArgs) -> Result<CallToolResponse, ErrorData> {
+        if !crate::config::valid_host_id(&a.host) {
+            return Err(ErrorData::invalid_params("host must be a host id", None));
+        }
+        if let Some(g) = a.groups.iter().find(|g| !valid_group(g) || *g == "all") {
+            return Err(ErrorData::invalid_params(format!("invalid group {g:?}"), None));
+        }
+        let gw = &self.gw;
+        let gid = new_uuid();
+        let msg_id = new_uuid();
+        let body = crate::spawn::SpawnBody {
+            profile: a.profile,
+            brief: a.brief,
+            groups: a.groups,
+            parent: Some(me.gid.clone()),
+        };
+        let mut out = Outgoing::new(
+            Kind::Spawn,
+            crate::topology::CONTROL_EXCHANGE,
+            a.host.clone(),
+            me.gid.clone(),
+            serde_json::to_vec(&body).unwrap_or_default(),
+        );
+        out.msg_id = Some(msg_id.clone());
+        out.spawn_id = Some(gid.clone());
+        // Registered before the publish so a fast FAILED is not missed.
+        let outcome = gw.pending.open(&msg_id);
+        match gw.publisher.publish(out).await {
+            Err(PublishError::NoRoute) => {
+                gw.pending.close(&msg_id);
+                return ok(json!({"gid": gid, "status": "failed", "reason": "no_route"}));
+            }
+            Err(e) => {
+                gw.pending.close(&msg_id);
+                return ok(json!({"gid": gid, "status": "failed", "reason": "publish", "detail": e.to_string()}));
+            }
+            Ok(_) => {}
+        }
+        match self.await_presence(outcome, &msg_id, &gid, &a.host, true).await {
+            Ok(()) => ok(json!({"gid": gid, "status": "present"})),
+            Err((reason, detail)) => ok(json!({"gid": gid, "status": "failed", "reason": reason, "detail": detail})),
+        }
+    }
+
+    async fn stop(&self, me: Entity, a: StopArgs) -> Result<CallToolResponse, ErrorData> {
+        let gw = &self.gw;
+        if gw.entity(&a.gid).is_some() {
+            return match gw.stop_entity(&a.gid).await {
+                Ok(_) => ok(json!({"status": "stopped"})),
+                Err(e) => ok(json!({"status": "failed", "reason": "stopped", "detail": e.to_string()})),
+            };
+        }
+        let Some(host) = gw.roster.host_of(&a.gid) else {
+            return ok(json!({"status": "failed", "reason": "no_such_entity"}));
+        };
+        let msg_id = new_uuid();
+        let body = serde_json::to_vec(&json!({"gid": a.gid})).unwrap_or_default();
+        let mut out = Outgoing::new(
+            Kind::Stop,
+            crate::topology::CONTROL_EXCHANGE,
+            host.clone(),
+            me.gid.clone(),
+            body,
+        );
+        out.msg_id = Some(msg_id.clone());
+        let outcome = gw.pending.open(&msg_id);
+        match gw.publisher.publish(out).await {
+            Err(PublishError::NoRoute) => {
+                gw.pending.close(&msg_id);
+                return ok(json!({"status": "failed", "reason": "no_route"}));
+            }
+            Err(e) => {
+                gw.pending.close(&msg_id);
+                return ok(json!({"status": "failed", "reason": "publish", "detail": e.to_string()}));
+            }
+            Ok(_) => {}
+        }
+        match self.await_presence(outcome, &msg_id, &a.gid, &host, false).await {
+            Ok(()) => ok(json!({"status": "stopped"})),
+            Err((reason, detail)) => ok(json!({"status": "failed", "reason": reason, "detail": detail})),
+        }
+    }
+
+    async fn ask(&self, me: Entity, a: AskArgs) -> Result<CallToolResponse, ErrorData> {
+        use crate::conversation::AskOutcome;
+        let timeout = secs(a.timeout_s, 300.0)?;
+        match self.gw.ask(&me, &a.question, timeout).await {
+            AskOutcome::Answered(text) => ok(json!({"status": "answered", "answer": text})),
+            AskOutcome::NoWaiter => ok(json!({"status": "no_waiter"})),
+            AskOutcome::Expired => ok(json!({"status": "expired"})),
+            AskOutcome::NoRoute => ok(json!({"status": "no_route"})),
+            AskOutcome::Failed(detail) => ok(json!({"status": "failed", "detail": detail})),
+        }
+    }
+
+    async fn answer(&self, me: Entity, a: AnswerArgs) -> Result<CallToolResponse, ErrorData> {
+        use crate::conversation::AnswerOutcome;
+        match self.gw.answer(&me, &a.turn_id, &a.text).await {
+            AnswerOutcome::Sent => ok(json!({"status": "sent"})),
+            AnswerOutcome::Abandoned => ok(json!({"status": "abandoned"})),
+            AnswerOutcome::Expired => ok(json!({"status": "expired"})),
+            AnswerOutcome::Unknown => Err(ErrorData::invalid_params(
+                format!("no open question with turn_id {}", a.turn_id),
+                None,
+            )),
+            AnswerOutcome::Failed(detail) => ok(json!({"status": "failed", "detail": detail})),
         }
     }
 }
@@ -371,10 +547,27 @@ impl ServerHandler for Mcp {
                 self.reply(me, args(&request)?).await
             }
             "bridge_roster" => ok(json!({"entries": self.gw.roster.snapshot()})),
-            other => Err(ErrorData::invalid_params(
-                format!("unknown tool {other}"),
-                None,
-            )),
+            "bridge_broadcast" => {
+                self.require(&me, &pulls, "bridge_broadcast")?;
+                self.broadcast(me, args(&request)?).await
+            }
+            "bridge_spawn" => {
+                self.require(&me, &pulls, "bridge_spawn")?;
+                self.spawn(me, args(&request)?).await
+            }
+            "bridge_stop" => {
+                self.require(&me, &pulls, "bridge_stop")?;
+                self.stop(me, args(&request)?).await
+            }
+            "bridge_ask" => {
+                self.require(&me, &[Role::Worker], "bridge_ask")?;
+                self.ask(me, args(&request)?).await
+            }
+            "bridge_answer" => {
+                self.require(&me, &pulls, "bridge_answer")?;
+                self.answer(me, args(&request)?).await
+            }
+            other => Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
         }
     }
 }

@@ -32,6 +32,13 @@ impl Metrics {
         }
     }
 
+    /// Adds `n` to a counter (sums, e.g. `fleet_inject_latency_ms_sum`).
+    pub fn add(&self, name: &str, pairs: &[(&str, &str)], n: u64) {
+        if let Ok(mut m) = self.counters.lock() {
+            *m.entry((name.to_string(), labels(pairs))).or_default() += n;
+        }
+    }
+
     pub fn set(&self, name: &str, pairs: &[(&str, &str)], value: i64) {
         if let Ok(mut m) = self.gauges.lock() {
             m.insert((name.to_string(), labels(pairs)), value);

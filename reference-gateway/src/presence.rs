@@ -138,8 +138,7 @@ impl Roster {
         let Ok(m) = self.entries.lock() else {
             return false;
         };
-        m.get(gid)
-            .is_some_and(|e| e.host == host && e.expires > Instant::now())
+        m.get(gid).is_some_and(|e| e.host == host && e.expires > Instant::now())
     }
 
     /// The host a gid lives on, if live.
@@ -170,7 +169,7 @@ use std::sync::Arc;
 use futures_util::StreamExt as _;
 use lapin::options::BasicAckOptions;
 use lapin::types::FieldTable;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::Gateway;
@@ -218,13 +217,7 @@ impl Gateway {
     pub async fn announce(&self, gid: &str, body: &PresenceBody) -> Result<Envelope, PublishError> {
         let host = self.cfg.host_id.clone();
         let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
-        let mut out = Outgoing::new(
-            Kind::Presence,
-            ROSTER_EXCHANGE,
-            roster_key(&host, gid),
-            gid,
-            bytes,
-        );
+        let mut out = Outgoing::new(Kind::Presence, ROSTER_EXCHANGE, roster_key(&host, gid), gid, bytes);
         out.expires_at = Some(crate::envelope::now_ms() + body.ttl_ms);
         self.roster.apply(&host, gid, body);
         self.publisher.publish(out).await
@@ -301,7 +294,15 @@ impl Gateway {
     async fn on_presence(&self, d: lapin::message::Delivery) {
         let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
             Ok(e) => e,
-            Err(e) => return self.reject(&d.acker, "", &Rejection::Envelope(e)).await,
+            Err(e) => {
+                let msg_id = d
+                    .properties
+                    .message_id()
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                return self.reject(&d.acker, &msg_id, &Rejection::Envelope(e)).await;
+            }
         };
         if let Err(why) = self.check_presence(&env, &d) {
             return self.reject(&d.acker, &env.msg_id, &why).await;
@@ -316,22 +317,23 @@ impl Gateway {
         if env.host != self.cfg.host_id
             && let Applied::Conflict { holder } = self.roster.apply(&env.host, &env.from, &body)
         {
-            warn!(gid = %env.from, claimant = %env.host, %holder, "gid claimed by a second host while live; keeping the first claim (PRS-3)");
+            // PRS-3: keep the first claim; the second is refused like any failed check (SIG-5).
+            let why = Rejection::Conflict {
+                gid: env.from.clone(),
+                holder,
+                claimant: env.host.clone(),
+            };
+            return self.reject(&d.acker, &env.msg_id, &why).await;
         }
         let _ = d.acker.ack(BasicAckOptions::default()).await;
     }
 
-    /// SIG-2 for PRESENCE: signature, `from`/`host` match the routing key, `to` is the key.
-    fn check_presence(
-        &self,
-        env: &Envelope,
-        d: &lapin::message::Delivery,
-    ) -> Result<(), Rejection> {
+    /// SIG-2 for PRESENCE: signature, `from`/`host` match the routing key, `to` is the key; then
+    /// the replay bounds of SIG-3 (a replayed `up` must not resurrect an entity that went `down`).
+    fn check_presence(&self, env: &Envelope, d: &lapin::message::Delivery) -> Result<(), Rejection> {
+        verify::check_size(&d.data, self.cfg.max_body_bytes)?;
         if env.kind != Kind::Presence {
-            return Err(Rejection::Presence(format!(
-                "a {} on bridge.roster",
-                env.kind
-            )));
+            return Err(Rejection::Presence(format!("a {} on bridge.roster", env.kind)));
         }
         self.keyring.verify(env, &d.data)?;
         let key = d.routing_key.as_str();
@@ -347,7 +349,14 @@ impl Gateway {
             });
         }
         verify::check_to(env, key)?;
-        verify::check_time(env, self.cfg.clock_skew.as_millis() as u64)
+        verify::check_time(env, self.cfg.clock_skew.as_millis() as u64)?;
+        if !self
+            .seen
+            .insert(&verify::seen_key("roster", &env.msg_id), env.expires_at)
+        {
+            return Err(Rejection::Replay(env.msg_id.clone()));
+        }
+        Ok(())
     }
 }
 
@@ -371,10 +380,7 @@ mod tests {
     fn a_live_claim_wins_over_a_second_host() {
         let r = Roster::default();
         assert_eq!(r.apply("a", "g", &up(60_000)), Applied::Upserted);
-        assert_eq!(
-            r.apply("b", "g", &up(60_000)),
-            Applied::Conflict { holder: "a".into() }
-        );
+        assert_eq!(r.apply("b", "g", &up(60_000)), Applied::Conflict { holder: "a".into() });
         assert!(r.lives_on("g", "a"));
         assert!(!r.lives_on("g", "b"));
         assert!(r.lives_on(GATEWAY_FROM, "anything"));
@@ -394,14 +400,8 @@ mod tests {
 
     #[test]
     fn roster_keys_parse() {
-        assert_eq!(
-            parse_roster_key("roster.host-a.abc"),
-            Some(("host-a", "abc"))
-        );
-        assert_eq!(
-            parse_roster_key("roster.host-a._gateway"),
-            Some(("host-a", "_gateway"))
-        );
+        assert_eq!(parse_roster_key("roster.host-a.abc"), Some(("host-a", "abc")));
+        assert_eq!(parse_roster_key("roster.host-a._gateway"), Some(("host-a", "_gateway")));
         assert_eq!(parse_roster_key("roster.x"), None);
     }
 }

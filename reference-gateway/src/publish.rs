@@ -78,6 +78,8 @@ pub struct Publisher {
     signer: Arc<Signer>,
     default_ttl_ms: u64,
     channel: RwLock<Option<Channel>>,
+    /// `fleet_published_total{kind}` / `fleet_publish_failed_total{kind,reason}` go here.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Publisher {
@@ -87,7 +89,14 @@ impl Publisher {
             signer,
             default_ttl_ms,
             channel: RwLock::new(None),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts publishes into `metrics` (the gateway's registry) instead of a private one.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Publisher {
+        self.metrics = metrics;
+        self
     }
 
     /// Opens a fresh confirm-mode channel on `conn` and makes it the publishing channel.
@@ -136,32 +145,33 @@ impl Publisher {
             let left = env.expires_at.saturating_sub(ts).max(1);
             props = props.with_expiration(left.to_string().as_str().into());
         }
-        let ch = self
-            .channel
-            .read()
-            .await
-            .clone()
-            .ok_or(PublishError::NotConnected)?;
+        let ch = self.channel.read().await.clone().ok_or(PublishError::NotConnected)?;
         let opts = BasicPublishOptions {
             mandatory: out.mandatory,
             ..BasicPublishOptions::default()
         };
-        let confirm = ch
-            .basic_publish(
-                out.exchange.into(),
-                env.to.as_str().into(),
-                opts,
-                &out.body,
-                props,
-            )
-            .await?
-            .await?;
+        let kind = env.kind.as_str();
+        let failed = |reason: &str| {
+            self.metrics
+                .inc("fleet_publish_failed_total", &[("kind", kind), ("reason", reason)]);
+        };
+        let confirm = match ch
+            .basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props)
+            .await
+        {
+            Ok(c) => c.await,
+            Err(e) => Err(e),
+        };
+        let confirm = confirm.inspect_err(|_| failed("broker"))?;
         if confirm.is_nack() {
+            failed("nack");
             return Err(PublishError::Nacked);
         }
         if confirm.take_message().is_some() {
+            failed("no_route");
             return Err(PublishError::NoRoute);
         }
+        self.metrics.inc("fleet_published_total", &[("kind", kind)]);
         Ok(env)
     }
 }

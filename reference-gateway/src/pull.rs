@@ -18,6 +18,8 @@ use crate::envelope::{Envelope, Kind};
 
 /// One message held for a main, with the means to ack it.
 pub struct Held {
+    /// The local main whose inbox it came from.
+    pub owner: String,
     pub env: Envelope,
     pub body: Vec<u8>,
     pub acker: Acker,
@@ -74,9 +76,7 @@ impl Want {
     fn takes(&self, env: &Envelope) -> bool {
         match self {
             Want::Any { from } => from.as_deref().is_none_or(|f| f == env.from),
-            Want::ReplyFrom { from } => {
-                *from == env.from && matches!(env.kind, Kind::Reply | Kind::Ask)
-            }
+            Want::ReplyFrom { from } => *from == env.from && matches!(env.kind, Kind::Reply | Kind::Ask),
         }
     }
 }
@@ -182,6 +182,35 @@ impl PullState {
         ticket.rx.try_recv().ok()
     }
 
+    /// Takes the held message with that msgId, if any.
+    pub fn take_msg(&self, main: &str, msg_id: &str) -> Option<Held> {
+        let mut m = self.mains.lock().ok()?;
+        let b = m.get_mut(main)?;
+        let pos = b.held.iter().position(|h| h.env.msg_id == msg_id)?;
+        b.held.remove(pos)
+    }
+
+    /// Takes every held ASK of a turn (ABANDONED withdraws it).
+    pub fn take_turn(&self, main: &str, turn_id: &str) -> Vec<Held> {
+        let Ok(mut m) = self.mains.lock() else {
+            return Vec::new();
+        };
+        let Some(b) = m.get_mut(main) else { return Vec::new() };
+        let (out, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut b.held)
+            .into_iter()
+            .partition(|h| h.env.kind == Kind::Ask && h.env.turn_id.as_deref() == Some(turn_id));
+        b.held = keep;
+        out.into_iter().collect()
+    }
+
+    /// True while any waiter of that main is open (no nudges then).
+    pub fn has_any_waiter(&self, main: &str) -> bool {
+        self.mains
+            .lock()
+            .map(|m| m.get(main).is_some_and(|b| !b.waiters.is_empty()))
+            .unwrap_or(false)
+    }
+
     /// Puts a message back at the head (a waiter that could not deliver it).
     pub fn put_back(&self, main: &str, held: Held) {
         if let Ok(mut m) = self.mains.lock() {
@@ -193,20 +222,17 @@ impl PullState {
     pub fn has_waiter(&self, main: &str, env: &Envelope) -> bool {
         self.mains
             .lock()
-            .map(|m| {
-                m.get(main)
-                    .is_some_and(|b| b.waiters.iter().any(|w| w.want.takes(env)))
-            })
+            .map(|m| m.get(main).is_some_and(|b| b.waiters.iter().any(|w| w.want.takes(env))))
             .unwrap_or(false)
     }
 
     /// True while a message with that msgId is held (a second copy is a replay).
-    pub fn is_held(&self, msg_id: &str) -> bool {
+    pub fn is_held(&self, main: &str, msg_id: &str) -> bool {
         self.mains
             .lock()
             .map(|m| {
-                m.values()
-                    .any(|b| b.held.iter().any(|h| h.env.msg_id == msg_id))
+                m.get(main)
+                    .is_some_and(|b| b.held.iter().any(|h| h.env.msg_id == msg_id))
             })
             .unwrap_or(false)
     }
@@ -240,10 +266,69 @@ impl crate::gateway::Gateway {
     /// A drain: ack, remember the msgId for this gateway's life (RPL-1 dedup), hand it out.
     pub async fn drain(&self, held: Held) -> Drained {
         let (id, exp) = (held.env.msg_id.clone(), held.env.expires_at);
+        let key = crate::verify::seen_key(&held.owner, &id);
+        if held.env.kind == Kind::Ask
+            && let Some(turn) = held.env.turn_id.as_deref()
+        {
+            // The main has seen the question: it may answer it (bridge_answer).
+            let main = held.owner.clone();
+            self.conversations.record_question(
+                turn,
+                crate::conversation::Question {
+                    asker: held.env.from.clone(),
+                    main,
+                    ask_msg_id: id.clone(),
+                    trace_id: held.env.trace_id.clone(),
+                    expires_at: exp,
+                    abandoned: false,
+                },
+            );
+        }
         let d = held.drain().await;
-        self.seen.insert(&id, exp);
-        self.metrics
-            .inc("fleet_drained_total", &[("kind", d.kind.as_str())]);
+        self.seen.insert(&key, exp);
+        self.metrics.inc("fleet_drained_total", &[("kind", d.kind.as_str())]);
         d
+    }
+}
+
+impl crate::gateway::Gateway {
+    /// RPL-3: nudges a main that has held messages and no open waiter, with a one-line notice in
+    /// its pane, repeated with backoff (`FLEET_NUDGE_INITIAL_MS`, doubling, capped) until drained.
+    pub fn ensure_nudger(self: &std::sync::Arc<Self>, main: &str) {
+        let started = self
+            .nudging
+            .lock()
+            .map(|mut s| s.insert(main.to_string()))
+            .unwrap_or(false);
+        if !started {
+            return;
+        }
+        let gw = std::sync::Arc::clone(self);
+        let main = main.to_string();
+        tokio::spawn(async move {
+            let mut delay = gw.cfg.nudge_initial;
+            loop {
+                tokio::time::sleep(delay).await;
+                let held = gw.pull.held_count(&main);
+                if held == 0 || gw.entity(&main).is_none() {
+                    break;
+                }
+                if gw.pull.has_any_waiter(&main) {
+                    continue; // an open waiter will take the next message; no nudge meanwhile
+                }
+                let Some(pane) = gw.entity(&main).map(|e| e.pane) else {
+                    break;
+                };
+                let note = format!("[fleet] {held} message(s) waiting for you: call bridge_poll or bridge_wait");
+                match gw.herdr.send_input(&pane, &note).await {
+                    Ok(()) => gw.metrics.inc("fleet_nudges_total", &[]),
+                    Err(e) => tracing::debug!(gid = %main, error = %e, "nudge not delivered"),
+                }
+                delay = (delay * 2).min(gw.cfg.nudge_max);
+            }
+            if let Ok(mut s) = gw.nudging.lock() {
+                s.remove(&main);
+            }
+        });
     }
 }

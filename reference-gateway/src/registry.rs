@@ -49,22 +49,19 @@ pub struct Entity {
     /// The spawn that created it, for SPAWN dedup (SPN-2).
     #[serde(default)]
     pub spawn_id: Option<String>,
+    /// The v1.0.0 pane id whose legacy queue holds this worker's replies (MIG-2, `migration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legacy_pane_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     #[error("cannot read entity registry {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("entity registry {path} is corrupt: {reason}")]
     Corrupt { path: PathBuf, reason: String },
     #[error("cannot write entity registry {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
 }
 
 /// The registry file and its in-memory copy.
@@ -83,11 +80,10 @@ impl Registry {
         let path = state_dir.join("entities.json");
         let entities = match std::fs::read(&path) {
             Ok(bytes) => {
-                let list: Vec<Entity> =
-                    serde_json::from_slice(&bytes).map_err(|e| RegistryError::Corrupt {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?;
+                let list: Vec<Entity> = serde_json::from_slice(&bytes).map_err(|e| RegistryError::Corrupt {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
                 list.into_iter().map(|e| (e.gid.clone(), e)).collect()
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
@@ -107,9 +103,7 @@ impl Registry {
     }
 
     pub fn by_spawn_id(&self, spawn_id: &str) -> Option<&Entity> {
-        self.entities
-            .values()
-            .find(|e| e.spawn_id.as_deref() == Some(spawn_id))
+        self.entities.values().find(|e| e.spawn_id.as_deref() == Some(spawn_id))
     }
 
     pub fn all(&self) -> Vec<Entity> {
@@ -177,6 +171,7 @@ mod tests {
             parent: Some("p".into()),
             token: "tok".into(),
             spawn_id: Some("s1".into()),
+            legacy_pane_id: None,
         };
         r.insert(e.clone()).expect("insert");
         let r2 = Registry::open(&dir).expect("reopen");

@@ -126,11 +126,7 @@ impl Keyring {
             path: p.clone(),
             source,
         })?;
-        Self::from_toml(&text).map_err(|reason| KeyError::Invalid {
-            what,
-            path: p,
-            reason,
-        })
+        Self::from_toml(&text).map_err(|reason| KeyError::Invalid { what, path: p, reason })
     }
 
     pub fn from_toml(text: &str) -> Result<Keyring, String> {
@@ -141,9 +137,7 @@ impl Keyring {
             .ok_or("has no [peers] table")?;
         let mut keys = BTreeMap::new();
         for (host, v) in peers {
-            let s = v
-                .as_str()
-                .ok_or(format!("peer {host:?}: key must be a string"))?;
+            let s = v.as_str().ok_or(format!("peer {host:?}: key must be a string"))?;
             let bytes = decode_key(s).map_err(|e| format!("peer {host:?}: {e}"))?;
             let key = VerifyingKey::from_bytes(&bytes)
                 .map_err(|e| format!("peer {host:?}: not an ed25519 public key ({e})"))?;
@@ -166,9 +160,7 @@ impl Keyring {
             .keys
             .get(&env.host)
             .ok_or_else(|| SigError::UnknownHost(env.host.clone()))?;
-        let raw = B64
-            .decode(env.sig.as_bytes())
-            .map_err(|_| SigError::Malformed)?;
+        let raw = B64.decode(env.sig.as_bytes()).map_err(|_| SigError::Malformed)?;
         let bytes: [u8; 64] = raw.try_into().map_err(|_| SigError::Malformed)?;
         let sig = Signature::from_bytes(&bytes);
         key.verify_strict(&signing_input(env, body), &sig)
@@ -224,26 +216,19 @@ mod tests {
         let mut e = env();
         signer.sign(&mut e, b"body");
         assert_eq!(ring.verify(&e, b"body"), Ok(()));
-        assert!(matches!(
-            ring.verify(&e, b"bodY"),
-            Err(SigError::BadSignature(_))
-        ));
+        assert!(matches!(ring.verify(&e, b"bodY"), Err(SigError::BadSignature(_))));
         let mut other = e.clone();
         other.to = "4b0e3c1e-6f6e-4c1a-9d7e-5f4a3b2c1d0e".into();
         assert!(ring.verify(&other, b"body").is_err());
         let mut foreign = e.clone();
         foreign.host = "zz".into();
-        assert!(matches!(
-            ring.verify(&foreign, b"body"),
-            Err(SigError::UnknownHost(_))
-        ));
+        assert!(matches!(ring.verify(&foreign, b"body"), Err(SigError::UnknownHost(_))));
     }
 
     #[test]
     fn peers_file_parses() {
         let signer = Signer::from_seed([1u8; 32]);
-        let ring = Keyring::from_toml(&format!("[peers]\na = \"{}\"\n", signer.public_base64()))
-            .expect("parses");
+        let ring = Keyring::from_toml(&format!("[peers]\na = \"{}\"\n", signer.public_base64())).expect("parses");
         assert!(ring.contains("a"));
         assert!(Keyring::from_toml("[peers]\na = \"AAAA\"\n").is_err());
     }

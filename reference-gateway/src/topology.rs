@@ -5,8 +5,7 @@
 //! the channel, stay up".
 
 use lapin::options::{
-    BasicConsumeOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
+    BasicConsumeOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind};
@@ -56,20 +55,10 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
         durable: true,
         ..ExchangeDeclareOptions::default()
     };
-    ch.exchange_declare(
-        MSG_EXCHANGE.into(),
-        ExchangeKind::Topic,
-        opts,
-        FieldTable::default(),
-    )
-    .await?;
-    ch.exchange_declare(
-        ROSTER_EXCHANGE.into(),
-        ExchangeKind::Topic,
-        opts,
-        FieldTable::default(),
-    )
-    .await?;
+    ch.exchange_declare(MSG_EXCHANGE.into(), ExchangeKind::Topic, opts, FieldTable::default())
+        .await?;
+    ch.exchange_declare(ROSTER_EXCHANGE.into(), ExchangeKind::Topic, opts, FieldTable::default())
+        .await?;
     ch.exchange_declare(
         CONTROL_EXCHANGE.into(),
         ExchangeKind::Direct,
@@ -77,18 +66,10 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
         FieldTable::default(),
     )
     .await?;
-    ch.exchange_declare(
-        DLX.into(),
-        ExchangeKind::Fanout,
-        opts,
-        FieldTable::default(),
-    )
-    .await?;
+    ch.exchange_declare(DLX.into(), ExchangeKind::Fanout, opts, FieldTable::default())
+        .await?;
     let mut args = FieldTable::default();
-    args.insert(
-        "x-max-length".into(),
-        AMQPValue::LongLongInt(cfg.dlq_max_length.into()),
-    );
+    args.insert("x-max-length".into(), AMQPValue::LongLongInt(cfg.dlq_max_length.into()));
     args.insert("x-overflow".into(), long("drop-head"));
     ch.queue_declare(DLQ.into(), durable(), args).await?;
     ch.queue_bind(
@@ -106,9 +87,8 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
 ///
 /// RabbitMQ answers an unknown exchange type with a *connection* error (503 COMMAND_INVALID), so
 /// the attempt runs on a throwaway connection of its own.
-pub async fn declare_delay(url: &str) -> bool {
-    let Ok(conn) = lapin::Connection::connect(url, lapin::ConnectionProperties::default()).await
-    else {
+pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>) -> bool {
+    let Ok(conn) = crate::tls::connect(url, ca, lapin::ConnectionProperties::default()).await else {
         return false;
     };
     let ok = match conn.create_channel().await {
@@ -157,12 +137,7 @@ pub fn inbox_arguments(cfg: &Config) -> FieldTable {
 
 /// TOP-2: declares an entity's inbox with all four arguments and binds it to its gid and to the
 /// broadcast keys of `broadcast.all` and each of its groups.
-pub async fn declare_inbox(
-    ch: &Channel,
-    cfg: &Config,
-    gid: &str,
-    groups: &[String],
-) -> lapin::Result<()> {
+pub async fn declare_inbox(ch: &Channel, cfg: &Config, gid: &str, groups: &[String]) -> lapin::Result<()> {
     let q = inbox_queue(gid);
     ch.queue_declare(q.as_str().into(), durable(), inbox_arguments(cfg))
         .await?;
@@ -183,11 +158,8 @@ pub async fn declare_inbox(
 
 /// TOP-6: deletes an entity's inbox (its bindings go with it).
 pub async fn delete_inbox(ch: &Channel, gid: &str) -> lapin::Result<()> {
-    ch.queue_delete(
-        inbox_queue(gid).as_str().into(),
-        QueueDeleteOptions::default(),
-    )
-    .await?;
+    ch.queue_delete(inbox_queue(gid).as_str().into(), QueueDeleteOptions::default())
+        .await?;
     Ok(())
 }
 

@@ -32,6 +32,16 @@ pub enum Rejection {
     Replay(String),
     #[error("presence: {0}")]
     Presence(String),
+    #[error("body of {len} bytes exceeds the limit of {max} (FLEET_MAX_BODY_BYTES)")]
+    Oversized { len: usize, max: usize },
+    #[error("a {kind} does not belong on {channel}")]
+    WrongKind { kind: String, channel: String },
+    #[error("gid {gid:?} is live on host {holder:?}; host {claimant:?} may not claim it (PRS-3)")]
+    Conflict {
+        gid: String,
+        holder: String,
+        claimant: String,
+    },
 }
 
 impl Rejection {
@@ -46,7 +56,40 @@ impl Rejection {
             Rejection::FromFuture { .. } => "future_ts",
             Rejection::Replay(_) => "replay",
             Rejection::Presence(_) => "presence",
+            Rejection::Oversized { .. } => "oversized",
+            Rejection::WrongKind { .. } => "kind",
+            Rejection::Conflict { .. } => "presence_conflict",
         }
+    }
+}
+
+/// The body-size bound (FLEET_MAX_BODY_BYTES), checked before any signature work.
+pub fn check_size(body: &[u8], max: usize) -> Result<(), Rejection> {
+    if body.len() <= max {
+        Ok(())
+    } else {
+        Err(Rejection::Oversized { len: body.len(), max })
+    }
+}
+
+/// An inbox (`bridge.msg`) takes only the kinds SPEC §2.1 routes there, and a broadcast key only
+/// for a BROADCAST (a SEND to `broadcast.all` would inject into every worker and make each
+/// gateway answer with INJECTED — an amplifier).
+pub fn check_inbox_kind(env: &Envelope) -> Result<(), Rejection> {
+    use crate::envelope::Kind;
+    let broadcast_key = env.to.starts_with("broadcast.");
+    let ok = match env.kind {
+        Kind::Presence | Kind::Spawn | Kind::Stop => false,
+        Kind::Broadcast => broadcast_key,
+        _ => !broadcast_key,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Rejection::WrongKind {
+            kind: env.kind.to_string(),
+            channel: format!("bridge.msg with key {:?}", env.to),
+        })
     }
 }
 
@@ -95,6 +138,12 @@ pub fn check_time(env: &Envelope, skew_ms: u64) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// The seen-set key of a message at one inbox: copies of one broadcast share a msgId but reach
+/// several inboxes, so dedup is per recipient.
+pub fn seen_key(owner: &str, msg_id: &str) -> String {
+    format!("{owner}/{msg_id}")
+}
+
 /// The bounded seen-set of SIG-3 / FWD-6: msgIds this gateway has completed (acked or drained),
 /// each kept until its `expiresAt`, and capped so a flood cannot exhaust memory (the oldest
 /// expiries go first — they are the closest to being rejected as expired anyway).
@@ -118,10 +167,7 @@ impl SeenSet {
     }
 
     pub fn contains(&self, msg_id: &str) -> bool {
-        self.inner
-            .lock()
-            .map(|i| i.by_id.contains_key(msg_id))
-            .unwrap_or(false)
+        self.inner.lock().map(|i| i.by_id.contains_key(msg_id)).unwrap_or(false)
     }
 
     /// Records `msg_id`; returns false when it was already there.
@@ -130,9 +176,7 @@ impl SeenSet {
             return true;
         };
         let now = now_ms();
-        while let Some(((exp, id), ())) =
-            i.by_expiry.first_key_value().map(|(k, v)| (k.clone(), *v))
-        {
+        while let Some(((exp, id), ())) = i.by_expiry.first_key_value().map(|(k, v)| (k.clone(), *v)) {
             if exp > now && i.by_id.len() < self.cap {
                 break;
             }
@@ -169,6 +213,41 @@ mod tests {
         assert!(s.insert("old", now_ms() - 1));
         assert!(s.insert("b", later), "inserting sweeps expired entries");
         assert!(!s.contains("old"));
+    }
+
+    fn env(kind: crate::envelope::Kind, to: &str) -> Envelope {
+        Envelope {
+            v: "1".into(),
+            kind,
+            msg_id: "0b0e3c1e-6f6e-4c1a-9d7e-5f4a3b2c1d0e".into(),
+            trace_id: "1b0e3c1e-6f6e-4c1a-9d7e-5f4a3b2c1d0e".into(),
+            from: "2b0e3c1e-6f6e-4c1a-9d7e-5f4a3b2c1d0e".into(),
+            to: to.into(),
+            host: "a".into(),
+            turn_id: None,
+            spawn_id: None,
+            corr_id: None,
+            ts: 1,
+            expires_at: 2,
+            sig: String::new(),
+        }
+    }
+
+    #[test]
+    fn inbox_kinds_and_broadcast_keys_go_together() {
+        use crate::envelope::Kind;
+        assert!(check_inbox_kind(&env(Kind::Send, "3b0e3c1e-6f6e-4c1a-9d7e-5f4a3b2c1d0e")).is_ok());
+        assert!(check_inbox_kind(&env(Kind::Broadcast, "broadcast.all")).is_ok());
+        assert!(check_inbox_kind(&env(Kind::Send, "broadcast.all")).is_err());
+        assert!(check_inbox_kind(&env(Kind::Broadcast, "3b0e3c1e-6f6e-4c1a-9d7e-5f4a3b2c1d0e")).is_err());
+        assert!(check_inbox_kind(&env(Kind::Spawn, "3b0e3c1e-6f6e-4c1a-9d7e-5f4a3b2c1d0e")).is_err());
+        assert!(check_inbox_kind(&env(Kind::Presence, "x")).is_err());
+    }
+
+    #[test]
+    fn body_size_is_bounded() {
+        assert!(check_size(&[0u8; 10], 10).is_ok());
+        assert_eq!(check_size(&[0u8; 11], 10).map_err(|e| e.reason()), Err("oversized"));
     }
 
     #[test]

@@ -91,6 +91,27 @@ pub(crate) struct RunningContainer {
     container: ContainerAsync<GenericImage>,
     image: String,
     endpoint: Endpoint,
+    /// The `amqps://` listener (SEC-1, RabbitMQ only); its certificates live in `tls.files.dir`.
+    tls: Option<super::TlsListener>,
+}
+
+const AMQPS_PORT: u16 = 5671;
+/// Where the TLS files go inside a RabbitMQ container; `conf.d` is read by RabbitMQ ≥ 3.9
+/// after `rabbitmq.conf`, in the Debian-built and the official images alike.
+const TLS_DIR_IN_CONTAINER: &str = "/etc/rabbitmq/fleet-tls";
+const TLS_CONF_IN_CONTAINER: &str = "/etc/rabbitmq/conf.d/90-fleet-tls.conf";
+
+/// Certificates for a RabbitMQ container, made on the host; `None` (logged) when that fails.
+fn container_tls_files() -> Option<crate::tls::TlsFiles> {
+    let dir = std::env::temp_dir().join(format!("fleet-broker-tls-{}", uuid::Uuid::new_v4().simple()));
+    match crate::tls::generate(&dir, &[]) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::warn!(error = %e, "no TLS listener on this broker: amqps scenarios will fail");
+            let _ = std::fs::remove_dir_all(&dir);
+            None
+        }
+    }
 }
 
 /// Starts a container of `image` and reads its published ports; readiness is the caller's.
@@ -99,6 +120,7 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
     let mut request = GenericImage::new(name, tag)
         .with_exposed_port(AMQP_PORT.tcp())
         .with_exposed_port(HTTP_PORT.tcp())
+        .with_exposed_port(AMQPS_PORT.tcp())
         .with_hostname(format!("fleet-{kind}"))
         .with_label("fleet-conformance.role", "broker")
         .with_startup_timeout(crate::timing::scaled(Duration::from_secs(60)))
@@ -115,13 +137,31 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
                 [
                     (format!("{AMQP_PORT}/tcp"), loopback()),
                     (format!("{HTTP_PORT}/tcp"), loopback()),
+                    (format!("{AMQPS_PORT}/tcp"), loopback()),
                 ]
                 .into_iter()
                 .collect(),
             );
         });
+    let mut tls_files = None;
     if kind == BrokerKind::RabbitMq {
         request = request.with_env_var("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", rabbitmq_erl_args());
+        tls_files = container_tls_files();
+        if let Some(files) = &tls_files {
+            let inside = |f: &str| format!("{TLS_DIR_IN_CONTAINER}/{f}");
+            let conf = super::process::tls_conf(
+                "0.0.0.0",
+                AMQPS_PORT,
+                &inside("ca.pem"),
+                &inside("server.pem"),
+                &inside("server.key"),
+            );
+            request = request
+                .with_copy_to(TLS_CONF_IN_CONTAINER, conf.into_bytes())
+                .with_copy_to(inside("ca.pem"), files.ca_cert.clone())
+                .with_copy_to(inside("server.pem"), files.server_cert.clone())
+                .with_copy_to(inside("server.key"), files.server_key.clone());
+        }
     }
     tracing::info!(%image, %kind, "starting broker container");
     let container = request.start().await.map_err(|e| match e {
@@ -135,7 +175,10 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
             reason: format!("cannot reach docker ({e})"),
             hint: "start docker (and make sure this user may use it), or use the broker process:rabbitmq".into(),
         },
-        source => BrokerError::Docker { context: format!("starting a container of {image}"), source: Box::new(source) },
+        source => BrokerError::Docker {
+            context: format!("starting a container of {image}"),
+            source: Box::new(source),
+        },
     })?;
     let port = |p: u16| {
         let container = &container;
@@ -149,8 +192,7 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
                 })
         }
     };
-    let ports =
-        async { Ok::<_, BrokerError>((port(AMQP_PORT).await?, port(HTTP_PORT).await?)) }.await;
+    let ports = async { Ok::<_, BrokerError>((port(AMQP_PORT).await?, port(HTTP_PORT).await?)) }.await;
     let (amqp_port, http_port) = match ports {
         Ok(p) => p,
         Err(e) => {
@@ -168,10 +210,26 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
         user: "guest".into(),
         password: "guest".into(),
     };
+    let tls = match tls_files {
+        Some(files) => match container.get_host_port_ipv4(AMQPS_PORT.tcp()).await {
+            Ok(port) => Some(super::TlsListener {
+                host: "127.0.0.1".into(),
+                port,
+                files,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "no host port for the TLS listener");
+                let _ = std::fs::remove_dir_all(&files.dir);
+                None
+            }
+        },
+        None => None,
+    };
     Ok(RunningContainer {
         container,
         image: image.to_string(),
         endpoint,
+        tls,
     })
 }
 
@@ -180,12 +238,12 @@ impl RunningContainer {
         &self.endpoint
     }
 
+    pub(crate) fn tls(&self) -> Option<&super::TlsListener> {
+        self.tls.as_ref()
+    }
+
     pub(crate) fn describe(&self) -> String {
-        format!(
-            "container {} of {}",
-            short_id(self.container.id()),
-            self.image
-        )
+        format!("container {} of {}", short_id(self.container.id()), self.image)
     }
 
     /// `Some(reason)` once the container is no longer running.
@@ -211,13 +269,13 @@ impl RunningContainer {
     /// Removes the container (killing the broker).
     pub(crate) async fn stop(self) -> Result<(), BrokerError> {
         let what = self.describe();
-        self.container
-            .rm()
-            .await
-            .map_err(|source| BrokerError::Docker {
-                context: format!("removing the {what}"),
-                source: Box::new(source),
-            })?;
+        if let Some(t) = &self.tls {
+            let _ = std::fs::remove_dir_all(&t.files.dir);
+        }
+        self.container.rm().await.map_err(|source| BrokerError::Docker {
+            context: format!("removing the {what}"),
+            source: Box::new(source),
+        })?;
         tracing::info!(%what, "broker container removed");
         Ok(())
     }
@@ -237,16 +295,8 @@ mod tests {
     #[case("fleet-rabbitmq:3.10-debian", "fleet-rabbitmq", "3.10-debian")]
     #[case("cloudamqp/lavinmq:2.5", "cloudamqp/lavinmq", "2.5")]
     #[case("cloudamqp/lavinmq", "cloudamqp/lavinmq", "latest")]
-    #[case(
-        "registry.local:5000/team/rabbit",
-        "registry.local:5000/team/rabbit",
-        "latest"
-    )]
-    #[case(
-        "registry.local:5000/team/rabbit:3",
-        "registry.local:5000/team/rabbit",
-        "3"
-    )]
+    #[case("registry.local:5000/team/rabbit", "registry.local:5000/team/rabbit", "latest")]
+    #[case("registry.local:5000/team/rabbit:3", "registry.local:5000/team/rabbit", "3")]
     fn images_split_into_name_and_tag(#[case] image: &str, #[case] name: &str, #[case] tag: &str) {
         assert_eq!(split_image(image), (name.to_string(), tag.to_string()));
     }
@@ -256,10 +306,7 @@ mod tests {
         let args = rabbitmq_erl_args();
         let words: Vec<&str> = args.split_whitespace().collect();
         assert_eq!(words.len(), 9, "{args}");
-        assert_eq!(
-            &words[..3],
-            ["-rabbit", "collect_statistics_interval", "500"]
-        );
+        assert_eq!(&words[..3], ["-rabbit", "collect_statistics_interval", "500"]);
         assert_eq!(words[5], super::super::RETENTION_POLICIES);
     }
 
@@ -267,9 +314,7 @@ mod tests {
     fn the_missing_image_hint_says_what_to_do() {
         let hint = missing_image_hint(BrokerKind::RabbitMq);
         assert!(
-            hint.contains("scripts/setup")
-                && hint.contains(LOCAL_RABBITMQ_IMAGE)
-                && hint.contains(RABBITMQ_IMAGE_VAR)
+            hint.contains("scripts/setup") && hint.contains(LOCAL_RABBITMQ_IMAGE) && hint.contains(RABBITMQ_IMAGE_VAR)
         );
         assert!(missing_image_hint(BrokerKind::LavinMq).contains(LAVINMQ_IMAGE_VAR));
     }

@@ -67,11 +67,7 @@ impl Overview {
             .or_else(|| s("rabbitmq_version"))
             .or_else(|| s("lavinmq_version"))
             .unwrap_or_else(|| "unknown".into());
-        Overview {
-            product,
-            version,
-            raw,
-        }
+        Overview { product, version, raw }
     }
 }
 
@@ -171,6 +167,8 @@ pub struct ConnectionInfo {
     pub vhost: String,
     /// The `connection_name` client property, when the client set one.
     pub client_name: Option<String>,
+    /// Whether the client connected over TLS (the API's `ssl`).
+    pub tls: bool,
 }
 
 impl ConnectionInfo {
@@ -184,6 +182,7 @@ impl ConnectionInfo {
             name: string(v, "name"),
             user: string(v, "user"),
             vhost: string(v, "vhost"),
+            tls: flag(v, "ssl"),
             client_name,
         }
     }
@@ -200,10 +199,7 @@ fn count(v: &Value, key: &str) -> u64 {
 }
 
 fn string(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+    v.get(key).and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
 fn flag(v: &Value, key: &str) -> bool {
@@ -211,26 +207,15 @@ fn flag(v: &Value, key: &str) -> bool {
 }
 
 fn object(v: &Value, key: &str) -> Map<String, Value> {
-    v.get(key)
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
+    v.get(key).and_then(Value::as_object).cloned().unwrap_or_default()
 }
 
-fn list<T>(
-    v: Value,
-    what: &str,
-    url: &str,
-    f: impl Fn(&Value) -> T,
-) -> Result<Vec<T>, BrokerError> {
+fn list<T>(v: Value, what: &str, url: &str, f: impl Fn(&Value) -> T) -> Result<Vec<T>, BrokerError> {
     match v {
         Value::Array(items) => Ok(items.iter().map(f).collect()),
         other => Err(BrokerError::Decode {
             url: url.to_string(),
-            reason: format!(
-                "expected a list of {what}, got {}",
-                short(&other.to_string())
-            ),
+            reason: format!("expected a list of {what}, got {}", short(&other.to_string())),
         }),
     }
 }
@@ -271,12 +256,7 @@ impl Management {
     }
 
     /// Sends one request; answers `None` for 404 so callers decide what absence means.
-    async fn request(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Option<Value>, BrokerError> {
+    async fn request(&self, method: Method, path: &str, body: Option<Value>) -> Result<Option<Value>, BrokerError> {
         let url = format!("{}{path}", self.base);
         let method_name: &'static str = match method {
             Method::GET => "GET",
@@ -317,12 +297,10 @@ impl Management {
         if text.trim().is_empty() {
             return Ok(Some(Value::Null));
         }
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| BrokerError::Decode {
-                url,
-                reason: format!("{e}; body: {}", short(&text)),
-            })
+        serde_json::from_str(&text).map(Some).map_err(|e| BrokerError::Decode {
+            url,
+            reason: format!("{e}; body: {}", short(&text)),
+        })
     }
 
     async fn get(&self, path: &str) -> Result<Value, BrokerError> {
@@ -343,11 +321,7 @@ impl Management {
 
     /// `GET /api/queues/{vhost}/{name}`; `None` when the queue (or the vhost) does not exist.
     pub async fn queue(&self, vhost: &str, name: &str) -> Result<Option<QueueInfo>, BrokerError> {
-        let path = format!(
-            "/api/queues/{}/{}",
-            percent_encode(vhost),
-            percent_encode(name)
-        );
+        let path = format!("/api/queues/{}/{}", percent_encode(vhost), percent_encode(name));
         Ok(self
             .request(Method::GET, &path, None)
             .await?
@@ -396,10 +370,7 @@ impl Management {
     /// `PUT /api/vhosts/{vhost}`.
     pub async fn create_vhost(&self, vhost: &str) -> Result<(), BrokerError> {
         let path = format!("/api/vhosts/{}", percent_encode(vhost));
-        match self
-            .request(Method::PUT, &path, Some(serde_json::json!({})))
-            .await?
-        {
+        match self.request(Method::PUT, &path, Some(serde_json::json!({}))).await? {
             Some(_) => Ok(()),
             None => Err(BrokerError::Status {
                 method: "PUT",
@@ -418,11 +389,7 @@ impl Management {
 
     /// `PUT /api/permissions/{vhost}/{user}` with configure/write/read `.*`.
     pub async fn grant_all(&self, vhost: &str, user: &str) -> Result<(), BrokerError> {
-        let path = format!(
-            "/api/permissions/{}/{}",
-            percent_encode(vhost),
-            percent_encode(user)
-        );
+        let path = format!("/api/permissions/{}/{}", percent_encode(vhost), percent_encode(user));
         let body = serde_json::json!({ "configure": ".*", "write": ".*", "read": ".*" });
         match self.request(Method::PUT, &path, Some(body)).await? {
             Some(_) => Ok(()),
@@ -433,6 +400,12 @@ impl Management {
                 body: "vhost or user not found".into(),
             }),
         }
+    }
+
+    /// `DELETE /api/users/{user}`; a user that does not exist counts as deleted.
+    pub async fn delete_user(&self, user: &str) -> Result<(), BrokerError> {
+        let path = format!("/api/users/{}", percent_encode(user));
+        self.request(Method::DELETE, &path, None).await.map(drop)
     }
 }
 
@@ -450,27 +423,16 @@ mod tests {
             "message_stats": {"ack": 7, "deliver": 8, "deliver_get": 9, "publish": 12}
         }));
         assert_eq!(q.name, "orders");
-        assert_eq!(
-            (q.messages_ready, q.messages_unacknowledged, q.consumers),
-            (3, 2, 1)
-        );
+        assert_eq!((q.messages_ready, q.messages_unacknowledged, q.consumers), (3, 2, 1));
         assert!(q.durable && !q.exclusive && !q.auto_delete);
-        assert_eq!(
-            q.arguments.get("x-dead-letter-exchange"),
-            Some(&json!("dlx"))
-        );
+        assert_eq!(q.arguments.get("x-dead-letter-exchange"), Some(&json!("dlx")));
         assert_eq!((q.acked_total, q.delivered_total), (7, 9));
     }
 
     #[test]
     fn a_fresh_queue_without_statistics_reads_as_zero() {
-        let q = QueueInfo::from_json(
-            &json!({"name": "fresh", "durable": false, "messages_ready": null}),
-        );
-        assert_eq!(
-            (q.messages_ready, q.messages_unacknowledged, q.consumers),
-            (0, 0, 0)
-        );
+        let q = QueueInfo::from_json(&json!({"name": "fresh", "durable": false, "messages_ready": null}));
+        assert_eq!((q.messages_ready, q.messages_unacknowledged, q.consumers), (0, 0, 0));
         assert_eq!((q.acked_total, q.delivered_total), (0, 0));
         assert!(q.arguments.is_empty());
     }
@@ -494,34 +456,18 @@ mod tests {
 
     #[test]
     fn bindings_exchanges_and_connections_parse() {
-        let b = Binding::from_json(
-            &json!({"source": "amq.topic", "destination": "q", "routing_key": "a.*"}),
-        );
-        assert_eq!(
-            (b.source.as_str(), b.routing_key.as_str()),
-            ("amq.topic", "a.*")
-        );
+        let b = Binding::from_json(&json!({"source": "amq.topic", "destination": "q", "routing_key": "a.*"}));
+        assert_eq!((b.source.as_str(), b.routing_key.as_str()), ("amq.topic", "a.*"));
         let e = ExchangeInfo::from_json(&json!({"name": "x", "type": "fanout", "durable": true}));
-        assert_eq!(
-            (e.name.as_str(), e.kind.as_str(), e.durable),
-            ("x", "fanout", true)
-        );
-        let c = ConnectionInfo::from_json(
-            &json!({"name": "127.0.0.1:1 -> 127.0.0.1:2", "user": "guest",
-            "vhost": "v", "client_properties": {"connection_name": "gw"}}),
-        );
+        assert_eq!((e.name.as_str(), e.kind.as_str(), e.durable), ("x", "fanout", true));
+        let c = ConnectionInfo::from_json(&json!({"name": "127.0.0.1:1 -> 127.0.0.1:2", "user": "guest",
+            "vhost": "v", "client_properties": {"connection_name": "gw"}}));
         assert_eq!(c.client_name.as_deref(), Some("gw"));
     }
 
     #[test]
     fn a_non_list_answer_is_a_decode_error() {
-        let err = list(
-            json!({"error": "x"}),
-            "queues",
-            "/api/queues/v",
-            QueueInfo::from_json,
-        )
-        .expect_err("not a list");
+        let err = list(json!({"error": "x"}), "queues", "/api/queues/v", QueueInfo::from_json).expect_err("not a list");
         assert!(err.to_string().contains("/api/queues/v"), "{err}");
     }
 }

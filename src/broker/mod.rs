@@ -50,11 +50,7 @@ pub enum BrokerError {
         log: String,
     },
     #[error("broker {spec} died while booting: {reason}\n--- last output ---\n{log}")]
-    Died {
-        spec: String,
-        reason: String,
-        log: String,
-    },
+    Died { spec: String, reason: String, log: String },
     #[error("{what} could not be stopped: {source}")]
     Stuck {
         what: String,
@@ -153,9 +149,7 @@ impl BrokerSpec {
             "rabbitmq" => BrokerKind::RabbitMq,
             "lavinmq" => BrokerKind::LavinMq,
             "" => {
-                return Err(invalid(
-                    "the broker is missing; expected rabbitmq or lavinmq".into(),
-                ));
+                return Err(invalid("the broker is missing; expected rabbitmq or lavinmq".into()));
             }
             other => {
                 return Err(invalid(format!(
@@ -200,8 +194,7 @@ impl BrokerSpec {
         if specs.is_empty() {
             return Err(BrokerError::InvalidSpec {
                 spec: s.into(),
-                reason: "no broker named; expected e.g. rabbitmq,process:rabbitmq,url:lavinmq"
-                    .into(),
+                reason: "no broker named; expected e.g. rabbitmq,process:rabbitmq,url:lavinmq".into(),
             });
         }
         Ok(specs)
@@ -233,7 +226,24 @@ enum Provider {
     Url,
 }
 
+/// A broker's `amqps://` listener (SEC-1): where it is and the test CA that signed its
+/// certificate (made at start by [`crate::tls::generate`]).
+#[derive(Debug, Clone)]
+pub struct TlsListener {
+    pub host: String,
+    pub port: u16,
+    pub files: crate::tls::TlsFiles,
+}
+
 impl Provider {
+    fn tls(&self) -> Option<TlsListener> {
+        match self {
+            Provider::Container(c) => c.tls().cloned(),
+            Provider::Process(p) => p.tls().cloned(),
+            Provider::Url => None,
+        }
+    }
+
     fn describe(&self, endpoint: &Endpoint) -> String {
         match self {
             Provider::Container(c) => c.describe(),
@@ -271,8 +281,7 @@ impl Provider {
 /// Management statistics sampled every second instead of every 5 s. The management agent
 /// collects at its smallest retention interval, whatever `collect_statistics_interval` says, so
 /// without this a queue's depth shows up to 5 s late.
-pub(crate) const RETENTION_POLICIES: &str =
-    "[{global,[{605,1}]},{basic,[{605,1}]},{detailed,[{10,1}]}]";
+pub(crate) const RETENTION_POLICIES: &str = "[{global,[{605,1}]},{basic,[{605,1}]},{detailed,[{10,1}]}]";
 
 /// The last `lines` lines of `text`.
 pub(crate) fn tail(text: &str, lines: usize) -> String {
@@ -320,6 +329,7 @@ pub struct Broker {
     version: String,
     management: Management,
     provider: Provider,
+    tls: Option<TlsListener>,
 }
 
 impl fmt::Debug for Broker {
@@ -346,10 +356,7 @@ impl Broker {
     }
 
     /// [`Broker::start`] with the container image given (`None`: from the environment).
-    pub(crate) async fn start_with_image(
-        spec: &BrokerSpec,
-        image: Option<String>,
-    ) -> Result<Broker, BrokerError> {
+    pub(crate) async fn start_with_image(spec: &BrokerSpec, image: Option<String>) -> Result<Broker, BrokerError> {
         let started = std::time::Instant::now();
         let (provider, endpoint, deadline) = match spec.provider {
             ProviderKind::Container => {
@@ -376,10 +383,7 @@ impl Broker {
             Ok(overview) => {
                 let version = overview.label();
                 tracing::info!(spec = %spec.label(), %version, took = ?started.elapsed(), "broker ready");
-                if spec.provider == ProviderKind::Url
-                    && !overview
-                        .product
-                        .eq_ignore_ascii_case(&spec.kind.to_string())
+                if spec.provider == ProviderKind::Url && !overview.product.eq_ignore_ascii_case(&spec.kind.to_string())
                 {
                     tracing::warn!(spec = %spec.label(), %version, "the broker at the URL reports another product");
                 }
@@ -388,6 +392,7 @@ impl Broker {
                     endpoint,
                     version,
                     management,
+                    tls: provider.tls(),
                     provider,
                 })
             }
@@ -419,12 +424,9 @@ impl Broker {
                     return Ok(Some(Err(dead)));
                 }
                 let overview = management.overview().await.map_err(|e| e.to_string())?;
-                amqp_answers(addr).await.map_err(|e| {
-                    format!(
-                        "management answers ({}), AMQP not yet: {e}",
-                        overview.label()
-                    )
-                })?;
+                amqp_answers(addr)
+                    .await
+                    .map_err(|e| format!("management answers ({}), AMQP not yet: {e}", overview.label()))?;
                 Ok(Some(Ok(overview)))
             }
         })
@@ -464,9 +466,7 @@ impl Broker {
     pub async fn create_vhost(&self) -> Result<String, BrokerError> {
         let vhost = format!("fleet-{}", uuid::Uuid::new_v4().simple());
         self.management.create_vhost(&vhost).await?;
-        self.management
-            .grant_all(&vhost, &self.endpoint.user)
-            .await?;
+        self.management.grant_all(&vhost, &self.endpoint.user).await?;
         Ok(vhost)
     }
 
@@ -478,6 +478,29 @@ impl Broker {
     /// `amqp://user:pass@host:port/<percent-encoded vhost>`.
     pub fn amqp_url(&self, vhost: &str) -> String {
         self.endpoint.amqp_url(vhost)
+    }
+
+    /// The `amqps://` listener, when the provider started one (RabbitMQ process and container).
+    pub fn tls(&self) -> Option<&TlsListener> {
+        self.tls.as_ref()
+    }
+
+    /// `amqp://` (or, with `tls`, `amqps://` on the TLS listener) for `vhost`, logged in as
+    /// `login` (user, password) or as the admin user. `None`: TLS asked for, but no listener.
+    pub fn url_as(&self, vhost: &str, login: Option<(&str, &str)>, tls: bool) -> Option<String> {
+        let (user, password) = login.unwrap_or((&self.endpoint.user, &self.endpoint.password));
+        let (scheme, addr) = if tls {
+            let t = self.tls.as_ref()?;
+            ("amqps", format!("{}:{}", t.host, t.port))
+        } else {
+            ("amqp", self.endpoint.amqp_addr())
+        };
+        Some(format!(
+            "{scheme}://{}:{}@{addr}/{}",
+            url::percent_encode(user),
+            url::percent_encode(password),
+            url::percent_encode(vhost)
+        ))
     }
 
     /// The management client, for queue inspection.
@@ -510,10 +533,7 @@ mod tests {
     #[case("url:lavinmq", ProviderKind::Url, BrokerKind::LavinMq)]
     #[case("  URL:LavinMQ ", ProviderKind::Url, BrokerKind::LavinMq)]
     fn specs_parse(#[case] s: &str, #[case] provider: ProviderKind, #[case] kind: BrokerKind) {
-        assert_eq!(
-            BrokerSpec::parse(s).expect("valid"),
-            BrokerSpec { provider, kind }
-        );
+        assert_eq!(BrokerSpec::parse(s).expect("valid"), BrokerSpec { provider, kind });
     }
 
     #[rstest]
@@ -539,9 +559,7 @@ mod tests {
         let err = BrokerSpec::parse("process:lavinmq").expect_err("no LavinMQ package");
         let text = err.to_string();
         assert!(
-            text.contains("no Debian package")
-                && text.contains("container:lavinmq")
-                && text.contains("url:lavinmq"),
+            text.contains("no Debian package") && text.contains("container:lavinmq") && text.contains("url:lavinmq"),
             "{text}"
         );
     }
@@ -558,13 +576,9 @@ mod tests {
 
     #[test]
     fn lists_parse_in_order() {
-        let specs =
-            BrokerSpec::parse_list("rabbitmq, process:rabbitmq,,url:lavinmq").expect("valid");
+        let specs = BrokerSpec::parse_list("rabbitmq, process:rabbitmq,,url:lavinmq").expect("valid");
         let labels: Vec<String> = specs.iter().map(BrokerSpec::label).collect();
-        assert_eq!(
-            labels,
-            ["container:rabbitmq", "process:rabbitmq", "url:lavinmq"]
-        );
+        assert_eq!(labels, ["container:rabbitmq", "process:rabbitmq", "url:lavinmq"]);
     }
 
     #[rstest]
@@ -592,9 +606,7 @@ mod tests {
 
     #[tokio::test]
     async fn amqp_probe_rejects_a_listener_that_is_not_amqp() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         tokio::spawn(async move {
             if let Ok((mut s, _)) = listener.accept().await {
@@ -608,9 +620,7 @@ mod tests {
     #[tokio::test]
     async fn url_provider_without_variables_says_what_to_set() {
         // Only meaningful where the variables are unset (they are in the unit-test environment).
-        if std::env::var_os(url::BROKER_URL_VAR).is_some()
-            || std::env::var_os(url::BROKER_HTTP_VAR).is_some()
-        {
+        if std::env::var_os(url::BROKER_URL_VAR).is_some() || std::env::var_os(url::BROKER_HTTP_VAR).is_some() {
             return;
         }
         let spec = BrokerSpec::parse("url:rabbitmq").expect("valid");
@@ -650,9 +660,7 @@ mod tests {
         use lapin::{BasicProperties, Connection, ConnectionProperties};
 
         let t0 = std::time::Instant::now();
-        let broker = Broker::start_with_image(&spec, image)
-            .await
-            .expect("broker starts");
+        let broker = Broker::start_with_image(&spec, image).await.expect("broker starts");
         let boot = t0.elapsed();
         let vhost = broker.create_vhost().await.expect("vhost");
         let conn = Connection::connect(&broker.amqp_url(&vhost), ConnectionProperties::default())
@@ -680,17 +688,13 @@ mod tests {
             .await
             .expect("publish sent");
         let t1 = std::time::Instant::now();
-        let q = wait_for(
-            "the message to show in management",
-            Duration::from_secs(15),
-            || async {
-                match broker.management().queue(&vhost, "fleet-probe").await {
-                    Ok(Some(q)) if q.messages_ready == 1 => Ok(Some(q)),
-                    Ok(q) => Err(format!("{q:?}")),
-                    Err(e) => Err(e.to_string()),
-                }
-            },
-        )
+        let q = wait_for("the message to show in management", Duration::from_secs(15), || async {
+            match broker.management().queue(&vhost, "fleet-probe").await {
+                Ok(Some(q)) if q.messages_ready == 1 => Ok(Some(q)),
+                Ok(q) => Err(format!("{q:?}")),
+                Err(e) => Err(e.to_string()),
+            }
+        })
         .await
         .expect("messages_ready == 1");
         let seen = t1.elapsed();
@@ -708,25 +712,15 @@ mod tests {
                 .any(|b| b.source.is_empty() && b.routing_key == "fleet-probe"),
             "{bindings:?}"
         );
-        let exchanges = broker
-            .management()
-            .exchanges(&vhost)
-            .await
-            .expect("exchanges");
+        let exchanges = broker.management().exchanges(&vhost).await.expect("exchanges");
         assert!(
-            exchanges
-                .iter()
-                .any(|e| e.name == "amq.topic" && e.kind == "topic"),
+            exchanges.iter().any(|e| e.name == "amq.topic" && e.kind == "topic"),
             "{exchanges:?}"
         );
         let _ = conn.close(200, "bye".into()).await;
         broker.delete_vhost(&vhost).await.expect("delete vhost");
         assert_eq!(
-            broker
-                .management()
-                .queue(&vhost, "fleet-probe")
-                .await
-                .expect("query"),
+            broker.management().queue(&vhost, "fleet-probe").await.expect("query"),
             None
         );
         let version = broker.version().to_string();
@@ -744,11 +738,7 @@ mod tests {
     async fn broker_round_trip_container_rabbitmq() {
         let image = std::env::var(container::RABBITMQ_IMAGE_VAR)
             .unwrap_or_else(|_| container::LOCAL_RABBITMQ_IMAGE.to_string());
-        round_trip(
-            BrokerSpec::parse("container:rabbitmq").expect("valid"),
-            Some(image),
-        )
-        .await;
+        round_trip(BrokerSpec::parse("container:rabbitmq").expect("valid"), Some(image)).await;
     }
 
     #[tokio::test]
@@ -759,11 +749,7 @@ mod tests {
             return;
         }
         let kind = std::env::var("FLEET_BROKER_KIND").unwrap_or_else(|_| "rabbitmq".into());
-        round_trip(
-            BrokerSpec::parse(&format!("url:{kind}")).expect("valid"),
-            None,
-        )
-        .await;
+        round_trip(BrokerSpec::parse(&format!("url:{kind}")).expect("valid"), None).await;
     }
 
     #[tokio::test]

@@ -36,6 +36,8 @@ pub(crate) struct RunningProcess {
     log: PathBuf,
     node: String,
     endpoint: Endpoint,
+    /// The `amqps://` listener (SEC-1); `None` when certificates could not be made.
+    tls: Option<super::TlsListener>,
     stopped: bool,
 }
 
@@ -47,15 +49,11 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerEr
 /// Three distinct free loopback ports (AMQP, management, distribution). They are released before
 /// the broker binds them; a clash with another process in between shows up as a boot failure.
 fn free_ports() -> Result<[u16; 3], BrokerError> {
-    let bind =
-        || TcpListener::bind(("127.0.0.1", 0)).map_err(io_err("binding a free loopback port"));
+    let bind = || TcpListener::bind(("127.0.0.1", 0)).map_err(io_err("binding a free loopback port"));
     let listeners = [bind()?, bind()?, bind()?];
     let mut ports = [0u16; 3];
     for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener
-            .local_addr()
-            .map_err(io_err("reading a free port"))?
-            .port();
+        *port = listener.local_addr().map_err(io_err("reading a free port"))?.port();
     }
     Ok(ports)
 }
@@ -79,6 +77,50 @@ fn rabbitmq_conf(amqp_port: u16, http_port: u16) -> String {
          collect_statistics_interval = 500\n\
          loopback_users = none\n"
     )
+}
+
+/// Config lines of a TLS listener on `port` with the generated certificates (SEC-1). Clients
+/// are not asked for certificates: gateways log in with user and password.
+pub(crate) fn tls_conf(bind: &str, port: u16, ca: &str, cert: &str, key: &str) -> String {
+    format!(
+        "listeners.ssl.default = {bind}:{port}\n\
+         ssl_options.cacertfile = {ca}\n\
+         ssl_options.certfile = {cert}\n\
+         ssl_options.keyfile = {key}\n\
+         ssl_options.verify = verify_none\n\
+         ssl_options.fail_if_no_peer_cert = false\n"
+    )
+}
+
+/// Makes certificates in `dir/tls` and picks a port for the TLS listener; `None` (logged) when
+/// that fails, so a machine without openssl still runs every non-TLS scenario.
+fn prepare_tls(dir: &Path) -> Option<(super::TlsListener, String)> {
+    let files = match crate::tls::generate(&dir.join("tls"), &[]) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(error = %e, "no TLS listener on this broker: amqps scenarios will fail");
+            return None;
+        }
+    };
+    let port = TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .ok()?
+        .port();
+    let conf = tls_conf(
+        "127.0.0.1",
+        port,
+        &files.ca_cert.display().to_string(),
+        &files.server_cert.display().to_string(),
+        &files.server_key.display().to_string(),
+    );
+    Some((
+        super::TlsListener {
+            host: "127.0.0.1".into(),
+            port,
+            files,
+        },
+        conf,
+    ))
 }
 
 fn write_file(path: &Path, content: &str) -> Result<(), BrokerError> {
@@ -127,19 +169,21 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
     let env_file = dir.join("rabbitmq-env.conf");
     let advanced = dir.join("advanced.config");
     let log = dir.join("rabbitmq.log");
-    write_file(&conf, &rabbitmq_conf(amqp_port, http_port))?;
+    let tls = prepare_tls(dir);
+    let mut conf_text = rabbitmq_conf(amqp_port, http_port);
+    if let Some((_, lines)) = &tls {
+        conf_text.push_str(lines);
+    }
+    write_file(&conf, &conf_text)?;
     write_file(&plugins, "[rabbitmq_management].\n")?;
     write_file(&advanced, &advanced_config())?;
     // An empty env file keeps the machine's /etc/rabbitmq/rabbitmq-env.conf out.
     write_file(&env_file, "")?;
     for sub in ["mnesia", "log"] {
-        std::fs::create_dir(dir.join(sub))
-            .map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
+        std::fs::create_dir(dir.join(sub)).map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
     }
     let out = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
-    let err = out
-        .try_clone()
-        .map_err(io_err("duplicating the log file handle"))?;
+    let err = out.try_clone().map_err(io_err("duplicating the log file handle"))?;
 
     let mut cmd = Command::new(server);
     // Nothing of an outer RabbitMQ/Erlang setup may leak into this node.
@@ -194,6 +238,7 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
             user: "guest".into(),
             password: "guest".into(),
         },
+        tls: tls.map(|(t, _)| t),
         stopped: false,
     })
 }
@@ -207,6 +252,10 @@ fn signal_group(pgid: i32, signal: libc::c_int) -> bool {
 impl RunningProcess {
     pub(crate) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    pub(crate) fn tls(&self) -> Option<&super::TlsListener> {
+        self.tls.as_ref()
     }
 
     pub(crate) fn describe(&self) -> String {
@@ -309,9 +358,7 @@ mod tests {
     fn the_advanced_config_samples_every_second_for_both_management_apps() {
         let adv = advanced_config();
         assert!(
-            adv.starts_with(
-                "[{rabbitmq_management, [{sample_retention_policies, [{global,[{605,1}]}"
-            ),
+            adv.starts_with("[{rabbitmq_management, [{sample_retention_policies, [{global,[{605,1}]}"),
             "{adv}"
         );
         assert!(

@@ -194,9 +194,7 @@ fn split_host_port(hostport: &str, default_port: u16) -> Result<(String, u16), S
         return Err("the host is missing".into());
     }
     let port = match port {
-        Some(p) => p
-            .parse::<u16>()
-            .map_err(|_| format!("invalid port {p:?}"))?,
+        Some(p) => p.parse::<u16>().map_err(|_| format!("invalid port {p:?}"))?,
         None => default_port,
     };
     Ok((host.to_string(), port))
@@ -235,8 +233,7 @@ pub fn percent_decode(s: &str) -> Result<String, String> {
             let hex = s
                 .get(i + 1..i + 3)
                 .ok_or_else(|| format!("truncated escape in {s:?}"))?;
-            let b = u8::from_str_radix(hex, 16)
-                .map_err(|_| format!("invalid escape %{hex} in {s:?}"))?;
+            let b = u8::from_str_radix(hex, 16).map_err(|_| format!("invalid escape %{hex} in {s:?}"))?;
             out.push(b);
             i += 3;
         } else {
@@ -301,14 +298,7 @@ mod tests {
     #[case("amqp://u:p@h:1234/vh", "h", 1234, "u", "p", Some("vh"))]
     #[case("amqp://u:p@h", "h", 5672, "u", "p", None)]
     #[case("amqp://h:5673/", "h", 5673, "guest", "guest", Some(""))]
-    #[case(
-        "AMQP://a%40b:c%2Fd@[::1]:5672/%2F",
-        "::1",
-        5672,
-        "a@b",
-        "c/d",
-        Some("/")
-    )]
+    #[case("AMQP://a%40b:c%2Fd@[::1]:5672/%2F", "::1", 5672, "a@b", "c/d", Some("/"))]
     #[case("amqp://u:p@h:1/v?heartbeat=10", "h", 1, "u", "p", Some("v"))]
     fn amqp_urls_parse(
         #[case] url: &str,
@@ -362,25 +352,18 @@ mod tests {
 
     #[test]
     fn endpoint_from_urls_takes_credentials_from_the_amqp_url_and_ignores_its_vhost() {
-        let ep = Endpoint::from_urls(
-            "amqp://admin:s3cret@broker:5672/some-vhost",
-            "http://broker:15672/",
-        )
-        .expect("valid");
+        let ep =
+            Endpoint::from_urls("amqp://admin:s3cret@broker:5672/some-vhost", "http://broker:15672/").expect("valid");
         assert_eq!(ep.amqp_host, "broker");
         assert_eq!(ep.amqp_port, 5672);
         assert_eq!(ep.http_base, "http://broker:15672");
-        assert_eq!(
-            (ep.user.as_str(), ep.password.as_str()),
-            ("admin", "s3cret")
-        );
+        assert_eq!((ep.user.as_str(), ep.password.as_str()), ("admin", "s3cret"));
         assert_eq!(ep.amqp_url("x"), "amqp://admin:s3cret@broker:5672/x");
     }
 
     #[test]
     fn errors_about_urls_never_show_the_password() {
-        let err = Endpoint::from_urls("amqp://admin:s3cret@broker:nope", "http://broker:15672")
-            .expect_err("bad port");
+        let err = Endpoint::from_urls("amqp://admin:s3cret@broker:nope", "http://broker:15672").expect_err("bad port");
         let text = err.to_string();
         assert!(!text.contains("s3cret"), "{text}");
         assert!(text.contains(BROKER_URL_VAR), "{text}");

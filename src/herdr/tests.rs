@@ -40,10 +40,7 @@ async fn fake() -> (FakeHerdr, Scratch) {
 /// Connects, writes `line` plus a newline, reads one line (empty string on EOF).
 async fn raw_on(path: &Path, line: &str) -> String {
     let mut stream = UnixStream::connect(path).await.expect("connect");
-    stream
-        .write_all(format!("{line}\n").as_bytes())
-        .await
-        .expect("write");
+    stream.write_all(format!("{line}\n").as_bytes()).await.expect("write");
     read_answer(stream).await
 }
 
@@ -59,10 +56,7 @@ async fn read_answer(stream: UnixStream) -> String {
 
 async fn raw(h: &FakeHerdr, line: &str) -> Value {
     let answer = raw_on(h.socket_path(), line).await;
-    assert!(
-        answer.ends_with('\n'),
-        "one newline-terminated line, got {answer:?}"
-    );
+    assert!(answer.ends_with('\n'), "one newline-terminated line, got {answer:?}");
     serde_json::from_str(&answer).expect("answer is JSON")
 }
 
@@ -113,10 +107,7 @@ fn wait_params(pane: &str, timeout_ms: u64) -> Value {
 #[tokio::test]
 async fn ping_answers_pong_on_a_private_socket() {
     let (h, _dir) = fake().await;
-    let mode = std::fs::metadata(h.socket_path())
-        .expect("socket")
-        .permissions()
-        .mode();
+    let mode = std::fs::metadata(h.socket_path()).expect("socket").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     assert!(h.socket_path().ends_with("herdr.sock"));
     let answer = raw(&h, r#"{"id":"1","method":"ping","params":{}}"#).await;
@@ -127,10 +118,7 @@ async fn ping_answers_pong_on_a_private_socket() {
     );
     let calls = h.calls();
     assert_eq!(calls.len(), 1);
-    assert_eq!(
-        (calls[0].method.as_str(), calls[0].id.as_str()),
-        ("ping", "1")
-    );
+    assert_eq!((calls[0].method.as_str(), calls[0].id.as_str()), ("ping", "1"));
     assert_eq!(calls[0].params, json!({}));
     assert_eq!(calls[0].response.as_ref(), Some(&answer));
     assert_eq!(calls[0].result_type(), Some("pong"));
@@ -160,10 +148,7 @@ async fn unparseable_json_is_answered_exactly_as_herdr_does() {
 #[case::no_method(r#"{"id":"7","params":{}}"#, "missing field `method`")]
 #[case::not_an_object(r#"[1,2]"#, "invalid request")]
 #[tokio::test]
-async fn malformed_requests_get_invalid_request_without_an_id(
-    #[case] line: &str,
-    #[case] says: &str,
-) {
+async fn malformed_requests_get_invalid_request_without_an_id(#[case] line: &str, #[case] says: &str) {
     let (h, _dir) = fake().await;
     let answer = raw(&h, line).await;
     assert_eq!(answer["id"], "");
@@ -183,10 +168,7 @@ async fn malformed_requests_get_invalid_request_without_an_id(
 #[case::wait_with_empty_until("agent.wait", json!({"target": "w1:p1", "until": [], "timeout_ms": 5}))]
 #[case::env_not_strings("workspace.create", json!({"focus": false, "env": {"A": 1}}))]
 #[tokio::test]
-async fn bad_params_get_invalid_params_with_the_request_id(
-    #[case] method: &str,
-    #[case] params: Value,
-) {
+async fn bad_params_get_invalid_params_with_the_request_id(#[case] method: &str, #[case] params: Value) {
     let (h, _dir) = fake().await;
     h.add_agent_pane("claude", AgentStatus::Idle);
     let answer = rpc(&h, method, params).await;
@@ -236,9 +218,7 @@ async fn a_fresh_server_has_no_workspace_until_one_is_created() {
     let pane = &result["root_pane"];
     let terminal = pane["terminal_id"].as_str().expect("terminal_id");
     assert!(
-        terminal.starts_with("term_")
-            && terminal.len() == 19
-            && terminal[5..].chars().all(|c| c.is_ascii_hexdigit()),
+        terminal.starts_with("term_") && terminal.len() == 19 && terminal[5..].chars().all(|c| c.is_ascii_hexdigit()),
         "{terminal}"
     );
     assert_eq!(
@@ -253,20 +233,11 @@ async fn a_fresh_server_has_no_workspace_until_one_is_created() {
     assert_eq!(created[0].created_by, CreatedBy::WorkspaceCreate);
     let tab = &created[1];
     assert_eq!(
-        (
-            tab.pane_id.as_str(),
-            tab.tab_id.as_str(),
-            tab.workspace_id.as_str()
-        ),
+        (tab.pane_id.as_str(), tab.tab_id.as_str(), tab.workspace_id.as_str()),
         ("w1:p2", "w1:t2", "w1")
     );
     assert_eq!(
-        (
-            tab.created_by,
-            tab.label.as_deref(),
-            tab.cwd.as_str(),
-            tab.focus
-        ),
+        (tab.created_by, tab.label.as_deref(), tab.cwd.as_str(), tab.focus),
         (CreatedBy::TabCreate, Some("fleet-t1"), "/srv/repo", false)
     );
     assert_eq!(
@@ -275,26 +246,14 @@ async fn a_fresh_server_has_no_workspace_until_one_is_created() {
     );
     assert_eq!(tab.env.get("FLEET_GID").map(String::as_str), Some("x"));
     assert_eq!(tab.env.get("HERDR_ENV").map(String::as_str), Some("1"));
-    assert_eq!(
-        tab.env.get("HERDR_PANE_ID").map(String::as_str),
-        Some("w1:p2")
-    );
-    assert_eq!(
-        tab.env.get("HERDR_TAB_ID").map(String::as_str),
-        Some("w1:t2")
-    );
-    assert_eq!(
-        tab.env.get("HERDR_WORKSPACE_ID").map(String::as_str),
-        Some("w1")
-    );
+    assert_eq!(tab.env.get("HERDR_PANE_ID").map(String::as_str), Some("w1:p2"));
+    assert_eq!(tab.env.get("HERDR_TAB_ID").map(String::as_str), Some("w1:t2"));
+    assert_eq!(tab.env.get("HERDR_WORKSPACE_ID").map(String::as_str), Some("w1"));
     assert_eq!(
         tab.env.get("HERDR_SOCKET_PATH").map(String::as_str),
         h.socket_path().to_str()
     );
-    assert_eq!(
-        tab.env.get("HERDR_BIN_PATH").map(String::as_str),
-        Some(HERDR_BIN_PATH)
-    );
+    assert_eq!(tab.env.get("HERDR_BIN_PATH").map(String::as_str), Some(HERDR_BIN_PATH));
 }
 
 #[tokio::test]
@@ -326,20 +285,10 @@ async fn herdr_env_wins_over_the_callers() {
 #[tokio::test]
 async fn bad_env_keys_get_invalid_env(#[case] key: &str) {
     let (h, _dir) = fake().await;
-    let answer = rpc(
-        &h,
-        "workspace.create",
-        json!({"focus": false, "env": {key: "v"}}),
-    )
-    .await;
+    let answer = rpc(&h, "workspace.create", json!({"focus": false, "env": {key: "v"}})).await;
     assert_eq!(code(&answer), "invalid_env");
     h.add_shell_pane();
-    let answer = rpc(
-        &h,
-        "tab.create",
-        json!({"focus": false, "env": {"OK": "1", key: "v"}}),
-    )
-    .await;
+    let answer = rpc(&h, "tab.create", json!({"focus": false, "env": {"OK": "1", key: "v"}})).await;
     assert_eq!(code(&answer), "invalid_env");
     assert!(h.created_panes().is_empty());
     assert_eq!(h.pane_ids().len(), 1, "no pane was created");
@@ -464,21 +413,13 @@ async fn submitted_input_starts_an_idle_agent() {
 async fn input_without_enter_is_typed_not_submitted() {
     let (h, _dir) = fake().await;
     let pane = h.add_agent_pane("codex", AgentStatus::Idle);
-    let answer = rpc(
-        &h,
-        "pane.send_input",
-        json!({"pane_id": pane, "text": "draft"}),
-    )
-    .await;
+    let answer = rpc(&h, "pane.send_input", json!({"pane_id": pane, "text": "draft"})).await;
     assert_eq!(result_type(&answer), "ok");
     assert!(h.inputs(&pane).is_empty());
     assert_eq!(h.status(&pane), Some(AgentStatus::Idle));
     let log = h.input_log(&pane);
     assert_eq!(log.len(), 1);
-    assert_eq!(
-        (log[0].text.as_str(), log[0].outcome),
-        ("draft", InputOutcome::Typed)
-    );
+    assert_eq!((log[0].text.as_str(), log[0].outcome), ("draft", InputOutcome::Typed));
 }
 
 #[tokio::test]
@@ -500,12 +441,7 @@ async fn stay_idle_reaction_swallows_input() {
 async fn a_launched_shell_pane_becomes_the_agent_it_was_told_to_run() {
     let (h, _dir) = fake().await;
     h.add_shell_pane();
-    let answer = rpc(
-        &h,
-        "tab.create",
-        json!({"focus": false, "env": {"FLEET_GID": "g"}}),
-    )
-    .await;
+    let answer = rpc(&h, "tab.create", json!({"focus": false, "env": {"FLEET_GID": "g"}})).await;
     let pane = answer["result"]["root_pane"]["pane_id"]
         .as_str()
         .expect("pane_id")
@@ -603,10 +539,7 @@ async fn agent_wait_on_a_non_agent_fails_at_once(#[case] missing: bool) {
         answer["error"],
         json!({"code": "agent_not_found", "message": format!("agent target {target} not found")})
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "not after the timeout"
-    );
+    assert!(started.elapsed() < Duration::from_secs(5), "not after the timeout");
 }
 
 #[tokio::test]
@@ -645,10 +578,7 @@ async fn one_request_per_connection() {
         .await
         .expect("answer")
         .expect("read");
-    assert_eq!(
-        serde_json::from_str::<Value>(&first).expect("json")["id"],
-        "a"
-    );
+    assert_eq!(serde_json::from_str::<Value>(&first).expect("json")["id"], "a");
     let mut rest = String::new();
     let after = tokio::time::timeout(deadline(), reader.read_line(&mut rest))
         .await
@@ -663,10 +593,7 @@ async fn one_request_per_connection() {
 #[tokio::test]
 async fn a_line_without_newline_or_a_blank_line_gets_no_answer() {
     let (h, _dir) = fake().await;
-    for payload in [
-        &b"{\"id\":\"1\",\"method\":\"ping\",\"params\":{}}"[..],
-        b"   \n",
-    ] {
+    for payload in [&b"{\"id\":\"1\",\"method\":\"ping\",\"params\":{}}"[..], b"   \n"] {
         let mut stream = UnixStream::connect(h.socket_path()).await.expect("connect");
         stream.write_all(payload).await.expect("write");
         stream.shutdown().await.expect("half-close");
@@ -680,9 +607,8 @@ async fn line_length_is_capped_at_one_mebibyte() {
     let (h, _dir) = fake().await;
     let pane = h.add_shell_pane();
     // Just under the cap: answered.
-    let prefix = format!(
-        "{{\"id\":\"big\",\"method\":\"pane.send_input\",\"params\":{{\"pane_id\":\"{pane}\",\"text\":\""
-    );
+    let prefix =
+        format!("{{\"id\":\"big\",\"method\":\"pane.send_input\",\"params\":{{\"pane_id\":\"{pane}\",\"text\":\"");
     let suffix = "\",\"keys\":[\"enter\"]}}";
     let filler = "x".repeat(MAX_LINE_BYTES - prefix.len() - suffix.len());
     let line = format!("{prefix}{filler}{suffix}");
@@ -715,10 +641,7 @@ async fn fault_swallow_input() {
     let pane = h.add_agent_pane("claude", AgentStatus::Idle);
     h.set_fault(Fault::SwallowInput, true);
     assert!(h.fault(Fault::SwallowInput));
-    assert_eq!(
-        send(&h, &pane, "into the void").await["result"],
-        json!({"type": "ok"})
-    );
+    assert_eq!(send(&h, &pane, "into the void").await["result"], json!({"type": "ok"}));
     assert_eq!(h.status(&pane), Some(AgentStatus::Idle));
     assert_eq!(status_on_wire(&h, &pane).await, "idle");
     assert!(h.inputs(&pane).is_empty());
@@ -736,15 +659,8 @@ async fn fault_stuck_working() {
     h.set_fault(Fault::StuckWorking, true);
     assert_eq!(status_on_wire(&h, &pane).await, "working");
     assert_eq!(status_on_wire(&h, &shell).await, "unknown");
-    assert_eq!(
-        h.status(&pane),
-        Some(AgentStatus::Idle),
-        "the truth is kept"
-    );
-    assert_eq!(
-        code(&rpc(&h, "agent.wait", wait_params(&pane, 50)).await),
-        "timeout"
-    );
+    assert_eq!(h.status(&pane), Some(AgentStatus::Idle), "the truth is kept");
+    assert_eq!(code(&rpc(&h, "agent.wait", wait_params(&pane, 50)).await), "timeout");
 
     // A wait in progress sees the fault lifted.
     let waiter = {
@@ -785,9 +701,7 @@ async fn fault_flapping() {
 async fn fault_hang() {
     let (h, _dir) = fake().await;
     h.set_fault(Fault::Hang, true);
-    let mut stream = UnixStream::connect(h.socket_path())
-        .await
-        .expect("accepted");
+    let mut stream = UnixStream::connect(h.socket_path()).await.expect("accepted");
     stream
         .write_all(b"{\"id\":\"h\",\"method\":\"ping\",\"params\":{}}\n")
         .await
@@ -795,26 +709,15 @@ async fn fault_hang() {
     let mut reader = BufReader::new(stream);
     let mut answer = String::new();
     // A bounded look for an answer that must not come.
-    let silent =
-        tokio::time::timeout(Duration::from_millis(200), reader.read_line(&mut answer)).await;
-    assert!(
-        silent.is_err(),
-        "no answer and no close while hung: {answer:?}"
-    );
+    let silent = tokio::time::timeout(Duration::from_millis(200), reader.read_line(&mut answer)).await;
+    assert!(silent.is_err(), "no answer and no close while hung: {answer:?}");
     let calls = h.calls();
     assert_eq!(calls.len(), 1, "the hung call is recorded");
-    assert_eq!(
-        (calls[0].method.as_str(), calls[0].response.as_ref()),
-        ("ping", None)
-    );
+    assert_eq!((calls[0].method.as_str(), calls[0].response.as_ref()), ("ping", None));
 
     h.set_fault(Fault::Hang, false);
     assert_eq!(result_type(&rpc(&h, "ping", json!({})).await), "pong");
-    assert_eq!(
-        h.calls()[0].response,
-        None,
-        "the hung call stays unanswered"
-    );
+    assert_eq!(h.calls()[0].response, None, "the hung call stays unanswered");
 }
 
 #[tokio::test]
@@ -823,12 +726,8 @@ async fn fault_refuse() {
     let pane = h.add_agent_pane("claude", AgentStatus::Working);
     // A wait in flight when the server goes down is dropped with it.
     let mut waiting = UnixStream::connect(h.socket_path()).await.expect("connect");
-    let line = json!({"id": "w", "method": "agent.wait", "params": wait_params(&pane, 60_000)})
-        .to_string();
-    waiting
-        .write_all(format!("{line}\n").as_bytes())
-        .await
-        .expect("write");
+    let line = json!({"id": "w", "method": "agent.wait", "params": wait_params(&pane, 60_000)}).to_string();
+    waiting.write_all(format!("{line}\n").as_bytes()).await.expect("write");
     let probe = h.clone();
     wait_for("agent.wait to arrive", Duration::from_secs(5), || {
         let arrived = !probe.calls_of("agent.wait").is_empty();
@@ -842,18 +741,11 @@ async fn fault_refuse() {
         UnixStream::connect(h.socket_path()).await.is_err(),
         "connecting fails while down"
     );
-    assert_eq!(
-        read_answer(waiting).await,
-        "",
-        "the connection in flight is dropped"
-    );
+    assert_eq!(read_answer(waiting).await, "", "the connection in flight is dropped");
 
     h.set_fault(Fault::Refuse, false);
     assert_eq!(result_type(&rpc(&h, "ping", json!({})).await), "pong");
-    let mode = std::fs::metadata(h.socket_path())
-        .expect("socket")
-        .permissions()
-        .mode();
+    let mode = std::fs::metadata(h.socket_path()).expect("socket").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     assert!(h.pane_exists(&pane), "state survives the outage");
 }
@@ -897,9 +789,7 @@ async fn many_clients_at_once() {
     assert_eq!(calls.len(), 64);
     assert!(calls.iter().all(|c| c.response.is_some()));
     assert!(
-        calls
-            .windows(2)
-            .all(|w| w[0].received_at <= w[1].received_at),
+        calls.windows(2).all(|w| w[0].received_at <= w[1].received_at),
         "arrival order"
     );
     assert_eq!(h.inputs(&pane).len(), 21);
@@ -926,17 +816,12 @@ async fn stop_and_drop_remove_the_socket() {
 async fn start_refuses_a_live_socket_and_replaces_a_stale_one() {
     let dir = Scratch::new();
     let h = FakeHerdr::start(&dir.0).await.expect("first");
-    assert!(matches!(
-        FakeHerdr::start(&dir.0).await,
-        Err(HerdrError::InUse(_))
-    ));
+    assert!(matches!(FakeHerdr::start(&dir.0).await, Err(HerdrError::InUse(_))));
     drop(h);
     // Leave a stale socket file behind, as a crashed herdr does.
     let stale = std::os::unix::net::UnixListener::bind(dir.0.join(SOCKET_FILE_NAME)).expect("bind");
     drop(stale);
-    let h = FakeHerdr::start(&dir.0)
-        .await
-        .expect("replaces the stale socket");
+    let h = FakeHerdr::start(&dir.0).await.expect("replaces the stale socket");
     assert_eq!(result_type(&rpc(&h, "ping", json!({})).await), "pong");
 }
 

@@ -1,0 +1,39 @@
+@spawn
+Feature: Spawn and stop across hosts (SPEC §9)
+
+  Background:
+    Given a broker
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with profiles "claude=claude --yes"
+
+  @SPN-1 @SPN-4 @smoke
+  Scenario: a main spawns a worker on another host, which gets its brief once
+    When "lead" spawns a "claude" worker "w9" on "b" with brief "triage issue 7"
+    Then the spawn of "w9" returns "present" within 10 seconds
+    And herdr on "b" shows one new pane for "w9" with the FLEET_* env and the command "claude --yes"
+    And the roster of "a" lists "w9" on "b"
+    And the spawned worker "w9" answers MCP as itself
+    When the spawned agent "w9" becomes idle
+    Then herdr on "b" records exactly 1 inject into "w9" with text "triage issue 7"
+    And "lead" drains an INJECTED notice for the spawn of "w9" within 10 seconds
+
+  @SPN-3
+  Scenario: an unknown profile is refused with FAILED unknown_profile
+    When "lead" spawns a "gemini" worker "w8" on "b" with brief "hello"
+    Then the spawn of "w8" returns "failed" with reason "unknown_profile" within 10 seconds
+    And herdr on "b" created no pane
+
+  @SPN-1 @PUB-2
+  Scenario: a spawn on an unknown host fails fast with no_route
+    When "lead" spawns a "claude" worker "w7" on "nowhere" with brief "hello"
+    Then the spawn of "w7" returns "failed" with reason "no_route" within 3 seconds
+
+  @SPN-5 @TOP-6 @PRS-2
+  Scenario: a main stops a remote worker: pane closed, inbox gone, down seen everywhere
+    When "lead" spawns a "claude" worker "w9" on "b" with brief "triage issue 7"
+    And the spawn of "w9" returns "present" within 10 seconds
+    And herdr on "b" shows one new pane for "w9" with the FLEET_* env and the command "claude --yes"
+    When "lead" stops "w9"
+    Then herdr on "b" shows the pane of "w9" closed
+    And the inbox of "w9" is gone
+    And within 1 heartbeat the roster of "a" no longer lists "w9"

@@ -1,0 +1,288 @@
+//! Steps of conversations (SPEC §7) and nudges (RPL-3): asks, answers, expiry, notices in panes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use cucumber::{given, then, when};
+use fleet_conformance::envelope::{Envelope, now_ms};
+use fleet_conformance::probe::{Crafted, Probe, Tap};
+use fleet_conformance::timing::{scaled, wait_for};
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+/// The wire tap of a conversation scenario: every message routed to the tapped entities.
+#[derive(Default)]
+pub struct TalkState {
+    probe: Option<Probe>,
+    taps: BTreeMap<String, Tap>,
+}
+
+async fn probe(w: &mut FleetWorld) -> anyhow::Result<&Probe> {
+    if w.talk.probe.is_none() {
+        let suite = w.suite()?;
+        let vhost = w.vhost().await?;
+        w.talk.probe = Some(Probe::connect(&suite.broker.amqp_url(&vhost)).await?);
+    }
+    w.talk.probe.as_ref().ok_or_else(|| anyhow!("no probe"))
+}
+
+#[given(regex = r#"^the wire to ((?:"[^"]+"(?:, | and )?)+) is tapped$"#)]
+async fn tapped(w: &mut FleetWorld, names: String) -> anyhow::Result<()> {
+    let names: Vec<String> = names.split('"').skip(1).step_by(2).map(str::to_string).collect();
+    for name in names {
+        let gid = w.gid(&name)?;
+        let tap = probe(w).await?.tap("bridge.msg", &gid).await?;
+        w.talk.taps.insert(name, tap);
+    }
+    Ok(())
+}
+
+/// (kind, traceId, turnId) of every tapped message to `name`.
+async fn tapped_to(w: &FleetWorld, name: &str) -> anyhow::Result<Vec<(String, String, String)>> {
+    let tap = w
+        .talk
+        .taps
+        .get(name)
+        .ok_or_else(|| anyhow!("the wire to {name} is not tapped"))?;
+    Ok(tap
+        .fetch()
+        .await?
+        .iter()
+        .map(|m| {
+            let h = |n: &str| m.header_str(n).unwrap_or_default();
+            (h("kind"), h("traceId"), h("turnId"))
+        })
+        .collect())
+}
+
+#[when(expr = "{string} asks {string} with a timeout of {int} seconds")]
+async fn asks(w: &mut FleetWorld, worker: String, question: String, secs: u64) -> anyhow::Result<()> {
+    let timeout = scaled(Duration::from_secs(secs)).as_secs_f64();
+    w.call_in_background(
+        "ask",
+        &worker,
+        "bridge_ask",
+        json!({"question": question, "timeout_s": timeout}),
+    )
+    .await
+}
+
+#[then(regex = r#"^the ask returns "([a-z_]+)"(?: with answer "([^"]*)")? within (\d+) seconds?$"#)]
+async fn ask_returns(w: &mut FleetWorld, status: String, answer: String, secs: u64) -> anyhow::Result<()> {
+    let v = w.call_result("ask", Duration::from_secs(secs)).await?;
+    ensure!(
+        v["status"] == json!(status),
+        "bridge_ask returned {v}, expected {status:?}"
+    );
+    if !answer.is_empty() {
+        ensure!(
+            v["answer"] == json!(answer),
+            "bridge_ask returned {v}, expected answer {answer:?}"
+        );
+    }
+    Ok(())
+}
+
+fn last_turn(w: &FleetWorld) -> anyhow::Result<String> {
+    let v = w
+        .results
+        .get("wait")
+        .ok_or_else(|| anyhow!("no wait has returned a question"))?;
+    v["message"]["turnId"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("the wait returned no turnId: {v}"))
+}
+
+#[when(expr = "{string} answers the question with {string}")]
+async fn answers(w: &mut FleetWorld, main: String, text: String) -> anyhow::Result<()> {
+    let turn = last_turn(w)?;
+    let v = w
+        .mcp(&main)
+        .await?
+        .call("bridge_answer", json!({"turn_id": turn, "text": text}))
+        .await?;
+    w.results.insert("answer".into(), v);
+    Ok(())
+}
+
+#[then(expr = "the answer returns {string}")]
+async fn answer_returns(w: &mut FleetWorld, status: String) -> anyhow::Result<()> {
+    let v = w.results.get("answer").ok_or_else(|| anyhow!("no answer was given"))?;
+    ensure!(
+        v["status"] == json!(status),
+        "bridge_answer returned {v}, expected {status:?}"
+    );
+    Ok(())
+}
+
+#[then(expr = "every message of the conversation between {string} and {string} carries one traceId")]
+async fn one_trace(w: &mut FleetWorld, main: String, worker: String) -> anyhow::Result<()> {
+    let mut all = tapped_to(w, &main).await?;
+    all.extend(tapped_to(w, &worker).await?);
+    let flow: Vec<_> = all
+        .iter()
+        .filter(|(k, _, _)| matches!(k.as_str(), "ASK" | "ANSWER"))
+        .collect();
+    ensure!(flow.iter().any(|(k, _, _)| k == "ASK"), "no ASK on the wire: {all:?}");
+    ensure!(
+        flow.iter().any(|(k, _, _)| k == "ANSWER"),
+        "no ANSWER on the wire: {all:?}"
+    );
+    let first = &flow[0].1;
+    ensure!(
+        flow.iter().all(|(_, t, _)| t == first),
+        "traceIds differ across the flow: {flow:?}"
+    );
+    Ok(())
+}
+
+#[then(regex = r#"^the wire carries an? ([A-Z_]+) to "([^"]+)"( for the question)? within (\d+) seconds$"#)]
+async fn wire_carries(w: &mut FleetWorld, kind: String, to: String, for_turn: String, secs: u64) -> anyhow::Result<()> {
+    // "for the question": the turn the main's wait returned; otherwise any turn.
+    let turn = if for_turn.is_empty() { None } else { Some(last_turn(w)?) };
+    let tap = w
+        .talk
+        .taps
+        .get(&to)
+        .ok_or_else(|| anyhow!("the wire to {to} is not tapped"))?;
+    wait_for(&format!("a {kind} to {to}"), Duration::from_secs(secs), || {
+        let (kind, turn) = (kind.clone(), turn.clone());
+        async move {
+            let all = tap.fetch().await.map_err(|e| e.to_string())?;
+            let hit = all.iter().any(|m| {
+                m.header_str("kind").as_deref() == Some(&kind)
+                    && turn
+                        .as_ref()
+                        .is_none_or(|t| m.header_str("turnId").as_deref() == Some(t))
+            });
+            if hit {
+                Ok(Some(()))
+            } else {
+                Err(format!("{} message(s), none a {kind}", all.len()))
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(expr = "no ANSWER reached {string}")]
+async fn no_answer(w: &mut FleetWorld, worker: String) -> anyhow::Result<()> {
+    let all = tapped_to(w, &worker).await?;
+    ensure!(
+        !all.iter().any(|(k, _, _)| k == "ANSWER"),
+        "an ANSWER reached {worker}: {all:?}"
+    );
+    Ok(())
+}
+
+#[when(expr = "an ANSWER {string} signed by host {string} as {string} reaches {string} for the question")]
+async fn late_answer(
+    w: &mut FleetWorld,
+    text: String,
+    host: String,
+    main: String,
+    worker: String,
+) -> anyhow::Result<()> {
+    let turn = last_turn(w)?;
+    let (from, to) = (w.gid(&main)?, w.gid(&worker)?);
+    let key = w
+        .keys
+        .get(&host)
+        .cloned()
+        .ok_or_else(|| anyhow!("no key for host {host}"))?;
+    let mut env = Envelope::new("ANSWER", &from, &to, &host);
+    env.set("turnId", &turn)
+        .set("expiresAt", &(now_ms() + 60_000).to_string());
+    let env = env.signed_by(&key, text.as_bytes());
+    let msg = Crafted::from_envelope("bridge.msg", &to, &env, text.as_bytes());
+    probe(w).await?.publish(&msg).await?;
+    Ok(())
+}
+
+#[then(expr = "{string} drains a TOO_LATE notice for the question within {int} seconds")]
+async fn too_late_notice(w: &mut FleetWorld, main: String, secs: u64) -> anyhow::Result<()> {
+    let turn = last_turn(w)?;
+    let handle = w.mcp(&main).await?.handle();
+    wait_for("a TOO_LATE notice", Duration::from_secs(secs), || {
+        let (handle, turn) = (handle.clone(), turn.clone());
+        async move {
+            let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
+            let hit = v["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["kind"] == "TOO_LATE" && m["turnId"] == turn.as_str());
+            if hit { Ok(Some(())) } else { Err(format!("polled {v}")) }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+// ---- nudges ----
+
+fn nudges(w: &FleetWorld, host: &str, name: &str) -> anyhow::Result<Vec<std::time::Instant>> {
+    let pane = w.entity(name)?.pane.clone();
+    Ok(w.host(host)?
+        .herdr
+        .input_log(&pane)
+        .into_iter()
+        .filter(|r| r.text.starts_with("[fleet]"))
+        .map(|r| r.received_at)
+        .collect())
+}
+
+#[then(
+    regex = r#"^herdr on "([^"]+)" records at least (\d+) nudges into "([^"]+)" with growing gaps within (\d+) seconds$"#
+)]
+async fn growing_nudges(w: &mut FleetWorld, host: String, n: usize, name: String, secs: u64) -> anyhow::Result<()> {
+    let w2: &FleetWorld = w;
+    let at = wait_for(&format!("{n} nudges into {name}"), Duration::from_secs(secs), || {
+        let r = nudges(w2, &host, &name);
+        async move {
+            match r {
+                Ok(v) if v.len() >= n => Ok(Some(v)),
+                Ok(v) => Err(format!("{} nudge(s)", v.len())),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await?;
+    let gaps: Vec<Duration> = at.windows(2).map(|p| p[1] - p[0]).collect();
+    ensure!(
+        gaps.windows(2).all(|g| g[1] > g[0].mul_f64(1.3)),
+        "nudge gaps do not grow: {gaps:?}"
+    );
+    Ok(())
+}
+
+#[then(regex = r#"^herdr on "([^"]+)" records no (?:further )?nudge into "([^"]+)" while (\d+) nudge intervals pass$"#)]
+async fn no_more_nudges(w: &mut FleetWorld, host: String, name: String, k: u32) -> anyhow::Result<()> {
+    // Absence can only be shown over a window: the window is k times the largest interval the
+    // gateway could be waiting, scaled by the time-scale knob like every deadline.
+    let before = nudges(w, &host, &name)?.len();
+    let initial: u64 = w
+        .gateway_env
+        .get("FLEET_NUDGE_INITIAL_MS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let interval = Duration::from_millis(initial) * 2u32.pow(before.min(6) as u32);
+    let window = scaled(interval * k);
+    let w2: &FleetWorld = w;
+    let r = tokio::time::timeout(window, async {
+        loop {
+            if nudges(w2, &host, &name).map(|v| v.len()).unwrap_or(0) > before {
+                return;
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    ensure!(r.is_err(), "a nudge reached {name} within {window:?}");
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Steps of broadcast (SPEC §10).
+
+use std::time::Duration;
+
+use anyhow::ensure;
+use cucumber::{then, when};
+use fleet_conformance::timing::wait_for;
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+#[when(regex = r#"^"([^"]+)" broadcasts "([^"]*)" to (?:group "([^"]+)"|everyone)$"#)]
+async fn broadcasts(w: &mut FleetWorld, from: String, text: String, group: String) -> anyhow::Result<()> {
+    let group = if group.is_empty() { "all".to_string() } else { group };
+    let v = w
+        .mcp(&from)
+        .await?
+        .call("bridge_broadcast", json!({"group": group, "text": text}))
+        .await?;
+    ensure!(v["msgId"].is_string(), "bridge_broadcast returned {v}");
+    w.results.insert("broadcast".into(), v);
+    Ok(())
+}
+
+#[when(regex = r#"^"([^"]+)" broadcasts a (\d+) KiB text to group "([^"]+)"$"#)]
+async fn broadcasts_big(w: &mut FleetWorld, from: String, kib: usize, group: String) -> anyhow::Result<()> {
+    let line = "0123456789abcdef-fleet-large-broadcast-";
+    let text: String = line.chars().cycle().take(kib * 1024).collect();
+    w.results.insert("big".into(), json!(text));
+    let v = w
+        .mcp(&from)
+        .await?
+        .call("bridge_broadcast", json!({"group": group, "text": text}))
+        .await?;
+    ensure!(v["msgId"].is_string(), "bridge_broadcast returned {v}");
+    Ok(())
+}
+
+#[then(expr = "herdr on {string} records the large text intact in {string}")]
+async fn big_intact(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let want = w
+        .results
+        .get("big")
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let pane = w.entity(&name)?.pane.clone();
+    let h = w.host(&host)?;
+    let got = wait_for("the large broadcast", Duration::from_secs(15), || {
+        let inputs = h.herdr.inputs(&pane);
+        async move {
+            if inputs.is_empty() {
+                Err("nothing yet".into())
+            } else {
+                Ok(Some(inputs))
+            }
+        }
+    })
+    .await?;
+    ensure!(got.len() == 1, "{} injects into {name}", got.len());
+    ensure!(
+        got[0] == want,
+        "the text arrived altered ({} bytes, expected {})",
+        got[0].len(),
+        want.len()
+    );
+    Ok(())
+}
+
+#[then(expr = "the inbox of {string} never received a message")]
+async fn never_received(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let info = suite.broker.management().queue(&vhost, &q).await?;
+    let info = info.ok_or_else(|| anyhow::anyhow!("{q} does not exist"))?;
+    ensure!(
+        info.delivered_total == 0 && info.messages_ready == 0 && info.messages_unacknowledged == 0,
+        "{q} received something: {info:?}"
+    );
+    Ok(())
+}
+
+#[then(expr = "the broker shows {string}'s own copy delivered and dropped")]
+async fn own_copy_dropped(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    wait_for(&format!("{q}: own copy acked"), Duration::from_secs(10), || {
+        let (suite, vhost, q) = (suite.clone(), vhost.clone(), q.clone());
+        async move {
+            match suite.broker.management().queue(&vhost, &q).await {
+                Ok(Some(i)) if i.acked_total >= 1 && i.messages_ready == 0 && i.messages_unacknowledged == 0 => {
+                    Ok(Some(()))
+                }
+                Ok(i) => Err(format!("{i:?}")),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await?;
+    let v = w.mcp(&name).await?.call("bridge_poll", json!({})).await?;
+    ensure!(
+        v["messages"].as_array().is_some_and(|m| m.is_empty()),
+        "{name} drained its own broadcast: {v}"
+    );
+    Ok(())
+}

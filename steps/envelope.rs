@@ -1,0 +1,910 @@
+//! Steps of the envelope-security catalogue (SPEC §2–3): the wire probe crafts hostile messages
+//! and the suite checks that every gateway rejects them the SIG-5 way — dead-lettered with
+//! `x-death` reason `rejected`, the failed check logged, nothing injected, held or reported as
+//! FAILED, and the gateway still serving — and that what gateways publish is complete and signed.
+//!
+//! The probe holds the trusted host "probe"'s key (pinned in every gateway's peers file) and an
+//! untrusted key ("mallory"). It announces fake entities on host "probe" with signed presence, so
+//! a crafted message carries exactly the one defect its catalogue row names. Messages are built
+//! with the suite's own envelope code (`fleet_conformance::envelope`), never the gateway's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail, ensure};
+use cucumber::{given, then, when};
+use fleet_conformance::envelope::{Envelope, new_uuid, now_ms};
+use fleet_conformance::keys::HostKey;
+use fleet_conformance::probe::{Captured, Crafted, Probe, Tap, presence_message};
+use fleet_conformance::timing::wait_for;
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use serde_json::{Value, json};
+
+use crate::world::FleetWorld;
+
+/// How long a fake entity's presence lives: the whole scenario.
+const FAKE_TTL: Duration = Duration::from_secs(600);
+
+/// The probe's part of a scenario world.
+#[derive(Default)]
+pub struct WireState {
+    probe: Option<Arc<Probe>>,
+    /// Copies of every dead letter (`bridge.dlx` is a fanout).
+    dlx: Option<Arc<Tap>>,
+    /// Copies of everything published on `bridge.msg` (key `#`).
+    msgs: Option<Arc<Tap>>,
+    /// Copies of everything published on `bridge.roster` (key `roster.#`).
+    roster: Option<Arc<Tap>>,
+    /// The untrusted key.
+    mallory: Option<HostKey>,
+    /// Fake entities on host "probe": name → gid.
+    fakes: BTreeMap<String, String>,
+    /// The last hostile message: its AMQP message_id (our marker) and where it went.
+    hostile: Option<Hostile>,
+    /// Bodies and msgIds of every hostile message of the scenario.
+    hostile_texts: Vec<String>,
+    hostile_ids: Vec<String>,
+    /// Bodies of valid messages the probe sent (allowed to be injected or held).
+    valid_texts: Vec<String>,
+    /// The last valid message the probe sent.
+    last_valid: Option<Envelope>,
+    /// Everything drained from mains by these steps.
+    drained: Vec<Value>,
+    /// msgIds that were delivered once as valid messages before being replayed.
+    replayed: Vec<String>,
+}
+
+struct Hostile {
+    marker: String,
+}
+
+fn probe(w: &FleetWorld) -> anyhow::Result<Arc<Probe>> {
+    w.wire
+        .probe
+        .clone()
+        .ok_or_else(|| anyhow!("the probe is not connected: add \"Given the probe watches the wire\""))
+}
+
+fn tap(t: &Option<Arc<Tap>>, what: &str) -> anyhow::Result<Arc<Tap>> {
+    t.clone().ok_or_else(|| anyhow!("the probe has no {what} tap"))
+}
+
+fn fake_gid(w: &FleetWorld, name: &str) -> anyhow::Result<String> {
+    w.wire
+        .fakes
+        .get(name)
+        .cloned()
+        .ok_or_else(|| anyhow!("no fake entity {name:?} announced by the probe"))
+}
+
+fn inbox(gid: &str) -> String {
+    format!("agent.{gid}.inbox.v2")
+}
+
+fn key(w: &FleetWorld, host: &str) -> anyhow::Result<HostKey> {
+    if host == "mallory" {
+        return w.wire.mallory.clone().ok_or_else(|| anyhow!("no untrusted key"));
+    }
+    w.keys
+        .get(host)
+        .cloned()
+        .ok_or_else(|| anyhow!("no key for host {host:?}"))
+}
+
+/// A target of the catalogue: an entity's inbox, or every gateway's roster queue.
+enum Target {
+    Inbox { name: String, gid: String, host: String },
+    Roster,
+}
+
+fn target(w: &FleetWorld, name: &str) -> anyhow::Result<Target> {
+    if name == "the roster" {
+        return Ok(Target::Roster);
+    }
+    let e = w.entity(name)?;
+    Ok(Target::Inbox {
+        name: name.to_string(),
+        gid: e.gid.clone(),
+        host: e.host.clone(),
+    })
+}
+
+impl Target {
+    /// (host, queue) pairs whose gateway must reject the message.
+    fn rejecting(&self, w: &FleetWorld) -> Vec<(String, String)> {
+        match self {
+            Target::Inbox { gid, host, .. } => vec![(host.clone(), inbox(gid))],
+            Target::Roster => w.hosts.keys().map(|h| (h.clone(), format!("roster.{h}"))).collect(),
+        }
+    }
+}
+
+// ---- Setting the stage ----
+
+#[given(expr = "the gateways' body limit is {int} bytes")]
+async fn body_limit(w: &mut FleetWorld, bytes: u64) {
+    w.gateway_env.insert("FLEET_MAX_BODY_BYTES".into(), bytes.to_string());
+}
+
+#[given("the probe watches the wire")]
+async fn probe_watches(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let p = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    w.wire.dlx = Some(Arc::new(p.watch_dead_letters().await.context("tapping bridge.dlx")?));
+    w.wire.msgs = Some(Arc::new(p.tap("bridge.msg", "#").await.context("tapping bridge.msg")?));
+    w.wire.roster = Some(Arc::new(
+        p.tap("bridge.roster", "roster.#")
+            .await
+            .context("tapping bridge.roster")?,
+    ));
+    w.wire.probe = Some(Arc::new(p));
+    w.wire.mallory = Some(HostKey::generate("mallory"));
+    Ok(())
+}
+
+/// Waits until every running gateway's roster (`GET /v1/roster`) lists `gid` on `host`.
+async fn until_listed(w: &FleetWorld, gid: &str, host: &str) -> anyhow::Result<()> {
+    for (name, h) in &w.hosts {
+        let gw = &h.gateway;
+        wait_for(
+            &format!("the roster of {name} to list {gid} on {host}"),
+            Duration::from_secs(10),
+            || async move {
+                let (status, v) = gw.get("/v1/roster").await.map_err(|e| e.to_string())?;
+                let listed = v["entries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|e| e["gid"] == json!(gid) && e["host"] == json!(host));
+                if listed {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("/v1/roster answered {status}: {v}"))
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[given(expr = "the probe announces {string} on host {string}")]
+async fn announces(w: &mut FleetWorld, name: String, host: String) -> anyhow::Result<()> {
+    let gid = new_uuid();
+    let k = key(w, &host)?;
+    probe(w)?.announce(&k, &gid, "worker", FAKE_TTL).await?;
+    until_listed(w, &gid, &host).await?;
+    w.wire.fakes.insert(name, gid);
+    Ok(())
+}
+
+// ---- Crafting ----
+
+/// A signed, valid SEND from the fake entity `from` (on host "probe") to `to_gid`.
+fn valid_send(w: &FleetWorld, from: &str, to_gid: &str, text: &str) -> anyhow::Result<(Envelope, Vec<u8>)> {
+    let body = text.as_bytes().to_vec();
+    let env = Envelope::new("SEND", &fake_gid(w, from)?, to_gid, "probe").signed_by(&key(w, "probe")?, &body);
+    Ok((env, body))
+}
+
+fn long(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s.to_string()))
+}
+
+/// A message with the marker as its AMQP message_id, whatever its headers say.
+fn marked(mut c: Crafted, marker: &str) -> Crafted {
+    c.properties = c.properties.with_message_id(marker.into());
+    c
+}
+
+/// What one catalogue row publishes (after any preparation it needs).
+struct Planned {
+    msg: Crafted,
+    marker: String,
+    text: String,
+}
+
+/// Builds the hostile message a catalogue row names, aimed at an entity's inbox. Each row plants
+/// exactly one defect into an otherwise valid, signed SEND from fake entity "p1" on host "probe".
+async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str) -> anyhow::Result<Planned> {
+    let probe_key = key(w, "probe")?;
+    let p1 = fake_gid(w, "p1")?;
+    let mut env = Envelope::new("SEND", &p1, to_gid, "probe");
+    let marker = env.msg_id().to_string();
+    let mut body = format!("hostile message {marker}").into_bytes();
+    let mut exchange = "bridge.msg".to_string();
+    let mut routing_key = to_gid.to_string();
+    // Header edits applied after signing, with any AMQP type.
+    let mut after: Vec<(&str, Option<AMQPValue>)> = Vec::new();
+    let mut sign_with = probe_key.clone();
+    let mut body_after: Option<Vec<u8>> = None;
+
+    if let Some(h) = row.strip_prefix("a SEND without ") {
+        after.push((leak(h), None));
+    } else {
+        match row {
+            "an ASK without turnId" => {
+                env.set("kind", "ASK");
+            }
+            "a FAILED without corrId" => {
+                env.set("kind", "FAILED");
+                body = br#"{"reason":"busy","detail":"no corrId"}"#.to_vec();
+            }
+            "a SEND of kind GOSSIP" => {
+                env.set("kind", "GOSSIP");
+            }
+            "a SEND with v 2" => {
+                env.set("v", "2");
+            }
+            "a SEND whose msgId is not a UUID" => {
+                env.set("msgId", "not-a-uuid");
+            }
+            "a SEND whose traceId is uppercase" => {
+                let t = new_uuid().to_uppercase();
+                env.set("traceId", &t);
+            }
+            "a SEND whose ts is not a number" => {
+                env.set("ts", "17x");
+            }
+            "a SEND whose expiresAt is negative" => {
+                env.set("expiresAt", "-5");
+            }
+            "a SEND whose from holds a newline" => {
+                env.set("from", &format!("{p1}\nx"));
+            }
+            "a SEND whose ts is a 64-bit integer" => {
+                after.push(("ts", Some(AMQPValue::LongLongInt(now_ms() as i64))));
+            }
+            "a SEND whose msgId is a table" => {
+                let mut t = FieldTable::default();
+                t.insert("id".into(), long(&marker));
+                after.push(("msgId", Some(AMQPValue::FieldTable(t))));
+            }
+            "a SEND whose v is a boolean" => {
+                after.push(("v", Some(AMQPValue::Boolean(true))));
+            }
+            "a SEND signed by the untrusted host mallory" => {
+                sign_with = key(w, "mallory")?;
+            }
+            "a SEND from lead forged under host a" => {
+                // SIG-6: a forger dresses a message up as lead's; rejecting it must never make a
+                // gateway write to lead (no FAILED).
+                env.set("from", &w.gid("lead")?);
+                let mut forged = key(w, "mallory")?;
+                forged.host = "a".into();
+                sign_with = forged;
+            }
+            "a FAILED forged to lead about another message" => {
+                env.set("kind", "FAILED")
+                    .set("from", &w.gid("w1")?)
+                    .set("corrId", &new_uuid());
+                body = br#"{"reason":"busy","detail":"forged"}"#.to_vec();
+                let mut forged = key(w, "mallory")?;
+                forged.host = "b".into();
+                sign_with = forged;
+            }
+            "a SEND whose body changed after signing" => {
+                let mut b = body.clone();
+                b.extend_from_slice(b" (changed)");
+                body_after = Some(b);
+            }
+            "a SEND whose traceId changed after signing" => {
+                after.push(("traceId", Some(long(&new_uuid()))));
+            }
+            "a SEND whose sig is not base64" => {
+                after.push(("sig", Some(long("not base64 at all!"))));
+            }
+            "a SEND carrying the sig of another message" => {
+                let other = Envelope::new("SEND", &p1, to_gid, "probe").signed_by(&probe_key, &body);
+                after.push(("sig", Some(long(other.value("sig")))));
+            }
+            "a SEND from a gid that does not live on host probe" => {
+                env.set("from", &new_uuid());
+            }
+            "a SEND from p1 signed by host c" => {
+                sign_with = key(w, "c")?;
+            }
+            "a SEND whose to is not its routing key" => {
+                env.set("to", &new_uuid());
+            }
+            "a SEND through the default exchange straight into the inbox" => {
+                exchange = String::new();
+                routing_key = inbox(to_gid);
+                env.set("to", &routing_key);
+            }
+            "a SEND through a rogue binding" => {
+                let rogue = format!("rogue-{}", new_uuid());
+                probe(w)?.bind(&inbox(to_gid), "bridge.msg", &rogue).await?;
+                routing_key = rogue.clone();
+                env.set("to", &rogue);
+            }
+            "a SEND to broadcast.all" => {
+                routing_key = "broadcast.all".into();
+                env.set("to", "broadcast.all");
+            }
+            "a SPAWN into an inbox" => {
+                env.set("kind", "SPAWN").set("spawnId", &new_uuid());
+                body = json!({"profile": "claude", "brief": marker, "groups": [], "parent": p1})
+                    .to_string()
+                    .into_bytes();
+            }
+            "a PRESENCE into an inbox" => {
+                env.set("kind", "PRESENCE");
+                body = json!({"state": "up", "role": "worker", "groups": [], "agentStatus": "idle",
+                    "ttlMs": 60000, "note": marker})
+                .to_string()
+                .into_bytes();
+            }
+            "an expired SEND" => {
+                let now = now_ms();
+                env.set("ts", &(now - 7_200_000).to_string())
+                    .set("expiresAt", &(now - 3_600_000).to_string());
+            }
+            "a SEND stamped 10 minutes ahead" => {
+                let ts = now_ms() + 600_000;
+                env.set("ts", &ts.to_string())
+                    .set("expiresAt", &(ts + 86_400_000).to_string());
+            }
+            "a SEND over the body limit" => {
+                let limit: usize = w
+                    .gateway_env
+                    .get("FLEET_MAX_BODY_BYTES")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1_048_576);
+                body.resize(limit + 1024, b'x');
+            }
+            "a replay of a drained SEND" => {
+                return replay_of_drained(w, to_gid).await;
+            }
+            other => bail!("no catalogue row {other:?} for an inbox"),
+        }
+    }
+
+    env.set("host", &sign_with.host);
+    env.sign(&sign_with, &body);
+    let sent_body = body_after.unwrap_or(body);
+    let mut msg = Crafted::from_envelope(&exchange, &routing_key, &env, &sent_body);
+    for (name, value) in after {
+        match value {
+            Some(v) => msg.set_header(name, v),
+            None => msg.remove_header(name),
+        };
+    }
+    Ok(Planned {
+        msg: marked(msg, &marker),
+        marker,
+        text: String::from_utf8_lossy(&sent_body).into_owned(),
+    })
+}
+
+/// Header names come from the feature text; the catalogue only names real headers.
+fn leak(h: &str) -> &'static str {
+    match h {
+        "v" => "v",
+        "kind" => "kind",
+        "msgId" => "msgId",
+        "traceId" => "traceId",
+        "from" => "from",
+        "to" => "to",
+        "host" => "host",
+        "ts" => "ts",
+        "expiresAt" => "expiresAt",
+        "sig" => "sig",
+        _ => "unknown-header",
+    }
+}
+
+/// SIG-3 replay: a valid SEND is delivered to the main and drained; then the very same message is
+/// published again.
+async fn replay_of_drained(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<Planned> {
+    let main = main_named_by_gid(w, to_gid)?;
+    let text = format!("drained once {}", new_uuid());
+    let (env, body) = valid_send(w, "p1", to_gid, &text)?;
+    let msg = Crafted::from_envelope("bridge.msg", to_gid, &env, &body);
+    probe(w)?.publish(&msg).await?;
+    let id = env.msg_id().to_string();
+    poll_until(w, &main, |m| m["msgId"] == json!(id)).await?;
+    w.wire.replayed.push(id);
+    Ok(Planned {
+        marker: env.msg_id().to_string(),
+        msg,
+        text,
+    })
+}
+
+fn main_named_by_gid(w: &FleetWorld, gid: &str) -> anyhow::Result<String> {
+    w.entities
+        .iter()
+        .find(|(_, e)| e.gid == gid)
+        .map(|(n, _)| n.clone())
+        .ok_or_else(|| anyhow!("no entity with gid {gid}"))
+}
+
+/// Polls the main until a drained message matches; returns it. Drained messages are recorded.
+async fn poll_until(w: &mut FleetWorld, main: &str, pred: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+    let handle = w.mcp(main).await?.handle();
+    let drained = std::sync::Mutex::new(Vec::new());
+    let found = wait_for(&format!("{main} to drain the message"), Duration::from_secs(10), || {
+        let handle = handle.clone();
+        let drained = &drained;
+        let pred = &pred;
+        async move {
+            let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
+            let msgs: Vec<Value> = v["messages"].as_array().cloned().unwrap_or_default();
+            let hit = msgs.iter().find(|m| pred(m)).cloned();
+            if let Ok(mut d) = drained.lock() {
+                d.extend(msgs);
+            }
+            match hit {
+                Some(m) => Ok(Some(m)),
+                None => Err("not drained yet".to_string()),
+            }
+        }
+    })
+    .await;
+    w.wire.drained.extend(drained.into_inner().unwrap_or_default());
+    Ok(found?)
+}
+
+/// Builds the hostile presence a catalogue row names (for every gateway's roster queue).
+async fn craft_for_roster(w: &mut FleetWorld, row: &str) -> anyhow::Result<Planned> {
+    let probe_key = key(w, "probe")?;
+    let body = |gid: &str| {
+        json!({"state": "up", "role": "worker", "groups": [], "agentStatus": "idle", "ttlMs": 60000, "note": gid})
+            .to_string()
+            .into_bytes()
+    };
+    if let Some(h) = row.strip_prefix("a PRESENCE without ") {
+        let gid = new_uuid();
+        let b = body(&gid);
+        let (mut m, e) = presence_message(&probe_key, &gid, &b, 60_000);
+        m.remove_header(leak(h));
+        return Ok(Planned {
+            marker: e.msg_id().to_string(),
+            msg: marked(m, e.msg_id()),
+            text: String::from_utf8_lossy(&b).into_owned(),
+        });
+    }
+    let (msg, env, text) = match row {
+        "a PRESENCE claiming w1 for host probe" => {
+            // PRS-3: w1 lives on b; a second host's claim is refused.
+            let w1 = w.gid("w1")?;
+            let b = body(&w1);
+            let (m, e) = presence_message(&probe_key, &w1, &b, 60_000);
+            (m, e, b)
+        }
+        "a PRESENCE whose from differs from its routing key" => {
+            let gid = new_uuid();
+            let b = body(&gid);
+            let key_gid = new_uuid();
+            let routing = format!("roster.probe.{key_gid}");
+            let mut e = Envelope::new("PRESENCE", &gid, &routing, "probe");
+            let ts: u64 = e.value("ts").parse().unwrap_or_else(|_| now_ms());
+            e.set("expiresAt", &(ts + 60_000).to_string());
+            let e = e.signed_by(&probe_key, &b);
+            (Crafted::from_envelope("bridge.roster", &routing, &e, &b), e, b)
+        }
+        "a PRESENCE signed by the untrusted host mallory" => {
+            let gid = new_uuid();
+            let b = body(&gid);
+            let (m, e) = presence_message(&key(w, "mallory")?, &gid, &b, 60_000);
+            (m, e, b)
+        }
+        "a replayed PRESENCE" => {
+            // SIG-3: the first copy is accepted (the entity shows up), the second is a replay.
+            let gid = new_uuid();
+            let b = body(&gid);
+            let (m, e) = presence_message(&probe_key, &gid, &b, 60_000);
+            probe(w)?.publish(&m).await?;
+            until_listed(w, &gid, "probe").await?;
+            (m, e, b)
+        }
+        other => bail!("no catalogue row {other:?} for the roster"),
+    };
+    Ok(Planned {
+        marker: env.msg_id().to_string(),
+        msg: marked(msg, env.msg_id()),
+        text: String::from_utf8_lossy(&text).into_owned(),
+    })
+}
+
+// ---- The catalogue steps ----
+
+#[when(expr = "the probe publishes {string} to {string}")]
+async fn publishes_hostile(w: &mut FleetWorld, row: String, to: String) -> anyhow::Result<()> {
+    let planned = match target(w, &to)? {
+        Target::Inbox { gid, .. } => craft_for_inbox(w, &row, &gid).await?,
+        Target::Roster => craft_for_roster(w, &row).await?,
+    };
+    let p = probe(w)?;
+    p.publish(&planned.msg)
+        .await
+        .with_context(|| format!("publishing {row:?}"))?;
+    w.wire.hostile_texts.push(planned.text);
+    w.wire.hostile_ids.push(planned.marker.clone());
+    w.wire.hostile = Some(Hostile { marker: planned.marker });
+    Ok(())
+}
+
+fn last_hostile(w: &FleetWorld) -> anyhow::Result<&Hostile> {
+    w.wire
+        .hostile
+        .as_ref()
+        .ok_or_else(|| anyhow!("the probe has published no hostile message"))
+}
+
+#[then(expr = "the gateway of {string} dead-letters it with x-death reason {string}")]
+async fn dead_lettered(w: &mut FleetWorld, to: String, reason: String) -> anyhow::Result<()> {
+    let marker = last_hostile(w)?.marker.clone();
+    let dlx = tap(&w.wire.dlx, "bridge.dlx")?;
+    for (host, queue) in target(w, &to)?.rejecting(w) {
+        let m = dlx
+            .wait_for(
+                &format!("a dead letter of {marker} from {queue} (gateway {host})"),
+                Duration::from_secs(10),
+                |c: &Captured| {
+                    c.message_id().as_deref() == Some(marker.as_str())
+                        && c.death_queue().as_deref() == Some(queue.as_str())
+                },
+            )
+            .await?;
+        ensure!(
+            m.death_reason().as_deref() == Some(reason.as_str()),
+            "the dead letter from {queue} has x-death reason {:?}, expected {reason:?}",
+            m.death_reason()
+        );
+    }
+    Ok(())
+}
+
+#[then(expr = "the gateway of {string} logs the rejection naming the check {string}")]
+async fn logs_check(w: &mut FleetWorld, to: String, check: String) -> anyhow::Result<()> {
+    let marker = last_hostile(w)?.marker.clone();
+    for (host, _) in target(w, &to)?.rejecting(w) {
+        let gw = &w.host(&host)?.gateway;
+        let marker = marker.as_str();
+        let check = check.as_str();
+        wait_for(
+            &format!("gateway {host} to log the rejection of {marker} naming {check:?}"),
+            Duration::from_secs(5),
+            || async move {
+                let log = gw.log();
+                let lines: Vec<&str> = log.lines().filter(|l| l.contains(marker)).collect();
+                if lines
+                    .iter()
+                    .any(|l| l.contains(check) && (l.contains("WARN") || l.contains("ERROR")))
+                {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("lines naming {marker}: {lines:?}"))
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Sends a valid message from fake entity `from` to `to` and waits until it is acted on: injected
+/// into a worker, drained from a main, or (for the roster) a fresh presence listed everywhere.
+/// Queues are FIFO with one consumer, so this also proves the hostile message before it was
+/// handled and did not wedge the consumer.
+async fn valid_accepted(w: &mut FleetWorld, from: &str, to: &str) -> anyhow::Result<()> {
+    match target(w, to)? {
+        Target::Roster => {
+            let gid = new_uuid();
+            let k = key(w, "probe")?;
+            probe(w)?.announce(&k, &gid, "worker", FAKE_TTL).await?;
+            until_listed(w, &gid, "probe").await
+        }
+        Target::Inbox { name, gid, host } => {
+            let text = format!("valid message {}", new_uuid());
+            let (env, body) = valid_send(w, from, &gid, &text)?;
+            probe(w)?
+                .publish(&Crafted::from_envelope("bridge.msg", &gid, &env, &body))
+                .await?;
+            w.wire.valid_texts.push(text.clone());
+            w.wire.last_valid = Some(env.clone());
+            let e = w.entity(&name)?;
+            let worker = w.host(&e.host)?.herdr.agent(&e.pane).is_some_and(|a| a == "claude");
+            if worker {
+                let pane = e.pane.clone();
+                let herdr = &w.host(&host)?.herdr;
+                wait_for(
+                    &format!("the valid message injected into {name}"),
+                    Duration::from_secs(10),
+                    || {
+                        let inputs = herdr.inputs(&pane);
+                        let text = text.clone();
+                        async move {
+                            if inputs.contains(&text) {
+                                Ok(Some(()))
+                            } else {
+                                Err(format!("inputs: {inputs:?}"))
+                            }
+                        }
+                    },
+                )
+                .await?;
+                Ok(())
+            } else {
+                let id = env.msg_id().to_string();
+                poll_until(w, &name, |m| m["msgId"] == json!(id)).await.map(|_| ())
+            }
+        }
+    }
+}
+
+#[then(expr = "a valid message from {string} to {string} is still accepted")]
+async fn still_accepted(w: &mut FleetWorld, from: String, to: String) -> anyhow::Result<()> {
+    valid_accepted(w, &from, &to).await
+}
+
+#[when(expr = "{string} on the probe host sends a valid message to {string}")]
+async fn sends_valid(w: &mut FleetWorld, from: String, to: String) -> anyhow::Result<()> {
+    valid_accepted(w, &from, &to).await
+}
+
+#[then(expr = "nothing hostile was injected into {string} or held for {string}")]
+async fn nothing_hostile(w: &mut FleetWorld, worker: String, main: String) -> anyhow::Result<()> {
+    // The worker's pane: every text herdr was handed (submitted or not) is a valid one.
+    let e = w.entity(&worker)?;
+    let log = w.host(&e.host)?.herdr.input_log(&e.pane);
+    for r in &log {
+        ensure!(
+            w.wire.valid_texts.contains(&r.text),
+            "herdr was handed {:?} for {worker}: not a valid message of this scenario",
+            r.text
+        );
+    }
+    // The main: nothing hostile was drained so far, nothing is held now, the inbox is empty.
+    let handle = w.mcp(&main).await?.handle();
+    let v = handle.call("bridge_poll", json!({})).await?;
+    let now: Vec<Value> = v["messages"].as_array().cloned().unwrap_or_default();
+    w.wire.drained.extend(now.clone());
+    for id in &w.wire.hostile_ids {
+        // A replayed message was legitimately drained once, as the original.
+        let allowed = usize::from(w.wire.replayed.contains(id));
+        let n = count_id(&w.wire.drained, id);
+        ensure!(
+            n <= allowed,
+            "{main} was handed hostile message {id} {n} time(s): {:?}",
+            w.wire.drained
+        );
+    }
+    for m in &w.wire.drained {
+        let text = m["text"].as_str().unwrap_or_default();
+        ensure!(
+            !w.wire.hostile_texts.iter().any(|h| h == text) || w.wire.replayed.iter().any(|r| m["msgId"] == json!(r)),
+            "{main} was handed a hostile message: {m}"
+        );
+    }
+    ensure!(
+        now.is_empty(),
+        "{main} still had messages held after the valid one: {now:?}"
+    );
+    let gid = w.gid(&main)?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let q = inbox(&gid);
+    let (suite, vhost, q) = (&suite, &vhost, &q);
+    wait_for(&format!("{q} to be empty"), Duration::from_secs(10), || async move {
+        match suite.broker.management().queue(vhost, q).await {
+            Ok(Some(i)) if i.messages_ready == 0 && i.messages_unacknowledged == 0 => Ok(Some(())),
+            Ok(Some(i)) => Err(format!(
+                "ready {} unacked {}",
+                i.messages_ready, i.messages_unacknowledged
+            )),
+            Ok(None) => Err(format!("{q} does not exist")),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+fn count_id(drained: &[Value], id: &str) -> usize {
+    drained.iter().filter(|m| m["msgId"] == json!(id)).count()
+}
+
+#[then("no gateway published FAILED")]
+async fn no_failed(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let msgs = tap(&w.wire.msgs, "bridge.msg")?.fetch().await?;
+    let gateways: Vec<&String> = w.hosts.keys().collect();
+    let failed: Vec<String> = msgs
+        .iter()
+        .filter(|m| m.header_str("kind").as_deref() == Some("FAILED"))
+        .filter(|m| m.header_str("host").is_some_and(|h| gateways.iter().any(|g| **g == h)))
+        // The probe's own forgeries claim a gateway's host too: they are not the gateway's.
+        .filter(|m| !m.message_id().is_some_and(|id| w.wire.hostile_ids.contains(&id)))
+        .map(|m| {
+            format!(
+                "FAILED from host {:?} to {}: {}",
+                m.header_str("host"),
+                m.routing_key,
+                String::from_utf8_lossy(&m.body)
+            )
+        })
+        .collect();
+    ensure!(failed.is_empty(), "a gateway published FAILED: {failed:?}");
+    Ok(())
+}
+
+#[then("every gateway is still ready")]
+async fn still_ready(w: &mut FleetWorld) -> anyhow::Result<()> {
+    for (name, h) in &w.hosts {
+        let (status, v) = h.gateway.get("/readyz").await?;
+        ensure!(status == 200, "gateway {name} /readyz answered {status}: {v}");
+    }
+    Ok(())
+}
+
+// ---- What gateways publish (ENV-1, SIG-1, ENV-3) ----
+
+/// Checks one captured message: every header its kind requires, each an AMQP long string without
+/// a newline, `to` = its routing key, `message_id` = `msgId`, and `sig` valid under the key of
+/// the host named in `host`.
+fn check_published(w: &FleetWorld, m: &Captured) -> anyhow::Result<Envelope> {
+    let env = Envelope::from_field_table(&m.headers()).map_err(|e| anyhow!("{e} in {}", describe(m)))?;
+    env.check_required()
+        .map_err(|e| anyhow!("ENV-1: {e} in {}", describe(m)))?;
+    ensure!(
+        env.value("to") == m.routing_key,
+        "`to` differs from the routing key in {}",
+        describe(m)
+    );
+    ensure!(
+        m.message_id().as_deref() == Some(env.msg_id()),
+        "message_id differs from msgId in {}",
+        describe(m)
+    );
+    let host = env.value("host");
+    let k = w
+        .keys
+        .get(host)
+        .ok_or_else(|| anyhow!("{} names host {host:?}, which the suite holds no key for", describe(m)))?;
+    env.verify(&k.public_base64(), &m.body)
+        .map_err(|e| anyhow!("SIG-1: {e} ({})", describe(m)))?;
+    Ok(env)
+}
+
+fn describe(m: &Captured) -> String {
+    format!(
+        "{} on {} · {} (headers {:?})",
+        m.header_str("kind").unwrap_or_default(),
+        m.exchange,
+        m.routing_key,
+        m.headers()
+            .inner()
+            .keys()
+            .map(|k| k.as_str().to_string())
+            .collect::<Vec<_>>()
+    )
+}
+
+#[then(
+    regex = r#"^the probe saw host "([^"]+)" publish an? ([A-Z_]+)(?: (?:from|for) "([^"]+)")?, complete, in long strings, signed with its key$"#
+)]
+async fn saw_published(w: &mut FleetWorld, host: String, kind: String, who: String) -> anyhow::Result<()> {
+    let who_gid = if who.is_empty() {
+        None
+    } else if who == "_gateway" {
+        Some("_gateway".to_string())
+    } else {
+        Some(w.gid(&who)?)
+    };
+    let t = if kind == "PRESENCE" {
+        tap(&w.wire.roster, "bridge.roster")?
+    } else {
+        tap(&w.wire.msgs, "bridge.msg")?
+    };
+    let m = t
+        .wait_for(
+            &format!("a {kind} published by host {host}"),
+            Duration::from_secs(10),
+            |c: &Captured| {
+                c.header_str("kind").as_deref() == Some(kind.as_str())
+                    && c.header_str("host").as_deref() == Some(host.as_str())
+                    && who_gid
+                        .as_ref()
+                        .is_none_or(|g| c.header_str("from").as_deref() == Some(g.as_str()))
+            },
+        )
+        .await?;
+    check_published(w, &m)?;
+    Ok(())
+}
+
+#[then("every message the probe saw a gateway publish is complete, in long strings, and signed")]
+async fn all_published_ok(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let gateways: Vec<String> = w.hosts.keys().cloned().collect();
+    let mut all = tap(&w.wire.msgs, "bridge.msg")?.fetch().await?;
+    all.extend(tap(&w.wire.roster, "bridge.roster")?.fetch().await?);
+    let mut n = 0;
+    for m in all
+        .iter()
+        .filter(|m| m.header_str("host").is_some_and(|h| gateways.contains(&h)))
+    {
+        check_published(w, m)?;
+        n += 1;
+    }
+    ensure!(n > 0, "the probe saw no message published by a gateway");
+    Ok(())
+}
+
+#[then(expr = "the INJECTED for the probe's message carries its msgId as corrId and its traceId")]
+async fn injected_for_valid(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let sent = w
+        .wire
+        .last_valid
+        .clone()
+        .ok_or_else(|| anyhow!("the probe sent no valid message"))?;
+    let id = sent.msg_id().to_string();
+    let m = tap(&w.wire.msgs, "bridge.msg")?
+        .wait_for(
+            &format!("an INJECTED with corrId {id}"),
+            Duration::from_secs(10),
+            |c: &Captured| {
+                c.header_str("kind").as_deref() == Some("INJECTED")
+                    && c.header_str("corrId").as_deref() == Some(id.as_str())
+            },
+        )
+        .await?;
+    let env = check_published(w, &m)?;
+    ensure!(
+        env.value("traceId") == sent.value("traceId"),
+        "ENV-3: the INJECTED carries traceId {}, the SEND had {}",
+        env.value("traceId"),
+        sent.value("traceId")
+    );
+    ensure!(
+        env.value("to") == sent.value("from"),
+        "the INJECTED goes to {}, not the sender",
+        env.value("to")
+    );
+    Ok(())
+}
+
+#[then(expr = "the INJECTED for {string}'s send carries the send's traceId")]
+async fn injected_for_send(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
+    let main_gid = w.gid(&main)?;
+    let msgs = tap(&w.wire.msgs, "bridge.msg")?;
+    let send = msgs
+        .wait_for(
+            &format!("a SEND from {main}"),
+            Duration::from_secs(10),
+            |c: &Captured| {
+                c.header_str("kind").as_deref() == Some("SEND")
+                    && c.header_str("from").as_deref() == Some(main_gid.as_str())
+            },
+        )
+        .await?;
+    let send_env = check_published(w, &send)?;
+    let id = send_env.msg_id().to_string();
+    let inj = msgs
+        .wait_for(
+            &format!("an INJECTED with corrId {id}"),
+            Duration::from_secs(10),
+            |c: &Captured| {
+                c.header_str("kind").as_deref() == Some("INJECTED")
+                    && c.header_str("corrId").as_deref() == Some(id.as_str())
+            },
+        )
+        .await?;
+    let inj_env = check_published(w, &inj)?;
+    ensure!(
+        inj_env.value("traceId") == send_env.value("traceId"),
+        "ENV-3: INJECTED traceId {} ≠ SEND traceId {}",
+        inj_env.value("traceId"),
+        send_env.value("traceId")
+    );
+    Ok(())
+}
+
+#[then(expr = "the roster of every gateway still lists {string} on host {string}")]
+async fn still_lists(w: &mut FleetWorld, name: String, host: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    until_listed(w, &gid, &host).await
+}

@@ -1,0 +1,456 @@
+//! Steps of the migration from v1.0.0 (SPEC §13: MIG-1..3) and of TOP-5.
+//!
+//! The stage is a vhost seeded with the v1.0.0 state of `fixtures/legacy/` (`src/legacy.rs`); the
+//! gateways are told a worker's v1 pane id at registration (`legacyPaneId`). Everything is judged
+//! from outside: legacy queues by passive declare (live counts, not the management API's sampled
+//! ones), the main's view by its own MCP drains, the gateway's health by its process, `/readyz` and
+//! log. Long queues plus a kill after the first moved messages are observed make the crash window
+//! of MIG-3 deterministic without any test hook in the gateway.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail, ensure};
+use cucumber::{given, then, when};
+use fleet_conformance::envelope::Envelope;
+use fleet_conformance::herdr::AgentStatus;
+use fleet_conformance::legacy::{
+    LegacyBroker, LegacyQueue, LegacyState, QueueState, legacy_queue_name, v2_inbox_arguments,
+};
+use fleet_conformance::probe::{Crafted, Probe, Published};
+use fleet_conformance::timing::{scaled, wait_for};
+use serde_json::{Value, json};
+
+use crate::world::FleetWorld;
+
+/// Key of `w.results` under which a generated legacy queue's length is remembered.
+fn generated_key(pane: &str) -> String {
+    format!("legacy-generated {pane}")
+}
+
+/// The legacy queue of `pane` as seeded in this scenario: a generated one, else the fixture's.
+fn seeded_queue(w: &FleetWorld, pane: &str) -> anyhow::Result<LegacyQueue> {
+    if let Some(n) = w.results.get(&generated_key(pane)).and_then(Value::as_u64) {
+        return Ok(LegacyQueue::generated(pane, n as usize));
+    }
+    Ok(LegacyState::v1_0_0()?.queue(pane)?.clone())
+}
+
+async fn legacy_broker(w: &mut FleetWorld) -> anyhow::Result<LegacyBroker> {
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    Ok(LegacyBroker::connect(&suite.broker.amqp_url(&vhost)).await?)
+}
+
+async fn queue_state(w: &mut FleetWorld, pane: &str) -> anyhow::Result<Option<QueueState>> {
+    let lb = legacy_broker(w).await?;
+    let s = lb.queue_state(&legacy_queue_name(pane)).await;
+    lb.close().await;
+    Ok(s?)
+}
+
+#[given("a broker holding the v1.0.0 state of fixtures/legacy")]
+async fn broker_with_legacy_state(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let state = LegacyState::v1_0_0()?;
+    let lb = legacy_broker(w).await?;
+    let r = lb.seed_all(&state).await;
+    lb.close().await;
+    Ok(r?)
+}
+
+#[given(expr = "the broker also holds a v1.0.0 legacy queue of pane {string} with {int} replies")]
+#[when(expr = "the broker also holds a v1.0.0 legacy queue of pane {string} with {int} replies")]
+async fn broker_with_generated_queue(w: &mut FleetWorld, pane: String, n: usize) -> anyhow::Result<()> {
+    let q = LegacyQueue::generated(&pane, n);
+    let lb = legacy_broker(w).await?;
+    let r = lb.seed(&q).await;
+    lb.close().await;
+    r?;
+    w.results.insert(generated_key(&pane), json!(n));
+    Ok(())
+}
+
+#[given(expr = "the gateways know the v1 panes {string}")]
+async fn gateways_know_panes(w: &mut FleetWorld, panes: String) {
+    w.gateway_env.insert("FLEET_LEGACY_PANES".into(), panes);
+}
+
+#[given(expr = "gateways started from now on cap inboxes at {int} messages")]
+async fn inbox_cap(w: &mut FleetWorld, n: u32) {
+    w.gateway_env.insert("FLEET_INBOX_MAX_LENGTH".into(), n.to_string());
+}
+
+/// The JSON body of a worker registration that claims a v1 pane.
+fn claim_body(pane: &str, parent_gid: &str, legacy_pane: &str, gid: Option<&str>) -> Value {
+    let mut body = json!({
+        "role": "worker",
+        "pane": pane,
+        "groups": [],
+        "parent": parent_gid,
+        "legacyPaneId": legacy_pane,
+    });
+    if let Some(g) = gid {
+        body["gid"] = json!(g);
+    }
+    body
+}
+
+/// Posts a registration to `base_url` and returns `(gid, token)`.
+async fn post_registration(base_url: String, admin_token: String, body: Value) -> anyhow::Result<Value> {
+    let r = reqwest::Client::new()
+        .post(format!("{base_url}/v1/entities"))
+        .bearer_auth(admin_token)
+        .json(&body)
+        .send()
+        .await
+        .context("POST /v1/entities")?;
+    let status = r.status();
+    let v: Value = r.json().await.context("POST /v1/entities answer")?;
+    ensure!(status.is_success(), "POST /v1/entities answered {status}: {v}");
+    Ok(v)
+}
+
+#[given(
+    regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) a worker "([^"]+)" whose parent is "([^"]+)" and who was v1 pane "([^"]+)"$"#
+)]
+#[when(
+    regex = r#"^host "([^"]+)" (?:runs a gateway with|also runs) a worker "([^"]+)" whose parent is "([^"]+)" and who was v1 pane "([^"]+)"$"#
+)]
+async fn worker_with_claim(
+    w: &mut FleetWorld,
+    host: String,
+    name: String,
+    parent: String,
+    legacy_pane: String,
+) -> anyhow::Result<()> {
+    w.start_host(&host).await?;
+    let parent_gid = w.gid(&parent)?;
+    let h = w.host(&host)?;
+    let pane = h.herdr.add_agent_pane("claude", AgentStatus::Idle);
+    let body = claim_body(&pane, &parent_gid, &legacy_pane, None);
+    let v = post_registration(h.gateway.base_url(), h.gateway.admin_token.clone(), body).await?;
+    let (gid, token) = match (v["gid"].as_str(), v["token"].as_str()) {
+        (Some(g), Some(t)) => (g.to_string(), t.to_string()),
+        _ => bail!("registration answered {v}, expected gid and token"),
+    };
+    w.adopt_entity(&name, &host, &gid, &token, &pane);
+    Ok(())
+}
+
+#[when(
+    expr = "host {string} starts registering a worker {string} whose parent is {string} and who was v1 pane {string}"
+)]
+async fn start_registering(
+    w: &mut FleetWorld,
+    host: String,
+    name: String,
+    parent: String,
+    legacy_pane: String,
+) -> anyhow::Result<()> {
+    w.start_host(&host).await?;
+    let parent_gid = w.gid(&parent)?;
+    let gid = uuid::Uuid::new_v4().to_string();
+    let h = w.host(&host)?;
+    let pane = h.herdr.add_agent_pane("claude", AgentStatus::Idle);
+    let body = claim_body(&pane, &parent_gid, &legacy_pane, Some(&gid));
+    let task = tokio::spawn(post_registration(
+        h.gateway.base_url(),
+        h.gateway.admin_token.clone(),
+        body,
+    ));
+    w.calls.insert(format!("register {name}"), task);
+    // The token comes with the answer, which a killed gateway never sends; no step needs it.
+    w.adopt_entity(&name, &host, &gid, "", &pane);
+    Ok(())
+}
+
+#[when(expr = "the gateway on {string} is killed with SIGKILL once {int} replies of v1 pane {string} have moved")]
+async fn kill_mid_move(w: &mut FleetWorld, host: String, k: u32, pane: String) -> anyhow::Result<()> {
+    let total = seeded_queue(w, &pane)?.messages.len() as u32;
+    ensure!(total > k + 1, "seed more than {} replies for this step", k + 1);
+    let queue = legacy_queue_name(&pane);
+    let lb = legacy_broker(w).await?;
+    let lbr = &lb;
+    let queue_ref = queue.as_str();
+    // Ready messages exclude the one the gateway holds unacked, hence `k + 1`.
+    let seen = wait_for(
+        &format!("{k} replies of {queue} to move"),
+        Duration::from_secs(30),
+        || async move {
+            match lbr.queue_state(queue_ref).await {
+                Ok(Some(s)) if total - s.messages > k => Ok(Some(Ok(s))),
+                Ok(Some(s)) => Err(format!("{} moved so far", total - s.messages)),
+                Ok(None) => Ok(Some(Err(()))),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+    lb.close().await;
+    w.host_mut(&host)?.gateway.kill().await;
+    match seen? {
+        Ok(_) => Ok(()),
+        Err(()) => Err(anyhow!(
+            "{queue} was gone before the kill: the whole move finished first; seed more replies"
+        )),
+    }
+}
+
+#[then(expr = "the legacy queue of v1 pane {string} still holds replies")]
+async fn still_holds_replies(w: &mut FleetWorld, pane: String) -> anyhow::Result<()> {
+    match queue_state(w, &pane).await? {
+        Some(s) if s.messages > 0 => Ok(()),
+        Some(s) => Err(anyhow!(
+            "{} is empty: the kill came after the move",
+            legacy_queue_name(&pane)
+        ))
+        .context(format!("{s:?}")),
+        None => bail!("{} is gone: the kill came after the move", legacy_queue_name(&pane)),
+    }
+}
+
+#[then(regex = r#"^the legacy queue of v1 pane "([^"]+)" is gone(?: within (\d+) seconds)?$"#)]
+async fn legacy_gone(w: &mut FleetWorld, pane: String, secs: String) -> anyhow::Result<()> {
+    let secs = secs.parse().unwrap_or(10);
+    let queue = legacy_queue_name(&pane);
+    let lb = legacy_broker(w).await?;
+    let lbr = &lb;
+    let queue_ref = queue.as_str();
+    let r = wait_for(
+        &format!("{queue} to be deleted"),
+        Duration::from_secs(secs),
+        || async move {
+            match lbr.queue_state(queue_ref).await {
+                Ok(None) => Ok(Some(())),
+                Ok(Some(s)) => Err(format!("still there: {s:?}")),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+    lb.close().await;
+    Ok(r?)
+}
+
+#[then(expr = "the legacy queue of v1 pane {string} still holds {int} messages, no consumer and no arguments")]
+async fn legacy_untouched(w: &mut FleetWorld, pane: String, n: u32) -> anyhow::Result<()> {
+    let queue = legacy_queue_name(&pane);
+    let s = queue_state(w, &pane).await?.ok_or_else(|| anyhow!("{queue} is gone"))?;
+    ensure!(
+        s == QueueState {
+            messages: n,
+            consumers: 0
+        },
+        "{queue}: {s:?}, expected {n} messages and no consumer"
+    );
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let info = suite
+        .broker
+        .management()
+        .queue(&vhost, &queue)
+        .await?
+        .ok_or_else(|| anyhow!("{queue} is unknown to the management API"))?;
+    ensure!(info.durable, "{queue} is no longer durable");
+    ensure!(
+        info.arguments.is_empty(),
+        "{queue} was redeclared with arguments: {:?}",
+        info.arguments
+    );
+    Ok(())
+}
+
+#[given(regex = r#"^"([^"]+)" polls messages from "([^"]+)" until (\d+) (?:have|has) arrived within (\d+) seconds$"#)]
+#[when(regex = r#"^"([^"]+)" polls messages from "([^"]+)" until (\d+) (?:have|has) arrived within (\d+) seconds$"#)]
+async fn polls_until(w: &mut FleetWorld, main: String, from: String, n: usize, secs: u64) -> anyhow::Result<()> {
+    let from_gid = w.gid(&from)?;
+    let mcp = w.mcp(&main).await?.handle();
+    let deadline = tokio::time::Instant::now() + scaled(Duration::from_secs(secs));
+    let mut got: Vec<Value> = Vec::new();
+    while got.len() < n {
+        let v = mcp.call("bridge_poll", json!({"from": from_gid, "max": 100})).await?;
+        let batch = v["messages"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| anyhow!("bridge_poll returned {v}"))?;
+        if !batch.is_empty() {
+            got.extend(batch);
+            continue;
+        }
+        // Nothing held right now: block on the next one instead of polling in a loop.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            let texts: Vec<&str> = got.iter().filter_map(|m| m["text"].as_str()).collect();
+            let tail = texts.len().saturating_sub(3);
+            bail!(
+                "only {} of {n} messages from {from} arrived in time; first {:?}, last {:?}",
+                got.len(),
+                &texts[..texts.len().min(3)],
+                &texts[tail..]
+            );
+        }
+        let v = mcp
+            .call(
+                "bridge_wait",
+                json!({"from": from_gid, "timeout_s": left.as_secs_f64().max(0.1)}),
+            )
+            .await?;
+        if let Some(m) = v.get("message") {
+            got.push(m.clone());
+        }
+    }
+    w.drained = got;
+    Ok(())
+}
+
+#[then(expr = "they are the replies of v1 pane {string} in order, each a REPLY from {string} with its UUIDv5 msgId")]
+async fn replies_in_order(w: &mut FleetWorld, pane: String, from: String) -> anyhow::Result<()> {
+    let q = seeded_queue(w, &pane)?;
+    let from_gid = w.gid(&from)?;
+    ensure!(
+        w.drained.len() == q.messages.len(),
+        "{} messages drained, {} expected",
+        w.drained.len(),
+        q.messages.len()
+    );
+    for (i, (got, want)) in w.drained.iter().zip(&q.messages).enumerate() {
+        let expected_id = want.expected_msg_id();
+        ensure!(
+            got["kind"] == json!("REPLY") && got["from"] == json!(from_gid),
+            "message {} is not a REPLY from {from}: {got}",
+            i + 1
+        );
+        ensure!(
+            got["text"] == json!(want.body),
+            "message {} reads {}, expected {:?} (order or body changed)",
+            i + 1,
+            got["text"],
+            want.body
+        );
+        ensure!(
+            got["msgId"] == json!(expected_id),
+            "message {} has msgId {}, expected UUIDv5 of {} = {expected_id}",
+            i + 1,
+            got["msgId"],
+            want.message_id
+        );
+    }
+    Ok(())
+}
+
+#[given(
+    expr = "the inbox of {string} already holds the migrated copy of reply {int} of v1 pane {string} from {string}, signed by host {string}"
+)]
+#[when(
+    expr = "the inbox of {string} already holds the migrated copy of reply {int} of v1 pane {string} from {string}, signed by host {string}"
+)]
+async fn migrated_copy(
+    w: &mut FleetWorld,
+    main: String,
+    i: usize,
+    pane: String,
+    from: String,
+    host: String,
+) -> anyhow::Result<()> {
+    let q = seeded_queue(w, &pane)?;
+    let m = q
+        .messages
+        .get(i.saturating_sub(1))
+        .ok_or_else(|| anyhow!("v1 pane {pane} has no reply {i}"))?;
+    let (to, from_gid) = (w.gid(&main)?, w.gid(&from)?);
+    let key = w
+        .keys
+        .get(&host)
+        .cloned()
+        .ok_or_else(|| anyhow!("no key for host {host}"))?;
+    let id = m.expected_msg_id();
+    let body = m.body.as_bytes();
+    let env = Envelope::new("REPLY", &from_gid, &to, &host)
+        .with("msgId", &id)
+        .with("traceId", &id)
+        .signed_by(&key, body);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let probe = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let r = probe
+        .publish(&Crafted::from_envelope("bridge.msg", &to, &env, body))
+        .await;
+    probe.close().await;
+    match r? {
+        Published::Routed => Ok(()),
+        other => bail!("the copy was not routed to the inbox of {main}: {other:?}"),
+    }
+}
+
+#[when(expr = "the probe redeclares the legacy queue of v1 pane {string} with the v2 inbox arguments")]
+async fn redeclare_v2(w: &mut FleetWorld, pane: String) -> anyhow::Result<()> {
+    let lb = legacy_broker(w).await?;
+    let r = lb.redeclare_with(&legacy_queue_name(&pane), v2_inbox_arguments()).await;
+    lb.close().await;
+    let v = match r? {
+        Ok(()) => json!({"accepted": true}),
+        Err((code, text)) => json!({"code": code, "text": text}),
+    };
+    w.results.insert("redeclare".into(), v);
+    Ok(())
+}
+
+#[then("the broker refuses it with 406 PRECONDITION_FAILED")]
+async fn refused_406(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let v = w
+        .results
+        .get("redeclare")
+        .cloned()
+        .ok_or_else(|| anyhow!("nothing was redeclared"))?;
+    ensure!(
+        v["code"] == json!(406) && v["text"].as_str().is_some_and(|t| t.contains("PRECONDITION_FAILED")),
+        "the broker answered {v}, expected 406 PRECONDITION_FAILED"
+    );
+    Ok(())
+}
+
+/// The part of a gateway log written since its last start.
+fn since_last_start(log: &str) -> &str {
+    log.rfind("===== start #").map_or(log, |i| &log[i..])
+}
+
+#[then(regex = r#"^the gateway on "([^"]+)" started (once|(\d+) times), is ready, and logged no PRECONDITION_FAILED$"#)]
+async fn started_and_stayed_up(w: &mut FleetWorld, host: String, _how: String, times: String) -> anyhow::Result<()> {
+    let expected: usize = times.parse().unwrap_or(1);
+    let h = w.host_mut(&host)?;
+    let log = h.gateway.log();
+    let starts = log.matches("===== start #").count();
+    ensure!(
+        starts == expected,
+        "the gateway on {host} was started {starts} times, expected {expected}: it crashed and was restarted?"
+    );
+    ensure!(
+        h.gateway.signal(0).is_ok(),
+        "the gateway on {host} is no longer running"
+    );
+    h.gateway.wait_ready(Duration::from_secs(10)).await?;
+    let bad: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("PRECONDITION_FAILED") || l.contains("PRECONDITIONFAILED"))
+        .collect();
+    ensure!(bad.is_empty(), "the gateway on {host} met a 406:\n{}", bad.join("\n"));
+    Ok(())
+}
+
+#[then(
+    expr = "since its last start the gateway on {string} reported the legacy queue of v1 pane {string} left alone, and no other"
+)]
+async fn reported_left_alone(w: &mut FleetWorld, host: String, pane: String) -> anyhow::Result<()> {
+    let log = w.host(&host)?.gateway.log();
+    let recent = since_last_start(&log);
+    let queue = legacy_queue_name(&pane);
+    let reports: Vec<&str> = recent.lines().filter(|l| l.contains("left alone")).collect();
+    ensure!(
+        reports.iter().any(|l| l.contains(&queue)),
+        "no report of {queue} left alone since the last start; reports: {reports:?}"
+    );
+    ensure!(
+        reports.iter().all(|l| l.contains(&queue)),
+        "other legacy queues were reported left alone: {reports:?}"
+    );
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! Steps of presence (SPEC §8): the union roster as each gateway reports it.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use cucumber::{given, then, when};
+use fleet_conformance::timing::wait_for;
+use serde_json::Value;
+
+use crate::world::FleetWorld;
+
+/// (host, gid) pairs a gateway's `GET /v1/roster` lists, plus the gateway entries' profiles.
+async fn roster_of(w: &FleetWorld, host: &str) -> anyhow::Result<Vec<Value>> {
+    let (status, v) = w.host(host)?.gateway.get("/v1/roster").await?;
+    ensure!(status == 200, "GET /v1/roster on {host} answered {status}: {v}");
+    v["entries"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| anyhow!("roster of {host} has no entries: {v}"))
+}
+
+fn lists(entries: &[Value], gid: &str, host: &str) -> bool {
+    entries.iter().any(|e| e["gid"] == gid && e["host"] == host)
+}
+
+/// Parses `"w1" on "b"` pairs out of a step's text.
+fn pairs(text: &str) -> Vec<(String, String)> {
+    let quoted: Vec<&str> = text.split('"').skip(1).step_by(2).collect();
+    quoted
+        .chunks(2)
+        .filter(|c| c.len() == 2)
+        .map(|c| (c[0].to_string(), c[1].to_string()))
+        .collect()
+}
+
+fn heartbeats(w: &FleetWorld, n: u32) -> Duration {
+    w.heartbeat() * n + Duration::from_millis(500)
+}
+
+#[then(regex = r#"^within (\d+) heartbeats? the rosters of (.+) all list (.+)$"#)]
+async fn rosters_converge(w: &mut FleetWorld, n: u32, hosts: String, wanted: String) -> anyhow::Result<()> {
+    let hosts: Vec<String> = hosts.split('"').skip(1).step_by(2).map(str::to_string).collect();
+    let mut want: Vec<(String, String)> = Vec::new();
+    for (name, host) in pairs(&wanted) {
+        want.push((w.gid(&name)?, host));
+    }
+    for h in &hosts {
+        want.push(("_gateway".into(), h.clone()));
+    }
+    let started = std::time::Instant::now();
+    for h in &hosts {
+        let w2: &FleetWorld = w;
+        wait_for(&format!("the roster of {h} to converge"), heartbeats(w, n), || {
+            let want = want.clone();
+            let h = h.clone();
+            async move {
+                let entries = roster_of(w2, &h).await.map_err(|e| e.to_string())?;
+                let missing: Vec<_> = want.iter().filter(|(g, host)| !lists(&entries, g, host)).collect();
+                if missing.is_empty() {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("missing {missing:?}"))
+                }
+            }
+        })
+        .await?;
+    }
+    eprintln!("roster converged on {} hosts in {:.0?}", hosts.len(), started.elapsed());
+    Ok(())
+}
+
+#[given(expr = "the roster of {string} lists {string} on {string}")]
+#[then(expr = "the roster of {string} lists {string} on {string}")]
+async fn roster_lists(w: &mut FleetWorld, at: String, name: String, host: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let w2: &FleetWorld = w;
+    wait_for(&format!("{name} in the roster of {at}"), heartbeats(w, 2), || {
+        let (gid, at, host) = (gid.clone(), at.clone(), host.clone());
+        async move {
+            let entries = roster_of(w2, &at).await.map_err(|e| e.to_string())?;
+            if lists(&entries, &gid, &host) {
+                Ok(Some(()))
+            } else {
+                Err(format!("{entries:?}"))
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(regex = r#"^within (\d+) heartbeats? the roster of "([^"]+)" no longer lists "([^"]+)"$"#)]
+async fn roster_drops(w: &mut FleetWorld, n: u32, at: String, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let w2: &FleetWorld = w;
+    wait_for(&format!("{name} to leave the roster of {at}"), heartbeats(w, n), || {
+        let (gid, at) = (gid.clone(), at.clone());
+        async move {
+            let entries = roster_of(w2, &at).await.map_err(|e| e.to_string())?;
+            if entries.iter().any(|e| e["gid"] == gid.as_str()) {
+                Err("still listed".into())
+            } else {
+                Ok(Some(()))
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(
+    regex = r#"^within (\d+) heartbeats? the roster of "([^"]+)" lists the gateway of "([^"]+)" with profiles "([^"]*)"$"#
+)]
+async fn gateway_profiles(
+    w: &mut FleetWorld,
+    n: u32,
+    at: String,
+    host: String,
+    profiles: String,
+) -> anyhow::Result<()> {
+    let mut want: Vec<String> = profiles
+        .split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    want.sort();
+    let w2: &FleetWorld = w;
+    wait_for(
+        &format!("the gateway of {host} in the roster of {at}"),
+        heartbeats(w, n),
+        || {
+            let (at, host, want) = (at.clone(), host.clone(), want.clone());
+            async move {
+                let entries = roster_of(w2, &at).await.map_err(|e| e.to_string())?;
+                let Some(e) = entries
+                    .iter()
+                    .find(|e| e["gid"] == "_gateway" && e["host"] == host.as_str())
+                else {
+                    return Err(format!("no _gateway entry for {host}: {entries:?}"));
+                };
+                let mut got: Vec<String> = e["profiles"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.as_str().map(str::to_string))
+                    .collect();
+                got.sort();
+                if e["role"] == "gateway" && got == want {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("entry {e}"))
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+#[when(expr = "host {string} tries to register a worker with the gid of {string}")]
+async fn register_clone(w: &mut FleetWorld, host: String, original: String) -> anyhow::Result<()> {
+    let gid = w.gid(&original)?;
+    let clone = format!("{original}-clone");
+    let r = w
+        .add_entity_with_gid(&host, &clone, "worker", None, vec![], Some(&gid))
+        .await;
+    let outcome = match r {
+        Ok(()) => serde_json::json!({"registered": true}),
+        Err(e) => serde_json::json!({"registered": false, "error": format!("{e:#}")}),
+    };
+    w.results.insert("registration".into(), outcome);
+    Ok(())
+}
+
+#[then(expr = "the registration is refused naming the exclusive inbox")]
+async fn registration_refused(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let r = w.results.get("registration").cloned().unwrap_or_default();
+    ensure!(r["registered"] == false, "the second registration was accepted: {r}");
+    let e = r["error"].as_str().unwrap_or_default();
+    ensure!(
+        e.contains("ACCESS_REFUSED") || e.contains("exclusive"),
+        "the refusal does not say why: {e}"
+    );
+    Ok(())
+}
+
+#[then(expr = "the inbox of {string} is gone")]
+async fn inbox_gone(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    wait_for(&format!("{q} to be deleted"), Duration::from_secs(5), || {
+        let (suite, vhost, q) = (suite.clone(), vhost.clone(), q.clone());
+        async move {
+            match suite.broker.management().queue(&vhost, &q).await {
+                Ok(None) => Ok(Some(())),
+                Ok(Some(_)) => Err("queue still exists".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(expr = "herdr on {string} shows the pane of {string} closed")]
+async fn pane_closed(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let pane = w.entity(&name)?.pane.clone();
+    let h = w.host(&host)?;
+    wait_for(&format!("pane {pane} closed"), Duration::from_secs(5), || {
+        let exists = h.herdr.pane_exists(&pane);
+        async move {
+            if exists {
+                Err("pane still open".into())
+            } else {
+                Ok(Some(()))
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}

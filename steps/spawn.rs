@@ -1,0 +1,152 @@
+//! Steps of spawn and stop (SPEC §9): a main launches a worker on another host.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use cucumber::{then, when};
+use fleet_conformance::herdr::AgentStatus;
+use fleet_conformance::timing::wait_for;
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+#[when(regex = r#"^"([^"]+)" spawns an? "([^"]+)" worker "([^"]+)" on "([^"]+)" with brief "([^"]*)"$"#)]
+async fn spawns(
+    w: &mut FleetWorld,
+    main: String,
+    profile: String,
+    name: String,
+    host: String,
+    brief: String,
+) -> anyhow::Result<()> {
+    let args = json!({"host": host, "profile": profile, "brief": brief, "groups": []});
+    w.call_in_background(&format!("spawn:{name}"), &main, "bridge_spawn", args)
+        .await
+}
+
+#[when(regex = r#"^the spawn of "([^"]+)" returns "([a-z_]+)"(?: with reason "([a-z_]+)")? within (\d+) seconds$"#)]
+#[then(regex = r#"^the spawn of "([^"]+)" returns "([a-z_]+)"(?: with reason "([a-z_]+)")? within (\d+) seconds$"#)]
+async fn spawn_returns(
+    w: &mut FleetWorld,
+    name: String,
+    status: String,
+    reason: String,
+    secs: u64,
+) -> anyhow::Result<()> {
+    let v = w
+        .call_result(&format!("spawn:{name}"), Duration::from_secs(secs))
+        .await?;
+    ensure!(
+        v["status"] == json!(status),
+        "bridge_spawn returned {v}, expected {status:?}"
+    );
+    if !reason.is_empty() {
+        ensure!(
+            v["reason"] == json!(reason),
+            "bridge_spawn returned {v}, expected reason {reason:?}"
+        );
+    }
+    Ok(())
+}
+
+#[when(
+    regex = r#"^herdr on "([^"]+)" shows one new pane for "([^"]+)" with the FLEET_\* env and the command "([^"]*)"$"#
+)]
+#[then(
+    regex = r#"^herdr on "([^"]+)" shows one new pane for "([^"]+)" with the FLEET_\* env and the command "([^"]*)"$"#
+)]
+async fn new_pane(w: &mut FleetWorld, host: String, name: String, command: String) -> anyhow::Result<()> {
+    let v = w
+        .results
+        .get(&format!("spawn:{name}"))
+        .cloned()
+        .ok_or_else(|| anyhow!("the spawn of {name} has not returned"))?;
+    let gid = v["gid"].as_str().ok_or_else(|| anyhow!("no gid in {v}"))?.to_string();
+    let h = w.host(&host)?;
+    let panes: Vec<_> = h
+        .herdr
+        .created_panes()
+        .into_iter()
+        .filter(|p| p.env.get("FLEET_GID") == Some(&gid))
+        .collect();
+    ensure!(
+        panes.len() == 1,
+        "expected one pane with FLEET_GID={gid}, herdr created {}",
+        panes.len()
+    );
+    let p = &panes[0];
+    let url = p.env.get("FLEET_MCP_URL").cloned().unwrap_or_default();
+    ensure!(
+        url == h.gateway.mcp_url(),
+        "FLEET_MCP_URL is {url:?}, the gateway serves {}",
+        h.gateway.mcp_url()
+    );
+    let token = p
+        .env
+        .get("FLEET_MCP_TOKEN")
+        .cloned()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| anyhow!("no FLEET_MCP_TOKEN"))?;
+    let inputs = h.herdr.inputs(&p.pane_id);
+    ensure!(
+        inputs.first() == Some(&command),
+        "the pane's first input is {inputs:?}, expected the command {command:?}"
+    );
+    let pane = p.pane_id.clone();
+    w.adopt_entity(&name, &host, &gid, &token, &pane);
+    Ok(())
+}
+
+#[when(expr = "the spawned agent {string} becomes idle")]
+async fn spawned_idle(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let e = w.entity(&name)?;
+    let (host, pane) = (e.host.clone(), e.pane.clone());
+    w.host(&host)?.herdr.make_agent(&pane, "claude", AgentStatus::Idle);
+    Ok(())
+}
+
+#[then(expr = "the spawned worker {string} answers MCP as itself")]
+async fn spawned_mcp(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let v = w.mcp(&name).await?.call("bridge_roster", json!({})).await?;
+    ensure!(v["entries"].is_array(), "bridge_roster returned {v}");
+    Ok(())
+}
+
+#[then(regex = r#"^"([^"]+)" drains an? (INJECTED|FAILED) notice for the spawn of "([^"]+)" within (\d+) seconds$"#)]
+async fn spawn_notice(w: &mut FleetWorld, main: String, kind: String, name: String, secs: u64) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let handle = w.mcp(&main).await?.handle();
+    wait_for(
+        &format!("an {kind} notice from {name}"),
+        Duration::from_secs(secs),
+        || {
+            let (handle, gid, kind) = (handle.clone(), gid.clone(), kind.clone());
+            async move {
+                let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
+                let hit = v["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|m| m["kind"] == kind.as_str() && m["from"] == gid.as_str());
+                if hit { Ok(Some(())) } else { Err(format!("polled {v}")) }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+#[when(expr = "{string} stops {string}")]
+async fn stops(w: &mut FleetWorld, main: String, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let v = w.mcp(&main).await?.call("bridge_stop", json!({"gid": gid})).await?;
+    ensure!(v["status"] == "stopped", "bridge_stop returned {v}");
+    Ok(())
+}
+
+#[then(expr = "herdr on {string} created no pane")]
+async fn no_pane(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let n = w.host(&host)?.herdr.created_panes().len();
+    ensure!(n == 0, "herdr on {host} created {n} pane(s)");
+    Ok(())
+}
