@@ -33,7 +33,7 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     Then the wait returns an ASK from "w1" with text "should I squash?" within 10 seconds
     And the ask returns "expired" within 10 seconds
     And the wire carries an ABANDONED to "lead" for the question within 5 seconds
-    And the inbox of "lead" holds no message within 10 seconds
+    And within 10 seconds the broker shows 2 messages to "lead" acked, with nothing ready or unacknowledged
     When "lead" answers the question with "yes"
     Then the answer returns "abandoned"
     And no ANSWER reached "w1"

@@ -52,13 +52,14 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
 
     @ENV-2
     Examples: a header is malformed
-      | message                            | to   | check    |
-      | a SEND of kind GOSSIP              | w1   | envelope |
-      | a SEND with v 2                    | w1   | envelope |
-      | a SEND whose msgId is not a UUID   | w1   | envelope |
-      | a SEND whose traceId is uppercase  | lead | envelope |
-      | a SEND whose ts is not a number    | w1   | envelope |
-      | a SEND whose expiresAt is negative | lead | envelope |
+      | message                                             | to   | check    |
+      | a SEND of kind GOSSIP                               | w1   | envelope |
+      | a SEND with v 2                                     | w1   | envelope |
+      | a SEND whose msgId is not a UUID                    | w1   | envelope |
+      | a SEND whose traceId is uppercase                   | lead | envelope |
+      | a SEND whose ts is not a number                     | w1   | envelope |
+      | a SEND whose expiresAt is negative                  | lead | envelope |
+      | a SEND whose ts gained a leading zero after signing | w1   | envelope |
 
     @ENV-1 @ENV-2
     Examples: a header holds a newline or is not an AMQP long string
@@ -70,23 +71,23 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
 
     @SIG-1 @SIG-2
     Examples: the signature does not verify under the key of host
-      | message                                        | to   | check     |
-      | a SEND signed by the untrusted host mallory    | w1   | signature |
-      | a SEND from lead forged under host a           | w1   | signature |
-      | a FAILED forged to lead about another message  | lead | signature |
-      | a SEND whose body changed after signing        | w1   | signature |
-      | a SEND whose traceId changed after signing     | lead | signature |
-      | a SEND whose sig is not base64                 | w1   | signature |
-      | a SEND carrying the sig of another message     | lead | signature |
+      | message                                       | to   | check     |
+      | a SEND signed by the untrusted host mallory   | w1   | signature |
+      | a SEND from lead forged under host a          | w1   | signature |
+      | a FAILED forged to lead about another message | lead | signature |
+      | a SEND whose body changed after signing       | w1   | signature |
+      | a SEND whose traceId changed after signing    | lead | signature |
+      | a SEND whose sig is not base64                | w1   | signature |
+      | a SEND carrying the sig of another message    | lead | signature |
 
     @SIG-2
     Examples: from does not live on host, or to is not the routing key
-      | message                                             | to         | check             |
-      | a SEND from a gid that does not live on host probe  | w1         | from_not_on_host  |
-      | a SEND from p1 signed by host c                     | lead       | from_not_on_host  |
-      | a SEND whose to is not its routing key              | w1         | to_mismatch       |
-      | a PRESENCE whose from differs from its routing key  | the roster | from_not_on_host  |
-      | a PRESENCE signed by the untrusted host mallory     | the roster | signature         |
+      | message                                            | to         | check            |
+      | a SEND from a gid that does not live on host probe | w1         | from_not_on_host |
+      | a SEND from p1 signed by host c                    | lead       | from_not_on_host |
+      | a SEND whose to is not its routing key             | w1         | to_mismatch      |
+      | a PRESENCE whose from differs from its routing key | the roster | from_not_on_host |
+      | a PRESENCE signed by the untrusted host mallory    | the roster | signature        |
 
     @SIG-4
     Examples: the message reached an inbox whose owner is not its to
@@ -96,10 +97,10 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
 
     @ENV-2 @SIG-4
     Examples: the kind does not belong where it arrived
-      | message                   | to   | check |
-      | a SEND to broadcast.all   | w1   | kind  |
-      | a SPAWN into an inbox     | lead | kind  |
-      | a PRESENCE into an inbox  | w1   | kind  |
+      | message                  | to   | check      |
+      | a SEND to broadcast.all  | w1   | wrong_kind |
+      | a SPAWN into an inbox    | lead | wrong_kind |
+      | a PRESENCE into an inbox | w1   | wrong_kind |
 
     @SIG-3
     Examples: replay bounds
@@ -107,6 +108,7 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | an expired SEND                 | w1         | expired   |
       | a SEND stamped 10 minutes ahead | lead       | future_ts |
       | a replay of a drained SEND      | lead       | replay    |
+      | a replay of an injected SEND    | w1         | replay    |
       | a replayed PRESENCE             | the roster | replay    |
 
     @PRS-3 @SIG-2

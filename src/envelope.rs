@@ -96,6 +96,8 @@ pub enum EnvelopeError {
     NotUtf8(String),
     #[error("header {0} holds a newline")]
     Newline(String),
+    #[error("header {0} is malformed (not `1`, a lowercase UUID, or a canonical Unix-ms number)")]
+    Malformed(String),
     #[error("unknown kind {0:?}")]
     UnknownKind(String),
     #[error("public key is not base64 of 32 bytes of an ed25519 key")]
@@ -241,6 +243,21 @@ impl Envelope {
                 return Err(EnvelopeError::Missing(name.to_string()));
             }
         }
+        if self.value("v") != "1" {
+            return Err(EnvelopeError::Malformed("v".into()));
+        }
+        for name in ["msgId", "traceId", "turnId", "spawnId", "corrId"] {
+            if let Some(v) = self.get(name)
+                && !is_uuid(v)
+            {
+                return Err(EnvelopeError::Malformed(name.into()));
+            }
+        }
+        for name in ["ts", "expiresAt"] {
+            if !is_canonical_ms(self.value(name)) {
+                return Err(EnvelopeError::Malformed(name.into()));
+            }
+        }
         Ok(())
     }
 
@@ -278,6 +295,20 @@ impl Envelope {
         }
         Ok(e)
     }
+}
+
+/// A lowercase, hyphenated UUID (SPEC §0).
+pub fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(&c),
+        })
+}
+
+/// A Unix-ms timestamp in canonical decimal: digits only, no leading zero.
+pub fn is_canonical_ms(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 15 && s.bytes().all(|c| c.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
 }
 
 /// A readable name of an AMQP field type, for error messages.
@@ -419,6 +450,15 @@ mod tests {
         let mut no_corr = e.clone();
         no_corr.remove("corrId");
         assert_eq!(no_corr.check_required(), Err(EnvelopeError::Missing("corrId".into())));
+        let padded = format!("0{}", e.value("ts"));
+        assert_eq!(
+            e.clone().with("ts", &padded).check_required(),
+            Err(EnvelopeError::Malformed("ts".into()))
+        );
+        assert_eq!(
+            e.clone().with("msgId", "NOT-A-UUID").check_required(),
+            Err(EnvelopeError::Malformed("msgId".into()))
+        );
         let nl = e.clone().with("from", "a\nb");
         assert!(matches!(nl.check_required(), Err(EnvelopeError::Newline(_))));
         let mut t = e.to_field_table();

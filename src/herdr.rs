@@ -147,6 +147,10 @@ pub enum InputReaction {
     /// Answers `ok` but nothing is submitted: the status stays put and the text is recorded as
     /// swallowed (herdr users see this on a fresh pane's first input, or text merged into a draft).
     StayIdle,
+    /// Starts on the task and finishes it quickly: the status turns `working`, the next two status
+    /// reads report `working`, and reads after that report `idle` again — an agent that completes
+    /// each brief, without a timer in the fake.
+    WorksBriefly,
 }
 
 /// A misbehaviour switch; see [`FakeHerdr::set_fault`]. Several may be on at once.
@@ -848,6 +852,11 @@ impl Shared {
         if starts_working {
             pane.status = AgentStatus::Working;
             pane.revision += 1;
+            if pane.reaction == InputReaction::WorksBriefly {
+                // Two reads of `working` (the gateway's submit check, a heartbeat's status read),
+                // then `idle`.
+                pane.finish_after_reads = Some(2);
+            }
         }
         pane.inputs.push(InputRecord {
             text: p.text,
@@ -974,6 +983,8 @@ struct Pane {
     reaction: InputReaction,
     /// Next status a flapping read reports: `working` when true, else `idle`.
     flap_working: bool,
+    /// [`InputReaction::WorksBriefly`]: reads left before the agent is `idle` again.
+    finish_after_reads: Option<u32>,
     inputs: Vec<InputRecord>,
 }
 
@@ -982,6 +993,15 @@ impl Pane {
     fn reported_status(&mut self, faults: &HashSet<Fault>) -> AgentStatus {
         if self.agent.is_none() {
             return AgentStatus::Unknown;
+        }
+        if let Some(left) = self.finish_after_reads {
+            if left == 0 {
+                self.status = AgentStatus::Idle;
+                self.finish_after_reads = None;
+                self.revision += 1;
+            } else {
+                self.finish_after_reads = Some(left - 1);
+            }
         }
         if faults.contains(&Fault::StuckWorking) {
             return AgentStatus::Working;
@@ -1057,6 +1077,7 @@ impl State {
             revision: 0,
             reaction: InputReaction::default(),
             flap_working: false,
+            finish_after_reads: None,
             inputs: Vec::new(),
         });
         (tab_id, pane_id)

@@ -9,12 +9,14 @@
 //! - [`herdr`] — the fake herdr socket server (the only fake)
 //! - [`mcp`] — a real MCP client acting as one entity
 //! - [`keys`] — host keys and the peers file
+//! - [`envelope`] — the suite's own envelope and signing input, to craft and judge messages
 //! - [`legacy`] — the v1.0.0 broker state of `fixtures/legacy/`, seeded for migration scenarios
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
 //! - [`tls`] — test-time certificates for `amqps://` brokers
 
 pub mod broker;
 pub mod envelope;
+pub mod faults;
 pub mod gateway;
 pub mod herdr;
 pub mod keys;

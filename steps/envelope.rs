@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::envelope::{Envelope, new_uuid, now_ms};
+use fleet_conformance::herdr::AgentStatus;
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::{Captured, Crafted, Probe, Tap, presence_message};
 use fleet_conformance::timing::wait_for;
@@ -222,7 +223,7 @@ async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str) -> anyhow:
     let mut body_after: Option<Vec<u8>> = None;
 
     if let Some(h) = row.strip_prefix("a SEND without ") {
-        after.push((leak(h), None));
+        after.push((header_name(h), None));
     } else {
         match row {
             "an ASK without turnId" => {
@@ -247,6 +248,12 @@ async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str) -> anyhow:
             }
             "a SEND whose ts is not a number" => {
                 env.set("ts", "17x");
+            }
+            "a SEND whose ts gained a leading zero after signing" => {
+                // The same number, other bytes: accepting it would mean the signature does not
+                // cover the header bytes as sent (found by scripts/fuzz).
+                let padded = format!("0{}", env.value("ts"));
+                after.push(("ts", Some(long(&padded))));
             }
             "a SEND whose expiresAt is negative" => {
                 env.set("expiresAt", "-5");
@@ -358,6 +365,9 @@ async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str) -> anyhow:
             "a replay of a drained SEND" => {
                 return replay_of_drained(w, to_gid).await;
             }
+            "a replay of an injected SEND" => {
+                return replay_of_injected(w, to_gid).await;
+            }
             other => bail!("no catalogue row {other:?} for an inbox"),
         }
     }
@@ -380,7 +390,7 @@ async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str) -> anyhow:
 }
 
 /// Header names come from the feature text; the catalogue only names real headers.
-fn leak(h: &str) -> &'static str {
+fn header_name(h: &str) -> &'static str {
     match h {
         "v" => "v",
         "kind" => "kind",
@@ -398,8 +408,34 @@ fn leak(h: &str) -> &'static str {
 
 /// SIG-3 replay: a valid SEND is delivered to the main and drained; then the very same message is
 /// published again.
+/// SIG-3 / FWD-6 replay: a valid SEND is injected into the worker and reported INJECTED; the
+/// worker is idle again; then the very same message is published again.
+async fn replay_of_injected(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<Planned> {
+    let worker = entity_named_by_gid(w, to_gid)?;
+    let text = format!("injected once {}", new_uuid());
+    let (env, body) = valid_send(w, "p1", to_gid, &text)?;
+    let msg = Crafted::from_envelope("bridge.msg", to_gid, &env, &body);
+    probe(w)?.publish(&msg).await?;
+    w.wire.valid_texts.push(text.clone());
+    let id = env.msg_id().to_string();
+    // The INJECTED closes the original's forward path (FWD-7 confirm included).
+    tap(&w.wire.msgs, "bridge.msg")?
+        .wait_for(
+            &format!("an INJECTED for {id}"),
+            Duration::from_secs(10),
+            |c: &Captured| {
+                c.header_str("kind").as_deref() == Some("INJECTED")
+                    && c.header_str("corrId").as_deref() == Some(id.as_str())
+            },
+        )
+        .await?;
+    let e = w.entity(&worker)?;
+    w.host(&e.host)?.herdr.set_status(&e.pane, AgentStatus::Idle);
+    Ok(Planned { marker: id, msg, text })
+}
+
 async fn replay_of_drained(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<Planned> {
-    let main = main_named_by_gid(w, to_gid)?;
+    let main = entity_named_by_gid(w, to_gid)?;
     let text = format!("drained once {}", new_uuid());
     let (env, body) = valid_send(w, "p1", to_gid, &text)?;
     let msg = Crafted::from_envelope("bridge.msg", to_gid, &env, &body);
@@ -414,7 +450,7 @@ async fn replay_of_drained(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<P
     })
 }
 
-fn main_named_by_gid(w: &FleetWorld, gid: &str) -> anyhow::Result<String> {
+fn entity_named_by_gid(w: &FleetWorld, gid: &str) -> anyhow::Result<String> {
     w.entities
         .iter()
         .find(|(_, e)| e.gid == gid)
@@ -460,7 +496,7 @@ async fn craft_for_roster(w: &mut FleetWorld, row: &str) -> anyhow::Result<Plann
         let gid = new_uuid();
         let b = body(&gid);
         let (mut m, e) = presence_message(&probe_key, &gid, &b, 60_000);
-        m.remove_header(leak(h));
+        m.remove_header(header_name(h));
         return Ok(Planned {
             marker: e.msg_id().to_string(),
             msg: marked(m, e.msg_id()),
@@ -656,6 +692,11 @@ async fn nothing_hostile(w: &mut FleetWorld, worker: String, main: String) -> an
         ensure!(
             w.wire.valid_texts.contains(&r.text),
             "herdr was handed {:?} for {worker}: not a valid message of this scenario",
+            r.text
+        );
+        ensure!(
+            log.iter().filter(|x| x.text == r.text).count() == 1,
+            "herdr was handed {:?} for {worker} more than once",
             r.text
         );
     }

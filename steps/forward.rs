@@ -119,39 +119,3 @@ async fn send_fast(w: &mut FleetWorld) -> anyhow::Result<()> {
     ensure!(v["status"] == json!("no_route"), "send returned {v}, expected no_route");
     Ok(())
 }
-
-#[then(expr = "{string} drains a FAILED notice for the send with reason {string} within {int} seconds")]
-async fn drains_failed_notice(w: &mut FleetWorld, main: String, reason: String, secs: u64) -> anyhow::Result<()> {
-    let send = w
-        .results
-        .get("send")
-        .cloned()
-        .ok_or_else(|| anyhow!("the send has not returned yet"))?;
-    let msg_id = send["msgId"]
-        .as_str()
-        .ok_or_else(|| anyhow!("send result has no msgId: {send}"))?
-        .to_string();
-    let handle = w.mcp(&main).await?.handle();
-    let found = wait_for("a FAILED notice for the send", Duration::from_secs(secs), || {
-        let handle = handle.clone();
-        let msg_id = msg_id.clone();
-        async move {
-            let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
-            let hit = v["messages"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|m| m["kind"] == json!("FAILED") && m["corrId"] == json!(msg_id))
-                .cloned();
-            Ok(hit)
-        }
-    })
-    .await?;
-    let body: serde_json::Value = serde_json::from_str(found["text"].as_str().unwrap_or("{}"))?;
-    ensure!(
-        body["reason"] == json!(reason),
-        "FAILED notice {found} has reason {}, expected {reason:?}",
-        body["reason"]
-    );
-    Ok(())
-}

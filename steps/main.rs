@@ -8,6 +8,7 @@
 mod ask;
 mod broadcast;
 mod envelope;
+mod faults;
 mod forward;
 mod hosts;
 mod migration;

@@ -17,7 +17,8 @@ use crate::world::FleetWorld;
 
 #[given(expr = "the gateways' heartbeat is {int} seconds")]
 async fn heartbeat(w: &mut FleetWorld, secs: u64) {
-    w.gateway_env.insert("FLEET_HEARTBEAT_MS".into(), (secs * 1000).to_string());
+    w.gateway_env
+        .insert("FLEET_HEARTBEAT_MS".into(), (secs * 1000).to_string());
 }
 
 /// Parses Prometheus text: `series value` per line (`# …` lines skipped).
@@ -34,7 +35,9 @@ fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
 async fn read_metrics(w: &FleetWorld, host: &str) -> anyhow::Result<BTreeMap<String, f64>> {
     let (status, body) = w.host(host)?.gateway.get("/metrics").await?;
     ensure!(status == 200, "/metrics of {host} answered {status}: {body}");
-    let text = body.as_str().ok_or_else(|| anyhow!("/metrics of {host} is not text: {body}"))?;
+    let text = body
+        .as_str()
+        .ok_or_else(|| anyhow!("/metrics of {host} is not text: {body}"))?;
     Ok(parse_metrics(text))
 }
 
@@ -58,17 +61,28 @@ async fn metric_rose(w: &mut FleetWorld, series: String, host: String, how: Stri
     let want = before + n as f64;
     // Counters of a flow's last step (e.g. the INJECTED publish) may land just after the step
     // that observed the flow's outcome: wait for them, then insist on the exact value.
-    let after = wait_for(&format!("{series} of {host} to reach {want}"), Duration::from_secs(5), || {
-        let r = read_metrics(w, &host);
-        let series = series.clone();
-        async move {
-            let m = r.await.map_err(|e| e.to_string())?;
-            let now = m.get(&series).copied().unwrap_or(0.0);
-            if now >= want { Ok(Some(now)) } else { Err(format!("{series} = {now}")) }
-        }
-    })
+    let after = wait_for(
+        &format!("{series} of {host} to reach {want}"),
+        Duration::from_secs(5),
+        || {
+            let r = read_metrics(w, &host);
+            let series = series.clone();
+            async move {
+                let m = r.await.map_err(|e| e.to_string())?;
+                let now = m.get(&series).copied().unwrap_or(0.0);
+                if now >= want {
+                    Ok(Some(now))
+                } else {
+                    Err(format!("{series} = {now}"))
+                }
+            }
+        },
+    )
     .await?;
-    ensure!(!exact || after == want, "{series} of {host} went from {before} to {after}, expected +{n} exactly");
+    ensure!(
+        !exact || after == want,
+        "{series} of {host} went from {before} to {after}, expected +{n} exactly"
+    );
     Ok(())
 }
 
@@ -84,7 +98,11 @@ async fn metric_at_least(w: &mut FleetWorld, series: String, host: String, n: u6
 async fn sigterm(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     // Generous: a gateway that hangs is killed after this and the next step says so.
-    let exited = w.host_mut(&host)?.gateway.terminate(scaled(Duration::from_secs(20))).await;
+    let exited = w
+        .host_mut(&host)?
+        .gateway
+        .terminate(scaled(Duration::from_secs(20)))
+        .await;
     w.results.insert(
         format!("sigterm:{host}"),
         json!({"exited": exited, "ms": started.elapsed().as_millis() as u64}),
@@ -100,10 +118,16 @@ async fn exited_by_itself(w: &mut FleetWorld, host: String, secs: u64) -> anyhow
         .cloned()
         .ok_or_else(|| anyhow!("the gateway on {host} was not stopped with SIGTERM"))?;
     let log = w.host(&host)?.gateway.log_tail(15);
-    ensure!(r["exited"] == json!(true), "the gateway on {host} ignored SIGTERM and was killed\n{log}");
+    ensure!(
+        r["exited"] == json!(true),
+        "the gateway on {host} ignored SIGTERM and was killed\n{log}"
+    );
     let ms = r["ms"].as_u64().unwrap_or(u64::MAX);
     let bound = scaled(Duration::from_secs(secs)).as_millis() as u64;
-    ensure!(ms <= bound, "the gateway on {host} took {ms} ms to exit after SIGTERM (bound {bound} ms)\n{log}");
+    ensure!(
+        ms <= bound,
+        "the gateway on {host} took {ms} ms to exit after SIGTERM (bound {bound} ms)\n{log}"
+    );
     Ok(())
 }
 
@@ -128,17 +152,25 @@ async fn roster_drops(w: &mut FleetWorld, secs: u64, host: String, who: String) 
         Some(h) => (Some(h.trim_end_matches('"').to_string()), "_gateway".to_string()),
         None => (None, w.gid(who.trim_matches('"'))?),
     };
-    wait_for(&format!("the roster of {host} to drop {who}"), Duration::from_secs(secs), || {
-        let r = roster(w, &host);
-        let (want_host, want_gid) = (want_host.clone(), want_gid.clone());
-        async move {
-            let entries = r.await.map_err(|e| e.to_string())?;
-            let listed = entries
-                .iter()
-                .any(|(h, g)| *g == want_gid && want_host.as_ref().is_none_or(|wh| wh == h));
-            if listed { Err(format!("still listed: {entries:?}")) } else { Ok(Some(())) }
-        }
-    })
+    wait_for(
+        &format!("the roster of {host} to drop {who}"),
+        Duration::from_secs(secs),
+        || {
+            let r = roster(w, &host);
+            let (want_host, want_gid) = (want_host.clone(), want_gid.clone());
+            async move {
+                let entries = r.await.map_err(|e| e.to_string())?;
+                let listed = entries
+                    .iter()
+                    .any(|(h, g)| *g == want_gid && want_host.as_ref().is_none_or(|wh| wh == h));
+                if listed {
+                    Err(format!("still listed: {entries:?}"))
+                } else {
+                    Ok(Some(()))
+                }
+            }
+        },
+    )
     .await?;
     Ok(())
 }

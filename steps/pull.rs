@@ -71,6 +71,7 @@ async fn message_is(w: &mut FleetWorld, i: usize, kind: String, from: String, te
 }
 
 #[given(expr = "{string} is waiting for a message")]
+#[when(expr = "{string} is waiting for a message")]
 async fn is_waiting(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
     w.call_in_background("wait", &main, "bridge_wait", json!({"timeout_s": 60}))
         .await?;

@@ -213,3 +213,15 @@ async fn control_roster(w: &mut FleetWorld, host: String) -> anyhow::Result<()> 
     );
     Ok(())
 }
+
+#[then(
+    regex = r#"^within (\d+) seconds the broker shows (\d+) messages? to "([^"]+)" acked, with nothing ready or unacknowledged$"#
+)]
+async fn n_acked(w: &mut FleetWorld, secs: u64, n: u64, name: String) -> anyhow::Result<()> {
+    let q = inbox(&w.gid(&name)?);
+    queue_until(w, &q, secs, &format!("{q}: {n} acked"), |i| {
+        i.acked_total >= n && i.messages_ready == 0 && i.messages_unacknowledged == 0
+    })
+    .await
+    .map(|_| ())
+}

@@ -61,6 +61,12 @@ pub struct FleetWorld {
     pub drained: Vec<Value>,
     /// Tunables for gateways started from now on.
     pub gateway_env: BTreeMap<String, String>,
+    /// Second gateway processes started for a host (CON-1/CON-2 takeover scenarios).
+    pub replacements: BTreeMap<String, GatewayProcess>,
+    /// The cuttable link between gateways and the broker, when the scenario asked for one.
+    pub link: Option<fleet_conformance::faults::Proxy>,
+    /// The failure scenarios' dead-letter watch.
+    pub faults: crate::faults::FaultState,
     /// The conversation scenarios' wire taps.
     pub talk: crate::ask::TalkState,
     /// Extra variables for one host's gateway (e.g. its `FLEET_PROFILES`).
@@ -111,6 +117,9 @@ impl FleetWorld {
             gateway_env,
             host_env: BTreeMap::new(),
             talk: Default::default(),
+            faults: Default::default(),
+            link: None,
+            replacements: BTreeMap::new(),
             wire: Default::default(),
             broker_logins: BTreeMap::new(),
         })
@@ -167,7 +176,14 @@ impl FleetWorld {
         let spec = GatewaySpec {
             host: host.to_string(),
             command: suite.gateway_cmd.clone(),
-            amqp_url: suite.broker.amqp_url(&vhost),
+            amqp_url: match &self.link {
+                // Through the suite's cuttable link instead of straight to the broker.
+                Some(p) => suite
+                    .broker
+                    .amqp_url(&vhost)
+                    .replace(&suite.broker.endpoint().amqp_addr(), &p.listen().to_string()),
+                None => suite.broker.amqp_url(&vhost),
+            },
             herdr_socket: herdr.socket_path().to_path_buf(),
             dir: hdir,
             key,
@@ -342,6 +358,10 @@ impl FleetWorld {
             if let Some(m) = e.mcp {
                 drop(m);
             }
+        }
+        for (_, mut g) in std::mem::take(&mut self.replacements) {
+            let _ = g.signal(libc::SIGCONT);
+            g.kill().await;
         }
         for (_, mut h) in std::mem::take(&mut self.hosts) {
             h.gateway.kill().await;

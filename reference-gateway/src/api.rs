@@ -127,17 +127,25 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     };
     (
         code,
-        Json(json!({"ready": ready, "connected": gw.is_connected(), "entities": entities})),
+        Json(json!({
+            "ready": ready,
+            "connected": gw.is_connected(),
+            "entities": entities,
+            "error": gw.setup_error.lock().ok().and_then(|e| e.clone()),
+        })),
     )
         .into_response()
 }
 
 async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
     // Gauges read at scrape time: the roster's size and each main's held backlog (RPL-5).
-    gw.metrics.set("fleet_roster_entries", &[], gw.roster.snapshot().len() as i64);
-    for e in gw.entities().into_iter().filter(|e| e.role != crate::registry::Role::Worker) {
-        gw.metrics
-            .set("fleet_held_messages", &[("gid", &e.gid)], gw.pull.held_count(&e.gid) as i64);
+    let roster_size = gw.roster.snapshot().len() as i64;
+    gw.metrics.set("fleet_roster_entries", &[], roster_size);
+    for e in gw.entities() {
+        if e.role != crate::registry::Role::Worker {
+            let held = gw.pull.held_count(&e.gid) as i64;
+            gw.metrics.set("fleet_held_messages", &[("gid", &e.gid)], held);
+        }
     }
     (
         [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -387,6 +387,7 @@ mod tests {
         assert_eq!(c.inbox_ttl, Duration::from_millis(86_400_000));
         assert_eq!(c.inbox_expires, Duration::from_millis(604_800_000));
         assert_eq!(c.dlq_max_length, 10_000);
+        assert_eq!(c.max_body_bytes, 1 << 20);
         assert_eq!(c.heartbeat, Duration::from_secs(5));
         assert_eq!(c.inject_timeout, Duration::from_secs(30));
         assert_eq!(c.submit_confirm, Duration::from_secs(5), "FWD-7 confirm bound");

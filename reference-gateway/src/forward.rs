@@ -154,15 +154,16 @@ impl Gateway {
     /// FWD-2 + FWD-7: wait for the gate, type, confirm the agent took it.
     async fn inject(&self, worker: &Entity, env: &Envelope, text: &str) -> Result<(), NotInjected> {
         let confirm = self.cfg.submit_confirm;
-        // The sender gives up at ts + inject bound; leave room for the submit confirmation.
-        let gate_deadline_ms = (env.ts + self.cfg.inject_timeout.as_millis() as u64)
-            .saturating_sub(confirm.as_millis() as u64)
-            .min(env.expires_at);
+        // The sender gives up at ts + inject bound; leave room for the submit confirmation. A brief
+        // that arrives late (its worker's gateway was down) gets a full window from its arrival: it
+        // is still injected, at most once, and the sender learns it from a late INJECTED.
         let now = now_ms();
+        let window = self.cfg.inject_timeout.saturating_sub(confirm).as_millis() as u64;
+        let gate_deadline_ms = (env.ts.max(now) + window).min(env.expires_at);
         if gate_deadline_ms <= now {
             return Err(NotInjected(
                 FailReason::Expired,
-                "the brief arrived after its sender's inject bound".into(),
+                "the brief expired before it could be injected".into(),
             ));
         }
         let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);

@@ -65,6 +65,10 @@ pub struct Gateway {
     /// Mains with a running nudge loop (RPL-3).
     pub(crate) nudging: Mutex<std::collections::HashSet<String>>,
     shutdown_tx: watch::Sender<bool>,
+    /// Why the last broker setup failed, for `/readyz` (None once set up).
+    pub setup_error: Mutex<Option<String>>,
+    /// When the roster consumer of the current connection started (PRS-2 warm-up).
+    pub(crate) roster_since: Mutex<Option<tokio::time::Instant>>,
     /// Set first by a graceful stop (SIGTERM): pending injects fail as `stopped` at once.
     pub(crate) stopping: watch::Sender<bool>,
     /// Injects between their ack and their reported outcome; a graceful stop waits for them.
@@ -108,6 +112,8 @@ impl Gateway {
             agent_status: Mutex::new(HashMap::new()),
             nudging: Mutex::new(Default::default()),
             shutdown_tx,
+            setup_error: Mutex::new(None),
+            roster_since: Mutex::new(None),
             stopping: watch::channel(false).0,
             inflight_injects: std::sync::atomic::AtomicUsize::new(0),
             cfg,
@@ -160,6 +166,9 @@ impl Gateway {
             match self.connect_and_setup().await {
                 Ok(conn) => {
                     backoff = Duration::from_millis(200);
+                    if let Ok(mut m) = self.setup_error.lock() {
+                        *m = None;
+                    }
                     self.ready.store(true, Ordering::SeqCst);
                     info!(host = %self.cfg.host_id, "gateway ready");
                     let lost = wait_for_loss(&conn, &mut shutdown).await;
@@ -172,7 +181,11 @@ impl Gateway {
                     warn!("broker connection lost; reconnecting");
                 }
                 Err(e) => {
-                    error!(error = %format!("{e:#}"), retry_in = ?backoff, "cannot set up the broker connection");
+                    let why = format!("{e:#}");
+                    error!(error = %why, retry_in = ?backoff, "cannot set up the broker connection");
+                    if let Ok(mut m) = self.setup_error.lock() {
+                        *m = Some(why);
+                    }
                     self.teardown_connection().await;
                 }
             }
@@ -213,12 +226,16 @@ impl Gateway {
         self.start_control(&conn)
             .await
             .context("declaring and consuming the control queue (TOP-3)")?;
+        self.start_dead_letters(&conn)
+            .await
+            .context("consuming bridge.dlq (CAP-4)")?;
         // MIG-2/3: legacy queues move before any inbox is consumed.
         self.migrate_on_boot().await;
         for e in self.entities() {
             self.attach_entity(&e).await;
         }
         self.spawn_heartbeats(conn.clone());
+        self.spawn_maintenance(conn.clone());
         Ok(conn)
     }
 
@@ -323,7 +340,16 @@ impl Gateway {
 
     /// SIG-2 step 2 with the [C-7] grace: waits up to one heartbeat for `from` to appear on `host`.
     pub async fn from_lives_on_host(&self, env: &Envelope) -> bool {
-        let deadline = tokio::time::Instant::now() + self.cfg.heartbeat;
+        // A view younger than two heartbeats is still being rebuilt (PRS-2, after a (re)start):
+        // wait until it has heard a full round of heartbeats before judging.
+        let warm = self
+            .roster_since
+            .lock()
+            .ok()
+            .and_then(|t| *t)
+            .map(|t| t + 2 * self.cfg.heartbeat);
+        let deadline =
+            (tokio::time::Instant::now() + self.cfg.heartbeat).max(warm.unwrap_or_else(tokio::time::Instant::now));
         loop {
             if self.roster.lives_on(&env.from, &env.host) {
                 return true;
@@ -399,5 +425,59 @@ impl Gateway {
             let _ = self.announce(crate::envelope::GATEWAY_FROM, &body).await;
         };
         let _ = tokio::time::timeout(bound, work).await;
+    }
+}
+
+impl Gateway {
+    /// Background upkeep for the life of `conn`: the sweeper (CAP-3) and re-attaching entities
+    /// whose consumer was refused (CON-1/CON-2: a stale exclusive consumer goes away once the
+    /// broker drops its connection, and this gateway then takes the inbox over).
+    pub fn spawn_maintenance(self: &Arc<Self>, conn: Arc<Connection>) {
+        let gw = Arc::clone(self);
+        tokio::spawn(async move {
+            let period = gw.cfg.heartbeat.min(Duration::from_secs(1));
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while conn.status().connected() {
+                tick.tick().await;
+                gw.sweep().await;
+                let failed: Vec<String> = gw
+                    .health
+                    .lock()
+                    .map(|h| {
+                        h.iter()
+                            .filter(|(_, v)| **v != EntityHealth::Ready)
+                            .map(|(k, _)| k.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for gid in failed {
+                    if let Some(e) = gw.entity(&gid) {
+                        gw.attach_entity(&e).await;
+                        if gw
+                            .readiness()
+                            .1
+                            .iter()
+                            .any(|(g, h)| *g == gid && *h == EntityHealth::Ready)
+                        {
+                            info!(%gid, "inbox consumer attached after an earlier refusal");
+                            let _ = gw.announce_entity(&e, "up").await;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// CAP-3: rejects held messages past their `expiresAt` to the DLX, so an abandoned backlog
+    /// cannot wedge an inbox behind a full prefetch window ([C-6]).
+    async fn sweep(&self) {
+        for h in self.pull.take_expired(crate::envelope::now_ms()) {
+            warn!(msgId = %h.env.msg_id, traceId = %h.env.trace_id, owner = %h.owner, "held message expired undrained; rejected to bridge.dlx");
+            self.metrics.inc("fleet_swept_total", &[]);
+            if let Err(e) = h.acker.reject(BasicRejectOptions { requeue: false }).await {
+                warn!(error = %e, "sweeper reject failed");
+            }
+        }
     }
 }

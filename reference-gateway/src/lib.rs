@@ -18,6 +18,7 @@
 pub mod api;
 pub mod config;
 pub mod conversation;
+pub mod dead_letters;
 pub mod entities;
 pub mod envelope;
 pub mod forward;

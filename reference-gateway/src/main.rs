@@ -4,7 +4,10 @@
 //! fleet-gateway [run] [--config FILE]     serve (env FLEET_* wins over the file)
 //! fleet-gateway check-config [--config FILE]
 //! fleet-gateway keygen --out FILE         write a signing key (0600), print the peers line
+//! fleet-gateway ready [--config FILE]     exit 0 iff this host's gateway answers /readyz 200
 //! ```
+//!
+//! `ready` is the container health check: the gateway image holds no HTTP client.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +19,7 @@ use fleet_gateway::gateway::Gateway;
 use fleet_gateway::signing::Signer;
 
 fn usage() -> &'static str {
-    "usage: fleet-gateway [run|check-config] [--config FILE] | fleet-gateway keygen --out FILE [--host ID]"
+    "usage: fleet-gateway [run|check-config|ready] [--config FILE] | fleet-gateway keygen --out FILE [--host ID]"
 }
 
 struct Args {
@@ -120,6 +123,34 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `GET /readyz` on the gateway's own listen address (loopback when it listens on all
+/// interfaces); Ok only for a 200 answer. Plain HTTP/1.0 over std, bounded by 3 s.
+fn probe_ready(listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    use std::io::{Read as _, Write as _};
+    let mut addr = listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let timeout = Duration::from_secs(3);
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(s, "GET /readyz HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    let status = answer.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1) == Some("200") {
+        println!("ready");
+        Ok(())
+    } else {
+        bail!(
+            "not ready: {status}: {}",
+            answer.split("\r\n\r\n").nth(1).unwrap_or_default()
+        )
+    }
+}
+
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
@@ -142,6 +173,9 @@ fn main() -> std::process::ExitCode {
     };
     let result = match args.cmd.as_str() {
         "keygen" => keygen(args.out, args.host),
+        "ready" => Config::load(args.config.as_deref())
+            .map_err(anyhow::Error::from)
+            .and_then(|c| probe_ready(c.listen)),
         "check-config" => Config::load(args.config.as_deref())
             .map(|c| print!("{}", c.describe()))
             .map_err(anyhow::Error::from),

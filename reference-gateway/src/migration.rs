@@ -306,7 +306,10 @@ impl Gateway {
             }
             let got = match ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }).await {
                 Ok(got) => got,
-                Err(e) => return failed(moved, format!("basic.get on {queue}: {e}")),
+                Err(e) => {
+                    let _ = ch.close(200, "migration failed".into()).await;
+                    return failed(moved, format!("basic.get on {queue}: {e}"));
+                }
             };
             let Some(m) = got else { break };
             let d = m.delivery;
@@ -341,6 +344,7 @@ impl Gateway {
             }
             if let Err(e) = d.acker.ack(BasicAckOptions::default()).await {
                 // Unacked, it returns to the legacy queue and moves again with the same msgId.
+                let _ = ch.close(200, "migration failed".into()).await;
                 return failed(moved, format!("ack on {queue}: {e}"));
             }
             moved += 1;

@@ -273,6 +273,9 @@ impl Gateway {
     pub async fn start_roster(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
         let ch = conn.create_channel().await?;
         let q = topology::declare_roster(&ch, &self.cfg.host_id).await?;
+        if let Ok(mut t) = self.roster_since.lock() {
+            *t = Some(tokio::time::Instant::now());
+        }
         let mut consumer = ch
             .basic_consume(
                 q.as_str().into(),

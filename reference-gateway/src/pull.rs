@@ -211,6 +211,22 @@ impl PullState {
             .unwrap_or(false)
     }
 
+    /// Takes every held message whose `expiresAt` has passed (CAP-3).
+    pub fn take_expired(&self, now_ms: u64) -> Vec<Held> {
+        let Ok(mut m) = self.mains.lock() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for b in m.values_mut() {
+            let (gone, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut b.held)
+                .into_iter()
+                .partition(|h| h.env.expires_at <= now_ms);
+            b.held = keep;
+            out.extend(gone);
+        }
+        out
+    }
+
     /// Puts a message back at the head (a waiter that could not deliver it).
     pub fn put_back(&self, main: &str, held: Held) {
         if let Ok(mut m) = self.mains.lock() {

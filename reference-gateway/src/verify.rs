@@ -57,7 +57,7 @@ impl Rejection {
             Rejection::Replay(_) => "replay",
             Rejection::Presence(_) => "presence",
             Rejection::Oversized { .. } => "oversized",
-            Rejection::WrongKind { .. } => "kind",
+            Rejection::WrongKind { .. } => "wrong_kind",
             Rejection::Conflict { .. } => "presence_conflict",
         }
     }

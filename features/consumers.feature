@@ -1,0 +1,41 @@
+@consumers
+Feature: Connections and consumers — one consumer per inbox, recovery after a blip (SPEC §12)
+
+  Background:
+    Given a broker
+    And the gateways' inject bound is 8 seconds
+    And gateways use an AMQP heartbeat of 2 seconds
+
+  @CON-1 @CON-2 @crash
+  Scenario: a frozen gateway's inbox is refused to a second gateway until the broker drops it, then taken over
+    Given host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the gateway on "b" is frozen with SIGSTOP
+    And a second gateway for host "b" starts on the same state
+    Then the second gateway for "b" reports not ready, naming the queue held by the first
+    And the second gateway for "b" becomes ready within 20 seconds
+    When the first gateway for "b" is replaced by the second
+    And "w1" becomes idle
+    And "lead" sends "carry on" to "w1"
+    Then herdr on "b" records exactly 1 inject into "w1" with text "carry on"
+    And the send returns "injected" within 10 seconds
+
+  @CON-3 @RPL-1 @FWD-1
+  Scenario: after the broker link is cut, gateways reconnect, re-consume, and nothing is lost or doubled
+    Given gateways reach the broker through a link the suite can cut
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When "w1" replies "before the blip"
+    Then within 10 seconds the inbox of "lead" holds 0 ready and 1 unacknowledged message
+    When the link to the broker is cut
+    Then the gateway on "a" is ready within 20 seconds
+    And the gateway on "b" is ready within 20 seconds
+    And the inbox of "w1" has one consumer, and a second exclusive consumer is refused
+    When "lead" is waiting for a message
+    Then the wait returns a REPLY from "w1" with text "before the blip" within 10 seconds
+    When "lead" polls all messages
+    Then "lead" gets no message
+    Given "w1" is idle
+    When "lead" sends "after the blip" to "w1"
+    Then herdr on "b" records exactly 1 inject into "w1" with text "after the blip"
+    And the send returns "injected" within 10 seconds

@@ -1,0 +1,56 @@
+@dead-letters
+Feature: Caps, expiry and dead letters — nothing vanishes (SPEC §11)
+
+  Background:
+    Given a broker
+    And the gateways' inject bound is 8 seconds
+
+  @CAP-1 @CAP-2 @CAP-4 @TOP-4 @FWD-5
+  Scenario: overflow dead-letters the oldest briefs, reported to the sender as FAILED maxlen; the rest land once
+    Given inboxes hold at most 3 messages
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" finishes each brief quickly
+    When the gateway on "b" is killed with SIGKILL
+    And "lead" sends 5 briefs "job-1" to "job-5" to "w1", one after another
+    Then sends 1 and 2 return "failed" with reason "maxlen" within the inject bound
+    And sends 3, 4 and 5 return "inject_timeout" within the inject bound
+    When the gateway on "b" is restarted
+    Then herdr on "b" records exactly 1 inject into "w1" with text "job-3"
+    And herdr on "b" records exactly 1 inject into "w1" with text "job-4"
+    And herdr on "b" records exactly 1 inject into "w1" with text "job-5"
+    And herdr on "b" records no inject into "w1" with text "job-1"
+    And herdr on "b" records no inject into "w1" with text "job-2"
+
+  @CAP-2 @CAP-4
+  Scenario: a brief that outlives its queue ttl is reported to the sender as FAILED expired
+    Given host "b" uses an inbox ttl of 1500 ms
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the gateway on "b" is killed with SIGKILL
+    And "lead" sends "rotate the keys" to "w1"
+    Then the send returns "failed" with reason "expired" within the inject bound
+
+  @CAP-5 @TOP-4
+  Scenario: the dead-letter queue is itself capped
+    Given the dead-letter queue holds at most 5 messages
+    And host "a" runs a gateway with a main "lead"
+    And dead letters are watched
+    When 15 messages are dead-lettered while no gateway runs
+    Then the dead-letter queue never holds more than 5 messages
+
+  @CAP-3 @RPL-5
+  Scenario: an abandoned sender's expired backlog does not wedge another sender's reply
+    Given host "a" uses a prefetch of 2
+    And host "b" uses an inbox ttl of 2000 ms
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And host "c" runs a gateway with a worker "w2" whose parent is "lead"
+    When "w1" replies "stale one"
+    And "w1" replies "stale two"
+    Then within 10 seconds the inbox of "lead" holds 0 ready and 2 unacknowledged messages
+    When "w2" replies "fresh"
+    Then within 10 seconds the inbox of "lead" holds 0 ready and 1 unacknowledged message
+    When "lead" polls messages from "w2"
+    Then "lead" gets exactly 1 message
+    And message 1 is a REPLY from "w2" with text "fresh"

@@ -1,0 +1,174 @@
+//! The operator-facing commands of the `fleet-gateway` binary: `check-config`, `keygen`, `ready`.
+//!
+//! Exists because operators meet these before anything else (issue 10): a broken configuration
+//! must be refused with a message naming the field at fault, secrets must never be printed, and
+//! a key must be created private. The real binary is run, as an operator would.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fleet-gateway"));
+    c.env_clear();
+    c
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fleet-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("dir");
+    d
+}
+
+fn base(c: &mut Command) -> &mut Command {
+    c.env("FLEET_HOST_ID", "host-a")
+        .env("FLEET_AMQP_URL", "amqp://gw:s3cret-pass@127.0.0.1:5672/fleet")
+        .env("FLEET_SIGNING_KEY_FILE", "/k")
+        .env("FLEET_PEERS_FILE", "/p")
+        .env("FLEET_HERDR_SOCKET", "/s")
+        .env("FLEET_LISTEN", "127.0.0.1:7700")
+        .env("FLEET_ADMIN_TOKEN", "admin-token-123456")
+        .env("FLEET_STATE_DIR", "/state")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_config_prints_the_effective_config_with_secrets_masked() {
+    let d = dir("check");
+    let file = d.join("gw.toml");
+    std::fs::write(&file, "prefetch = 7\nheartbeat_ms = 2000\n").expect("write");
+    let out = base(&mut bin())
+        .env("FLEET_HEARTBEAT_MS", "3000")
+        .args(["check-config", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("FLEET_HOST_ID = host-a"), "{stdout}");
+    assert!(
+        stdout.contains("FLEET_PREFETCH = 7"),
+        "the file fills what env leaves: {stdout}"
+    );
+    assert!(
+        stdout.contains("FLEET_HEARTBEAT_MS = 3000"),
+        "env wins over the file: {stdout}"
+    );
+    assert!(stdout.contains("gw:****@"), "{stdout}");
+    assert!(
+        !stdout.contains("s3cret-pass") && !stdout.contains("admin-token-123456"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_config_refuses_each_bad_value_naming_its_field() {
+    let d = dir("bad");
+    let not_pem = d.join("not-a-ca.pem");
+    std::fs::write(&not_pem, "hello\n").expect("write");
+    let not_pem = not_pem.display().to_string();
+    /// (variable, bad value, another variable the case needs).
+    type Case<'a> = (&'a str, String, Option<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
+        ("FLEET_HOST_ID", "Host_A".into(), None),
+        ("FLEET_AMQP_URL", "http://broker".into(), None),
+        ("FLEET_LISTEN", "everywhere".into(), None),
+        ("FLEET_PREFETCH", "0".into(), None),
+        ("FLEET_INJECT_TIMEOUT_MS", "soon".into(), None),
+        ("FLEET_ADMIN_TOKEN", "short".into(), None),
+        ("FLEET_PROFILES", "claude".into(), None),
+        ("FLEET_LOG_FORMAT", "xml".into(), None),
+        (
+            "FLEET_TLS_CA_FILE",
+            not_pem,
+            Some(("FLEET_AMQP_URL", "amqps://gw:pw@broker:5671/fleet")),
+        ),
+        (
+            "FLEET_TLS_CA_FILE",
+            "/nonexistent/ca.pem".into(),
+            Some(("FLEET_AMQP_URL", "amqps://b:5671/f")),
+        ),
+    ];
+    for (var, value, extra) in cases {
+        let mut c = bin();
+        base(&mut c).env(var, &value).arg("check-config");
+        if let Some((k, v)) = extra {
+            c.env(k, v);
+        }
+        let out = c.output().expect("run");
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success(), "{var}={value:?} was accepted");
+        assert!(
+            stderr.contains(var),
+            "{var}={value:?}: the error does not name it: {stderr}"
+        );
+    }
+    // A CA for a plain amqp:// URL would never be used: refused, naming the variable.
+    let ca = d.join("ca.pem");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nMIIBfTCCASOg\n-----END CERTIFICATE-----\n",
+    )
+    .expect("write");
+    let out = base(&mut bin())
+        .env("FLEET_TLS_CA_FILE", &ca)
+        .arg("check-config")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("FLEET_TLS_CA_FILE"), "{}", text(&out).1);
+    // A missing variable and a bad value in the TOML file are named too.
+    let out = bin().arg("check-config").output().expect("run");
+    assert!(text(&out).1.contains("FLEET_HOST_ID"), "{}", text(&out).1);
+    let file = d.join("gw.toml");
+    std::fs::write(&file, "prefetch = \"lots\"\n").expect("write");
+    let out = base(&mut bin())
+        .args(["check-config", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    assert!(text(&out).1.contains("FLEET_PREFETCH"), "{}", text(&out).1);
+}
+
+#[test]
+fn keygen_writes_a_private_key_once_and_prints_the_peers_line() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = dir("keygen");
+    let key = d.join("signing.key");
+    let out = bin()
+        .args(["keygen", "--host", "b", "--out"])
+        .arg(&key)
+        .output()
+        .expect("run");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.starts_with("b = \"") && stdout.trim_end().ends_with('"'),
+        "{stdout}"
+    );
+    let mode = std::fs::metadata(&key).expect("key").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the key must be private");
+    let again = bin().args(["keygen", "--out"]).arg(&key).output().expect("run");
+    assert!(!again.status.success(), "an existing key must never be overwritten");
+}
+
+#[test]
+fn ready_fails_when_no_gateway_answers() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let out = base(&mut bin())
+        .env("FLEET_LISTEN", format!("127.0.0.1:{port}"))
+        .arg("ready")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("connecting to 127.0.0.1"), "{}", text(&out).1);
+}

@@ -1,0 +1,395 @@
+//! Steps of failure semantics (SPEC §5, §6, §11, §12): dead letters, caps, herdr faults, crashes.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use cucumber::{given, then, when};
+use fleet_conformance::herdr::{Fault, InputReaction};
+use fleet_conformance::probe::{Crafted, Probe, Tap};
+use fleet_conformance::timing::wait_for;
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+/// The dead-letter watch of a scenario.
+#[derive(Default)]
+pub struct FaultState {
+    probe: Option<Probe>,
+    dead: Option<Tap>,
+}
+
+async fn dead_tap(w: &mut FleetWorld) -> anyhow::Result<&Tap> {
+    if w.faults.probe.is_none() {
+        let suite = w.suite()?;
+        let vhost = w.vhost().await?;
+        w.faults.probe = Some(Probe::connect(&suite.broker.amqp_url(&vhost)).await?);
+    }
+    if w.faults.dead.is_none() {
+        let probe = w.faults.probe.as_ref().ok_or_else(|| anyhow!("no probe"))?;
+        w.faults.dead = Some(probe.watch_dead_letters().await?);
+    }
+    w.faults.dead.as_ref().ok_or_else(|| anyhow!("no dead-letter tap"))
+}
+
+#[given(expr = "inboxes hold at most {int} messages")]
+async fn max_len(w: &mut FleetWorld, n: u32) {
+    w.gateway_env.insert("FLEET_INBOX_MAX_LENGTH".into(), n.to_string());
+}
+
+#[given(expr = "the dead-letter queue holds at most {int} messages")]
+async fn dlq_max(w: &mut FleetWorld, n: u32) {
+    w.gateway_env.insert("FLEET_DLQ_MAX_LENGTH".into(), n.to_string());
+}
+
+#[given(expr = "host {string} uses an inbox ttl of {int} ms")]
+async fn host_ttl(w: &mut FleetWorld, host: String, ms: u64) {
+    w.host_env
+        .entry(host)
+        .or_default()
+        .insert("FLEET_INBOX_TTL_MS".into(), ms.to_string());
+}
+
+#[given(expr = "host {string} uses a prefetch of {int}")]
+async fn host_prefetch(w: &mut FleetWorld, host: String, n: u32) {
+    w.host_env
+        .entry(host)
+        .or_default()
+        .insert("FLEET_PREFETCH".into(), n.to_string());
+}
+
+#[given(expr = "dead letters are watched")]
+async fn watch(w: &mut FleetWorld) -> anyhow::Result<()> {
+    dead_tap(w).await.map(|_| ())
+}
+
+#[when(regex = r#"^"([^"]+)" sends (\d+) briefs "([^"]+)-1" to "([^"]+)-\d+" to "([^"]+)", one after another$"#)]
+async fn sends_many(
+    w: &mut FleetWorld,
+    from: String,
+    n: usize,
+    prefix: String,
+    _p2: String,
+    to: String,
+) -> anyhow::Result<()> {
+    let to_gid = w.gid(&to)?;
+    let queue = format!("agent.{to_gid}.inbox.v2");
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    dead_tap(w).await?;
+    for i in 1..=n {
+        let args = json!({"to": to_gid, "text": format!("{prefix}-{i}"), "wait_reply": false});
+        w.call_in_background(&format!("send-{i}"), &from, "bridge_send", args)
+            .await?;
+        // The next brief goes out only once this one is on the broker (queued or dead-lettered),
+        // so the order on the wire is the order of the steps.
+        let tap = w.faults.dead.as_ref().ok_or_else(|| anyhow!("no tap"))?;
+        wait_for(&format!("brief {i} on the broker"), Duration::from_secs(10), || {
+            let (suite, vhost, queue) = (suite.clone(), vhost.clone(), queue.clone());
+            async move {
+                let ready = match suite.broker.management().queue(&vhost, &queue).await {
+                    Ok(Some(q)) => q.messages_ready,
+                    Ok(None) => return Err("no inbox".into()),
+                    Err(e) => return Err(e.to_string()),
+                };
+                let dead = tap.fetch().await.map_err(|e| e.to_string())?.len() as u64;
+                if ready + dead >= i as u64 {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("{ready} queued + {dead} dead"))
+                }
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+#[then(regex = r#"^sends? ([\d, and]+) returns? "([a-z_]+)"(?: with reason "([a-z_]+)")? within the inject bound$"#)]
+async fn sends_return(w: &mut FleetWorld, which: String, status: String, reason: String) -> anyhow::Result<()> {
+    let bound = w.inject_bound() + Duration::from_secs(3);
+    let ids: Vec<u32> = which
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    for i in ids {
+        let v = w.call_result(&format!("send-{i}"), bound).await?;
+        ensure!(
+            v["status"] == json!(status),
+            "send {i} returned {v}, expected {status:?}"
+        );
+        if !reason.is_empty() {
+            ensure!(
+                v["reason"] == json!(reason),
+                "send {i} returned {v}, expected reason {reason:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[then(regex = r#"^herdr on "([^"]+)" records no inject into "([^"]+)" with text "([^"]*)"$"#)]
+async fn no_inject_text(w: &mut FleetWorld, host: String, name: String, text: String) -> anyhow::Result<()> {
+    let pane = w.entity(&name)?.pane.clone();
+    let log = w.host(&host)?.herdr.input_log(&pane);
+    ensure!(
+        !log.iter().any(|r| r.text == text),
+        "herdr received {text:?} in {name}: {:?}",
+        log.iter().map(|r| &r.text).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+#[then(regex = r#"^herdr on "([^"]+)" received exactly (\d+) inputs? of "([^"]*)" into "([^"]+)"$"#)]
+async fn received_inputs(w: &mut FleetWorld, host: String, n: usize, text: String, name: String) -> anyhow::Result<()> {
+    let pane = w.entity(&name)?.pane.clone();
+    let w2: &FleetWorld = w;
+    let h = w2.host(&host)?;
+    let got = wait_for(&format!("{n} input(s) into {name}"), Duration::from_secs(10), || {
+        let c = h.herdr.input_log(&pane).iter().filter(|r| r.text == text).count();
+        async move {
+            if c >= n {
+                Ok(Some(c))
+            } else {
+                Err(format!("{c} input(s)"))
+            }
+        }
+    })
+    .await?;
+    ensure!(
+        got == n,
+        "herdr received {got} input(s) of {text:?}, expected exactly {n}"
+    );
+    Ok(())
+}
+
+#[then(expr = "the dead-letter queue never holds more than {int} messages")]
+async fn dlq_capped(w: &mut FleetWorld, cap: u64) -> anyhow::Result<()> {
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let tap = dead_tap(w).await?;
+    // Every flooded message has reached the DLX (the tap holds a copy of each) before the count.
+    let q = wait_for("the flood to reach the DLX", Duration::from_secs(10), || {
+        let (suite, vhost) = (suite.clone(), vhost.clone());
+        async move {
+            let n = tap.fetch().await.map_err(|e| e.to_string())?.len() as u64;
+            if n < 3 * cap {
+                return Err(format!("{n} dead letters so far"));
+            }
+            match suite.broker.management().queue(&vhost, "bridge.dlq").await {
+                Ok(Some(q)) if q.messages_ready > 0 => Ok(Some(q)),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await?;
+    ensure!(
+        q.messages_ready <= cap,
+        "bridge.dlq holds {} messages, cap {cap}",
+        q.messages_ready
+    );
+    Ok(())
+}
+
+#[when(expr = "{int} messages are dead-lettered while no gateway runs")]
+async fn flood_dlq(w: &mut FleetWorld, n: usize) -> anyhow::Result<()> {
+    let hosts: Vec<String> = w.hosts.keys().cloned().collect();
+    for h in hosts {
+        w.host_mut(&h)?.gateway.kill().await;
+    }
+    dead_tap(w).await?;
+    let probe = w.faults.probe.as_ref().ok_or_else(|| anyhow!("no probe"))?;
+    for i in 0..n {
+        let msg = Crafted {
+            exchange: "bridge.dlx".into(),
+            routing_key: "flood".into(),
+            headers: Default::default(),
+            body: format!("dead letter {i}").into_bytes(),
+            properties: Default::default(),
+            mandatory: false,
+        };
+        probe.publish(&msg).await?;
+    }
+    Ok(())
+}
+
+#[when(regex = r#"^herdr on "([^"]+)" (swallows input|is down|comes back)$"#)]
+async fn herdr_fault(w: &mut FleetWorld, host: String, what: String) -> anyhow::Result<()> {
+    let h = w.host(&host)?;
+    match what.as_str() {
+        "swallows input" => h.herdr.set_fault(Fault::SwallowInput, true),
+        "is down" => h.herdr.try_set_fault(Fault::Refuse, true)?,
+        _ => h.herdr.try_set_fault(Fault::Refuse, false)?,
+    }
+    Ok(())
+}
+
+#[when(expr = "the pane of {string} is closed under the gateway")]
+async fn pane_closed_under(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let e = w.entity(&name)?;
+    let (host, pane) = (e.host.clone(), e.pane.clone());
+    w.host(&host)?.herdr.close_pane(&pane);
+    Ok(())
+}
+
+#[given(expr = "{string} takes input without starting to work")]
+async fn stays_idle(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let e = w.entity(&name)?;
+    let (host, pane) = (e.host.clone(), e.pane.clone());
+    w.host(&host)?.herdr.set_on_input(&pane, InputReaction::StayIdle);
+    Ok(())
+}
+
+#[then(expr = "herdr on {string} records {string} as swallowed in {string}")]
+async fn swallowed(w: &mut FleetWorld, host: String, text: String, name: String) -> anyhow::Result<()> {
+    let pane = w.entity(&name)?.pane.clone();
+    let s = w.host(&host)?.herdr.swallowed(&pane);
+    ensure!(s.contains(&text), "herdr swallowed {s:?}, expected {text:?} among them");
+    Ok(())
+}
+
+#[then(expr = "the gateway on {string} is still ready")]
+async fn still_ready(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let (status, v) = w.host(&host)?.gateway.get("/readyz").await?;
+    ensure!(status == 200, "/readyz on {host} answered {status}: {v}");
+    Ok(())
+}
+
+#[then(
+    regex = r#"^"([^"]+)" drains an? (INJECTED|FAILED) notice for the send(?: with reason "([a-z_]+)")? within (\d+) seconds$"#
+)]
+async fn send_notice(w: &mut FleetWorld, main: String, kind: String, reason: String, secs: u64) -> anyhow::Result<()> {
+    let send = w
+        .results
+        .get("send")
+        .cloned()
+        .ok_or_else(|| anyhow!("the send has not returned yet"))?;
+    let msg_id = send["msgId"]
+        .as_str()
+        .ok_or_else(|| anyhow!("send result has no msgId: {send}"))?
+        .to_string();
+    let handle = w.mcp(&main).await?.handle();
+    let found = wait_for(
+        &format!("an {kind} notice for the send"),
+        Duration::from_secs(secs),
+        || {
+            let (handle, msg_id, kind) = (handle.clone(), msg_id.clone(), kind.clone());
+            async move {
+                let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
+                let hit = v["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|m| m["kind"] == json!(kind) && m["corrId"] == json!(msg_id))
+                    .cloned();
+                Ok(hit)
+            }
+        },
+    )
+    .await?;
+    if !reason.is_empty() {
+        let body: serde_json::Value = serde_json::from_str(found["text"].as_str().unwrap_or("{}"))?;
+        ensure!(
+            body["reason"] == json!(reason),
+            "notice {found} has reason {}, expected {reason:?}",
+            body["reason"]
+        );
+    }
+    Ok(())
+}
+
+#[given(expr = "{string} finishes each brief quickly")]
+async fn works_briefly(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let e = w.entity(&name)?;
+    let (host, pane) = (e.host.clone(), e.pane.clone());
+    w.host(&host)?.herdr.set_on_input(&pane, InputReaction::WorksBriefly);
+    Ok(())
+}
+
+#[given(expr = "gateways reach the broker through a link the suite can cut")]
+async fn cuttable_link(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let addr = w.suite()?.broker.endpoint().amqp_addr();
+    w.link = Some(fleet_conformance::faults::Proxy::start(addr).await?);
+    Ok(())
+}
+
+#[when(expr = "the link to the broker is cut")]
+async fn cut_link(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let link = w
+        .link
+        .as_ref()
+        .ok_or_else(|| anyhow!("this scenario has no cuttable link"))?;
+    let n = link.cut();
+    ensure!(n > 0, "no live connection went through the link");
+    Ok(())
+}
+
+#[given(expr = "gateways use an AMQP heartbeat of {int} seconds")]
+async fn amqp_heartbeat(w: &mut FleetWorld, s: u32) {
+    w.gateway_env.insert("FLEET_AMQP_HEARTBEAT_S".into(), s.to_string());
+}
+
+#[when(expr = "a second gateway for host {string} starts on the same state")]
+async fn second_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let spec = w.host(&host)?.gateway.spec.clone();
+    let gw = fleet_conformance::gateway::GatewayProcess::start_unready(spec)?;
+    w.replacements.insert(host, gw);
+    Ok(())
+}
+
+#[then(regex = r#"^the second gateway for "([^"]+)" reports not ready, naming the queue held by the first$"#)]
+async fn second_not_ready(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let gw = w
+        .replacements
+        .get(&host)
+        .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
+    // Either its host's exclusive queues (roster) or an entity's inbox is refused: both are held
+    // by the frozen first gateway's connection. It must say so, and not serve.
+    let refused = |v: &serde_json::Value| {
+        let text = v.to_string();
+        text.contains("RESOURCE_LOCKED") || text.contains("ACCESS_REFUSED") || text.contains("exclusive")
+    };
+    let (status, v) = wait_for(
+        "the second gateway to report the refusal",
+        Duration::from_secs(15),
+        || async {
+            match gw.get("/readyz").await {
+                Ok((s, v)) if refused(&v) => Ok(Some((s, v))),
+                Ok((s, v)) => Err(format!("{s}: {v}")),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await?;
+    ensure!(status == 503, "/readyz answered {status}: {v}");
+    ensure!(
+        gw.log().contains("ERROR"),
+        "the second gateway did not log the refusal at ERROR"
+    );
+    Ok(())
+}
+
+#[then(expr = "the second gateway for {string} becomes ready within {int} seconds")]
+async fn second_ready(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
+    let gw = w
+        .replacements
+        .get_mut(&host)
+        .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
+    gw.wait_ready(Duration::from_secs(secs)).await?;
+    Ok(())
+}
+
+#[when(expr = "the first gateway for {string} is replaced by the second")]
+async fn replace_first(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let second = w
+        .replacements
+        .remove(&host)
+        .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
+    let h = w.host_mut(&host)?;
+    let mut first = std::mem::replace(&mut h.gateway, second);
+    let _ = first.signal(libc::SIGCONT);
+    first.kill().await;
+    for e in w.entities.values_mut().filter(|e| e.host == host) {
+        e.mcp = None;
+    }
+    Ok(())
+}
