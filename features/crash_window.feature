@@ -30,7 +30,7 @@ Feature: Crash windows — at most once into workers, at least once into mains (
     When "lead" polls all messages
     Then "lead" gets no message
 
-  @FWD-1 @FWD-5 @FWD-7 @crash
+  @FWD-1 @FWD-5 @FWD-7 @crash @cap-submit-confirm
   Scenario: a crash after the inject but before INJECTED: one inject, a failure at the sender, no duplicate
     Given "w1" is idle
     And "w1" takes input without starting to work

@@ -108,8 +108,12 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | an expired SEND                 | w1         | expired   |
       | a SEND stamped 10 minutes ahead | lead       | future_ts |
       | a replay of a drained SEND      | lead       | replay    |
-      | a replay of an injected SEND    | w1         | replay    |
       | a replayed PRESENCE             | the roster | replay    |
+
+    @SIG-3 @FWD-6
+    Examples: a SEND is deduplicated by msgId before the ack, so a replay is never injected again
+      | message                      | to | check  |
+      | a replay of an injected SEND | w1 | replay |
 
     @PRS-3 @SIG-2
     Examples: a presence claim for a gid another host owns

@@ -7,7 +7,7 @@ Feature: herdr misbehaving — every failed inject is a visible FAILED, the gate
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
 
-  @FWD-7 @FWD-4
+  @FWD-7 @FWD-4 @cap-submit-confirm
   Scenario: herdr answers ok but nothing was submitted: FAILED not_submitted, not INJECTED
     Given "w1" is idle
     When herdr on "b" swallows input

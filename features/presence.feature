@@ -41,6 +41,14 @@ Feature: Presence — every gateway keeps the union roster from signed heartbeat
     And the inbox of "w1" has one consumer, and a second exclusive consumer is refused
     And the roster of "a" lists "w1" on "b"
 
+  @PRS-3 @SIG-2
+  Scenario: a second host claiming a live gid in its heartbeat is refused, the first claim stays
+    When host "c" claims the gid of "w1" in a signed heartbeat
+    Then the roster of "a" has judged that claim
+    And the roster of "a" still lists "w1" on "b" only
+    And the roster of "b" has judged that claim
+    And the roster of "b" still lists "w1" on "b" only
+
   @PRS-2 @crash
   Scenario: a restarted gateway rebuilds its view from heartbeats
     When the gateway on "a" is restarted

@@ -9,3 +9,13 @@ Feature: Publishing — confirmed, mandatory, and unroutable fails fast (SPEC §
   Scenario: a send to a gid with no inbox fails fast with no_route
     When "lead" sends "hello?" to an unknown gid
     Then the send fails fast, well under the inject bound
+
+  @PUB-3
+  Scenario: a publish the broker nacks fails the send at once, not at the inject bound
+    Given host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" is idle
+    When the broker nacks every message published to the inbox of "w1"
+    And "lead" sends "are you there?" to "w1"
+    Then the send returns "failed" within 5 seconds
+    And herdr on "b" records no inject into "w1"
+    And the gateway on "a" is still ready

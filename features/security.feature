@@ -41,3 +41,12 @@ Feature: Broker security — TLS and least-privilege logins (SPEC §14)
     And the login of "b" cannot publish presence for host "a"
     And the gateway on "b" is ready within 5 seconds
     And the gateway on "a" is ready within 5 seconds
+
+  @SEC-3
+  Scenario: task text crosses the broker as plain text: the broker is inside the trust circle
+    Given host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" is idle
+    When "lead" sends "the staging password is in vault" to "w1" while the suite keeps a copy of the wire
+    Then the broker's copy carries "the staging password is in vault" as its plain UTF-8 body
+    And the send returns "injected" within 10 seconds

@@ -17,6 +17,18 @@ Feature: Spawn and stop across hosts (SPEC §9)
     Then herdr on "b" records exactly 1 inject into "w9" with text "triage issue 7"
     And "lead" drains an INJECTED notice for the spawn of "w9" within 10 seconds
 
+  @SPN-2 @crash
+  Scenario: a SPAWN delivered twice, before and after a restart, still launches one agent
+    When "lead" spawns a "claude" worker "w9" on "b" with brief "triage issue 7"
+    And the spawn of "w9" returns "present" within 10 seconds
+    And herdr on "b" shows one new pane for "w9" with the FLEET_* env and the command "claude --yes"
+    When the SPAWN of "w9" is delivered again with a fresh msgId
+    Then herdr on "b" still shows exactly one pane for "w9"
+    When the gateway on "b" is restarted
+    And the SPAWN of "w9" is delivered again with a fresh msgId
+    Then herdr on "b" still shows exactly one pane for "w9"
+    And the roster of "a" lists "w9" on "b"
+
   @SPN-3
   Scenario: an unknown profile is refused with FAILED unknown_profile
     When "lead" spawns a "gemini" worker "w8" on "b" with brief "hello"
@@ -28,7 +40,7 @@ Feature: Spawn and stop across hosts (SPEC §9)
     When "lead" spawns a "claude" worker "w7" on "nowhere" with brief "hello"
     Then the spawn of "w7" returns "failed" with reason "no_route" within 3 seconds
 
-  @SPN-5 @TOP-6 @PRS-2
+  @SPN-5 @TOP-6 @PRS-2 @cap-stop
   Scenario: a main stops a remote worker: pane closed, inbox gone, down seen everywhere
     When "lead" spawns a "claude" worker "w9" on "b" with brief "triage issue 7"
     And the spawn of "w9" returns "present" within 10 seconds

@@ -17,3 +17,8 @@ Feature: Topology — what a gateway declares on the broker (SPEC §1)
   @TOP-3
   Scenario: a gateway declares and consumes its control and roster queues
     Then host "a" has its control and roster queues
+
+  @TOP-1 @cap-delay
+  Scenario: a gateway that declares bridge.delay gives it the type of SPEC §1, where the broker has it
+    Then bridge.delay is declared as SPEC §1 says where the broker knows x-delayed-message, and absent where not
+    And every gateway is still ready

@@ -4,6 +4,8 @@
 //! the suite judges any gateway by what crosses the wire, so a bug in the gateway cannot hide
 //! behind a helper they share.
 //!
+//! - [`conformance`] — the runner's verdict: requirement registry, capabilities, baseline, reports
+//! - [`bench`] — `fleet-bench`: gateway paths against the raw broker, and gateway footprint
 //! - [`broker`] — broker providers (container, local process, URL) and the management API
 //! - [`gateway`] — a gateway under test, as a real process with the SPEC §15 contract
 //! - [`herdr`] — the fake herdr socket server (the only fake)
@@ -14,7 +16,9 @@
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
 //! - [`tls`] — test-time certificates for `amqps://` brokers
 
+pub mod bench;
 pub mod broker;
+pub mod conformance;
 pub mod envelope;
 pub mod faults;
 pub mod gateway;

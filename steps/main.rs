@@ -3,10 +3,13 @@
 //! For each broker in `FLEET_E2E_BROKERS` (default `rabbitmq`, a container) it starts the broker,
 //! runs every feature against real gateway processes, stops the broker, and prints which
 //! requirements passed. A broker that was asked for and cannot start fails the run — it is never
-//! skipped. Reports go to `target/fleet-e2e/<broker>/` (cucumber JSON and JUnit XML).
+//! skipped. Reports go to `target/fleet-e2e/<broker>/` (or `$FLEET_E2E_OUT/<broker>/`): cucumber
+//! JSON, JUnit XML, `broker.json` (label and version) and `logs/<feature>-<line>.log`, the gateway
+//! logs of each failed scenario — what `fleet-conformance run` reads back.
 
 mod ask;
 mod broadcast;
+mod broker_side;
 mod envelope;
 mod faults;
 mod forward;
@@ -79,6 +82,10 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
     );
     let out_dir = out_root.join(label.replace(':', "-"));
     std::fs::create_dir_all(&out_dir)?;
+    let meta = serde_json::json!({"label": label, "kind": spec.kind.to_string(), "version": broker.version()});
+    std::fs::write(out_dir.join("broker.json"), meta.to_string())?;
+    let logs_dir = out_dir.join("logs");
+    let _ = std::fs::remove_dir_all(&logs_dir);
     let work_dir = std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&work_dir)?;
     let suite = Arc::new(Suite {
@@ -105,18 +112,33 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
                 .tee::<FleetWorld, _>(writer::JUnit::for_tee(junit, 0))
                 .normalized(),
         )
-        .after(|_feature, _rule, _scenario, ev, world| {
+        .after(move |feature, _rule, scenario, ev, world| {
             let passed = matches!(ev, cucumber::event::ScenarioFinished::StepPassed);
+            let feature_file = feature
+                .path
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let log_file = logs_dir.join(fleet_conformance::conformance::verdict::log_file_name(
+                &feature_file,
+                scenario.position.line,
+            ));
             async move {
                 if let Some(w) = world {
                     if !passed {
+                        let mut excerpt = String::new();
                         for (host, h) in &w.hosts {
-                            eprintln!(
-                                "--- gateway {host} log ({}) ---\n{}",
+                            let part = format!(
+                                "--- gateway {host} log ({}) ---\n{}\n",
                                 h.gateway.log_path().display(),
                                 h.gateway.log_tail(60)
                             );
+                            eprint!("{part}");
+                            excerpt.push_str(&part);
                         }
+                        // Kept for the conformance report (best effort: the run goes on without it).
+                        let _ = std::fs::create_dir_all(log_file.parent().unwrap_or(Path::new(".")))
+                            .and_then(|()| std::fs::write(&log_file, excerpt));
                     }
                     w.cleanup(passed).await;
                 }
@@ -163,7 +185,10 @@ fn main() -> std::process::ExitCode {
         let specs =
             BrokerSpec::parse_list(&brokers).map_err(|e| anyhow::anyhow!("FLEET_E2E_BROKERS={brokers:?}: {e}"))?;
         let cmd = gateway_command()?;
-        let out_root = workspace_root().join("target").join("fleet-e2e");
+        let out_root = match std::env::var_os("FLEET_E2E_OUT") {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => workspace_root().join("target").join("fleet-e2e"),
+        };
         let mut all_ok = true;
         for spec in &specs {
             all_ok &= run_on(spec, &cmd, &out_root).await?;

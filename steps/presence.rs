@@ -220,3 +220,64 @@ async fn pane_closed(w: &mut FleetWorld, host: String, name: String) -> anyhow::
     .await?;
     Ok(())
 }
+
+#[when(expr = "host {string} claims the gid of {string} in a signed heartbeat")]
+async fn probe_claims(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let key = w
+        .keys
+        .get(&host)
+        .cloned()
+        .ok_or_else(|| anyhow!("no key for host {host}"))?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    probe.announce(&key, &gid, "worker", Duration::from_secs(60)).await?;
+    // A marker claim on the same channel right after: once a roster lists it, the claim above
+    // (routed earlier into the same roster queue) has been judged too.
+    let marker = uuid::Uuid::new_v4().to_string();
+    probe.announce(&key, &marker, "worker", Duration::from_secs(60)).await?;
+    probe.close().await;
+    w.results
+        .insert("marker".into(), serde_json::json!({"gid": marker, "host": host}));
+    Ok(())
+}
+
+#[then(expr = "the roster of {string} has judged that claim")]
+async fn claim_judged(w: &mut FleetWorld, at: String) -> anyhow::Result<()> {
+    let m = w
+        .results
+        .get("marker")
+        .cloned()
+        .ok_or_else(|| anyhow!("no claim was made"))?;
+    let (gid, host) = (
+        m["gid"].as_str().unwrap_or_default().to_string(),
+        m["host"].as_str().unwrap_or_default().to_string(),
+    );
+    let w2: &FleetWorld = w;
+    wait_for("the marker claim in the roster", heartbeats(w, 2), || {
+        let (gid, host, at) = (gid.clone(), host.clone(), at.clone());
+        async move {
+            let entries = roster_of(w2, &at).await.map_err(|e| e.to_string())?;
+            if lists(&entries, &gid, &host) {
+                Ok(Some(()))
+            } else {
+                Err("marker not listed yet".into())
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(expr = "the roster of {string} still lists {string} on {string} only")]
+async fn still_lists_only(w: &mut FleetWorld, at: String, name: String, host: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let entries = roster_of(w, &at).await?;
+    let claims: Vec<&Value> = entries.iter().filter(|e| e["gid"] == gid.as_str()).collect();
+    ensure!(
+        claims.len() == 1 && claims[0]["host"] == host.as_str(),
+        "claims of {name}: {claims:?}"
+    );
+    Ok(())
+}

@@ -20,6 +20,10 @@ async fn spawns(
     brief: String,
 ) -> anyhow::Result<()> {
     let args = json!({"host": host, "profile": profile, "brief": brief, "groups": []});
+    w.results.insert(
+        format!("spawn-args:{name}"),
+        json!({"main": main, "host": host, "profile": profile, "brief": brief}),
+    );
     w.call_in_background(&format!("spawn:{name}"), &main, "bridge_spawn", args)
         .await
 }
@@ -148,5 +152,75 @@ async fn stops(w: &mut FleetWorld, main: String, name: String) -> anyhow::Result
 async fn no_pane(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let n = w.host(&host)?.herdr.created_panes().len();
     ensure!(n == 0, "herdr on {host} created {n} pane(s)");
+    Ok(())
+}
+
+#[when(expr = "the SPAWN of {string} is delivered again with a fresh msgId")]
+async fn spawn_again(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    use fleet_conformance::envelope::{Envelope, now_ms};
+    let args = w
+        .results
+        .get(&format!("spawn-args:{name}"))
+        .cloned()
+        .ok_or_else(|| anyhow!("no spawn of {name}"))?;
+    let gid = w.gid(&name)?;
+    let (main, host) = (
+        args["main"].as_str().unwrap_or_default().to_string(),
+        args["host"].as_str().unwrap_or_default().to_string(),
+    );
+    let main_host = w.entity(&main)?.host.clone();
+    let key = w
+        .keys
+        .get(&main_host)
+        .cloned()
+        .ok_or_else(|| anyhow!("no key for {main_host}"))?;
+    let body = serde_json::to_vec(
+        &json!({"profile": args["profile"], "brief": args["brief"], "groups": [], "parent": w.gid(&main)?}),
+    )?;
+    let mut env = Envelope::new("SPAWN", &w.gid(&main)?, &host, &main_host);
+    env.set("spawnId", &gid)
+        .set("expiresAt", &(now_ms() + 60_000).to_string());
+    let env = env.signed_by(&key, &body);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let control = format!("control.{host}");
+    let before = suite
+        .broker
+        .management()
+        .queue(&vhost, &control)
+        .await?
+        .map(|q| q.acked_total)
+        .unwrap_or(0);
+    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let msg = fleet_conformance::probe::Crafted::from_envelope("bridge.control", &host, &env, &body);
+    probe.publish(&msg).await?;
+    probe.close().await;
+    // Acted on once its control queue shows one more ack (SPN-2 acks only after acting).
+    wait_for("the duplicate SPAWN to be acked", Duration::from_secs(10), || {
+        let (suite, vhost, control) = (suite.clone(), vhost.clone(), control.clone());
+        async move {
+            match suite.broker.management().queue(&vhost, &control).await {
+                Ok(Some(q)) if q.acked_total > before && q.messages_ready == 0 && q.messages_unacknowledged == 0 => {
+                    Ok(Some(()))
+                }
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[then(expr = "herdr on {string} still shows exactly one pane for {string}")]
+async fn one_pane(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let n = w
+        .host(&host)?
+        .herdr
+        .created_panes()
+        .into_iter()
+        .filter(|p| p.env.get("FLEET_GID") == Some(&gid))
+        .count();
+    ensure!(n == 1, "herdr on {host} shows {n} panes for {name}");
     Ok(())
 }

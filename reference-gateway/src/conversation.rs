@@ -43,21 +43,30 @@ pub struct Question {
 /// Turns waiting at workers and questions open at mains, both by turnId.
 #[derive(Default)]
 pub struct Conversations {
-    turns: Mutex<HashMap<String, oneshot::Sender<TurnEnd>>>,
+    /// turnId → (asking worker, its waiting call).
+    turns: Mutex<HashMap<String, (String, oneshot::Sender<TurnEnd>)>>,
     questions: Mutex<HashMap<String, Question>>,
 }
 
 impl Conversations {
-    fn open_turn(&self, turn_id: &str) -> oneshot::Receiver<TurnEnd> {
+    fn open_turn(&self, worker: &str, turn_id: &str) -> oneshot::Receiver<TurnEnd> {
         let (tx, rx) = oneshot::channel();
         if let Ok(mut m) = self.turns.lock() {
-            m.insert(turn_id.to_string(), tx);
+            m.insert(turn_id.to_string(), (worker.to_string(), tx));
         }
         rx
     }
 
     fn close_turn(&self, turn_id: &str) -> Option<oneshot::Sender<TurnEnd>> {
-        self.turns.lock().ok()?.remove(turn_id)
+        self.turns.lock().ok()?.remove(turn_id).map(|(_, tx)| tx)
+    }
+
+    /// Ends every waiting turn of a worker (it is being stopped): each waiting `bridge_ask`
+    /// then returns `expired` and its question is ABANDONED (ASK-5).
+    pub fn end_turns_of(&self, worker: &str) {
+        if let Ok(mut m) = self.turns.lock() {
+            m.retain(|_, (w, _)| w != worker);
+        }
     }
 
     pub fn record_question(&self, turn_id: &str, q: Question) {
@@ -135,7 +144,7 @@ impl Gateway {
         };
         let turn_id = crate::envelope::new_uuid();
         let expires_at = now_ms() + timeout.as_millis() as u64;
-        let rx = self.conversations.open_turn(&turn_id);
+        let rx = self.conversations.open_turn(&worker.gid, &turn_id);
         let mut out = Outgoing::new(
             Kind::Ask,
             MSG_EXCHANGE,

@@ -147,6 +147,7 @@ impl Gateway {
     pub async fn stop_entity(self: &Arc<Self>, gid: &str) -> Result<Entity, EntityError> {
         let entity = self.entity(gid).ok_or_else(|| EntityError::NotFound(gid.to_string()))?;
         self.detach_entity(gid).await;
+        self.conversations.end_turns_of(gid);
         match self.channel().await {
             Ok(ch) => {
                 if let Err(e) = topology::delete_inbox(&ch, gid).await {

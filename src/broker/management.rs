@@ -402,6 +402,30 @@ impl Management {
         }
     }
 
+    /// `PUT /api/policies/{vhost}/{name}`: a queue policy with `definition` for the queues whose
+    /// names match `pattern` (how a scenario makes the broker misbehave, e.g. nack publishes).
+    pub async fn put_policy(
+        &self,
+        vhost: &str,
+        name: &str,
+        pattern: &str,
+        definition: Value,
+    ) -> Result<(), BrokerError> {
+        let path = format!("/api/policies/{}/{}", percent_encode(vhost), percent_encode(name));
+        let body = serde_json::json!({
+            "pattern": pattern, "definition": definition, "priority": 100, "apply-to": "queues",
+        });
+        match self.request(Method::PUT, &path, Some(body)).await? {
+            Some(_) => Ok(()),
+            None => Err(BrokerError::Status {
+                method: "PUT",
+                url: format!("{}{path}", self.base),
+                status: 404,
+                body: "vhost not found".into(),
+            }),
+        }
+    }
+
     /// `DELETE /api/users/{user}`; a user that does not exist counts as deleted.
     pub async fn delete_user(&self, user: &str) -> Result<(), BrokerError> {
         let path = format!("/api/users/{}", percent_encode(user));

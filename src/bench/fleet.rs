@@ -1,0 +1,143 @@
+//! The benchmark's hosts: real gateway processes with fake herdrs on one broker vhost.
+//!
+//! The same pieces a scenario wires (`steps/world.rs`), without cucumber: one key per host, every
+//! host's key pinned in every peers file (so hosts started later — the presence probe's — are
+//! trusted from the start), a fake herdr per host, and entities registered through the local API
+//! on agent panes of that herdr.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, anyhow};
+
+use crate::gateway::{GatewayProcess, GatewaySpec};
+use crate::herdr::{AgentStatus, FakeHerdr, InputReaction};
+use crate::keys::HostKey;
+use crate::mcp::McpClient;
+
+/// One host: its gateway process and its fake herdr.
+pub struct BenchHost {
+    pub gateway: GatewayProcess,
+    pub herdr: FakeHerdr,
+}
+
+/// A registered entity.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub host: String,
+    pub gid: String,
+    pub token: String,
+    pub pane: String,
+}
+
+/// Every host of a benchmark run.
+pub struct Fleet {
+    dir: PathBuf,
+    amqp_url: String,
+    gateway_cmd: String,
+    keys: BTreeMap<String, HostKey>,
+    pub hosts: BTreeMap<String, BenchHost>,
+}
+
+impl Fleet {
+    /// A fleet in `dir` whose gateways connect to `amqp_url`; `hosts` names every host that may
+    /// ever be started (their keys are pinned everywhere).
+    pub fn new(dir: PathBuf, amqp_url: String, gateway_cmd: String, hosts: &[String]) -> Fleet {
+        let keys = hosts.iter().map(|h| (h.clone(), HostKey::generate(h))).collect();
+        Fleet {
+            dir,
+            amqp_url,
+            gateway_cmd,
+            keys,
+            hosts: BTreeMap::new(),
+        }
+    }
+
+    async fn prepare(&self, host: &str, env: &BTreeMap<String, String>) -> anyhow::Result<(GatewaySpec, FakeHerdr)> {
+        let key = self
+            .keys
+            .get(host)
+            .cloned()
+            .ok_or_else(|| anyhow!("host {host} was not named when the fleet was made"))?;
+        let hdir = self.dir.join(host);
+        let herdr = FakeHerdr::start(&hdir.join("herdr"))
+            .await
+            .with_context(|| format!("starting the fake herdr of {host}"))?;
+        let spec = GatewaySpec {
+            host: host.to_string(),
+            command: self.gateway_cmd.clone(),
+            amqp_url: self.amqp_url.clone(),
+            herdr_socket: herdr.socket_path().to_path_buf(),
+            dir: hdir,
+            key,
+            peers: self.keys.clone(),
+            extra_env: env.clone(),
+        };
+        Ok((spec, herdr))
+    }
+
+    /// Starts `host` and waits for its `/readyz`.
+    pub async fn start_host(&mut self, host: &str, env: &BTreeMap<String, String>) -> anyhow::Result<()> {
+        let (spec, herdr) = self.prepare(host, env).await?;
+        let gateway = GatewayProcess::start(spec).await?;
+        self.hosts.insert(host.to_string(), BenchHost { gateway, herdr });
+        Ok(())
+    }
+
+    /// Spawns `host`'s gateway without waiting for anything (the caller times its boot).
+    pub async fn spawn_host(&mut self, host: &str, env: &BTreeMap<String, String>) -> anyhow::Result<()> {
+        let (spec, herdr) = self.prepare(host, env).await?;
+        let gateway = GatewayProcess::start_unready(spec)?;
+        self.hosts.insert(host.to_string(), BenchHost { gateway, herdr });
+        Ok(())
+    }
+
+    pub fn host(&self, host: &str) -> anyhow::Result<&BenchHost> {
+        self.hosts
+            .get(host)
+            .ok_or_else(|| anyhow!("host {host} is not running"))
+    }
+
+    /// Kills `host`'s gateway and stops its herdr.
+    pub async fn stop_host(&mut self, host: &str) {
+        if let Some(mut h) = self.hosts.remove(host) {
+            h.gateway.kill().await;
+            h.herdr.stop().await;
+        }
+    }
+
+    /// Adds an agent pane on `host` (reacting to input with `reaction`) and registers it.
+    pub async fn add(
+        &self,
+        host: &str,
+        role: &str,
+        parent: Option<&str>,
+        reaction: InputReaction,
+    ) -> anyhow::Result<Member> {
+        let h = self.host(host)?;
+        let agent = if role == "worker" { "claude" } else { "claude-main" };
+        let pane = h.herdr.add_agent_pane(agent, AgentStatus::Idle);
+        h.herdr.set_on_input(&pane, reaction);
+        let (gid, token) = h.gateway.register(role, &pane, &[], parent, None).await?;
+        Ok(Member {
+            host: host.to_string(),
+            gid,
+            token,
+            pane,
+        })
+    }
+
+    /// An MCP session acting as `m`.
+    pub async fn mcp(&self, m: &Member) -> anyhow::Result<McpClient> {
+        let url = self.host(&m.host)?.gateway.mcp_url();
+        Ok(McpClient::connect(&url, &m.token).await?)
+    }
+
+    /// Stops every host.
+    pub async fn shutdown(&mut self) {
+        let names: Vec<String> = self.hosts.keys().cloned().collect();
+        for h in names {
+            self.stop_host(&h).await;
+        }
+    }
+}

@@ -1,0 +1,613 @@
+//! `fleet-bench`: the gateway's message paths measured against the raw broker, in one run.
+//!
+//! Speed is measured, not asserted in tests (issue 9). Every gateway figure is divided by a raw
+//! lapin baseline taken on the same broker, vhost, message size, durability and confirm settings
+//! in the same run, because absolute numbers on a shared 2-core machine swing by ±30 % from one
+//! minute to the next. The raw baseline runs before and after the gateway paths; ratios use their
+//! mean, and the spread between the two says how noisy the run was.
+//!
+//! - [`raw`] — the baseline: pipelined confirms → durable queue → manual-ack consumer
+//! - [`paths`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
+//! - [`presence`] — roster convergence after a gateway start
+//! - [`scale`] — gateway RSS and CPU with 1, 100, 1000 local entities
+//! - [`stats`] — percentiles and `/proc` CPU accounting
+//! - [`fleet`] — the hosts (gateway processes + fake herdrs) the paths run through
+
+pub mod fleet;
+pub mod paths;
+pub mod presence;
+pub mod raw;
+pub mod scale;
+pub mod stats;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use crate::broker::{Broker, BrokerSpec};
+use fleet::Fleet;
+use stats::CpuProbe;
+
+/// The goals of issue 9.
+pub const GOAL_FORWARD_RATIO: f64 = 0.45;
+pub const GOAL_PULL_RATIO: f64 = 0.8;
+pub const GOAL_FORWARD_P50_DELTA_MS: f64 = 2.0;
+
+/// Everything a run can be told.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub broker: String,
+    pub gateway_cmd: String,
+    pub out: PathBuf,
+    pub sections: BTreeSet<String>,
+    pub raw: raw::RawSettings,
+    pub paths: paths::PathSettings,
+    pub presence_trials: usize,
+    pub scale: scale::ScaleSettings,
+    /// Keep the work directory (gateway logs) after the run.
+    pub keep: bool,
+}
+
+/// The sections a run may include.
+pub const SECTIONS: [&str; 5] = ["raw", "forward", "pull", "presence", "scale"];
+
+/// Runs the selected sections and returns the report (also written to `opts.out`).
+pub async fn run(opts: &Options) -> anyhow::Result<Value> {
+    let load_before = stats::load_average();
+    let spec = BrokerSpec::parse(&opts.broker)?;
+    eprintln!("fleet-bench: starting broker {} …", spec.label());
+    let broker = Broker::start(&spec)
+        .await
+        .with_context(|| format!("starting broker {}", spec.label()))?;
+    let result = run_on(&broker, opts).await;
+    if let Err(e) = broker.stop().await {
+        eprintln!("fleet-bench: could not stop the broker: {e}");
+    }
+    let mut report = result?;
+    report["machine"] = json!({
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "load_before": load_before,
+        "load_after": stats::load_average(),
+    });
+    if let Some(dir) = opts.out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&opts.out, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("writing {}", opts.out.display()))?;
+    Ok(report)
+}
+
+fn on(opts: &Options, section: &str) -> bool {
+    opts.sections.contains(section)
+}
+
+async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Value> {
+    let vhost = broker.create_vhost().await?;
+    let url = broker.amqp_url(&vhost);
+    let broker_pid = stats::own_broker_pid();
+    let me = Some(std::process::id());
+    let work = std::env::temp_dir().join(format!(
+        "fleet-bench-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    std::fs::create_dir_all(&work)?;
+    eprintln!(
+        "fleet-bench: broker {} ready (pid {broker_pid:?}); work dir {}",
+        broker.version(),
+        work.display()
+    );
+    let mut report = json!({
+        "broker": {"spec": broker.spec().label(), "version": broker.version()},
+        "gateway_cmd": opts.gateway_cmd,
+        "settings": {
+            "message_bytes": opts.paths.size,
+            "persistent": true,
+            "publisher_confirms": true,
+            "mandatory": true,
+            "raw": {"messages": opts.raw.messages, "outstanding_confirms": opts.raw.outstanding,
+                    "prefetch": opts.raw.prefetch, "round_trip_samples": opts.raw.rtt_samples},
+            "paths": {"pairs": opts.paths.pairs, "briefs": opts.paths.briefs, "replies": opts.paths.replies,
+                      "latency_samples": opts.paths.latency_samples},
+            "heartbeat_ms": "gateway default (SPEC: 5000)",
+        },
+    });
+    let raw_cpu = CpuProbe::default().with("bench", me).with("broker", broker_pid);
+    let mut raws = Vec::new();
+    if on(opts, "raw") {
+        eprintln!("fleet-bench: raw baseline …");
+        raws.push(raw::run(&url, &opts.raw, &raw_cpu).await?);
+    }
+    let hosts: Vec<String> = ["a", "b", "s"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain((1..=opts.presence_trials).map(|i| format!("c{i}")))
+        .collect();
+    let mut fleet = Fleet::new(work.clone(), url.clone(), opts.gateway_cmd.clone(), &hosts);
+    let env = BTreeMap::new();
+    let outcome = async {
+        let needs_ab = ["forward", "pull", "presence"].iter().any(|s| on(opts, s));
+        if needs_ab {
+            fleet.start_host("a", &env).await?;
+            fleet.start_host("b", &env).await?;
+        }
+        let path_cpu = CpuProbe::default()
+            .with("bench", me)
+            .with("broker", broker_pid)
+            .with("gateway_a", fleet.hosts.get("a").and_then(|h| h.gateway.pid()))
+            .with("gateway_b", fleet.hosts.get("b").and_then(|h| h.gateway.pid()));
+        if on(opts, "forward") || on(opts, "pull") {
+            let pairs = paths::pairs(&fleet, opts.paths.pairs.max(1)).await?;
+            if on(opts, "forward") {
+                eprintln!("fleet-bench: forward path …");
+                report["forward"] = serde_json::to_value(paths::forward(&pairs, &opts.paths, &path_cpu).await?)?;
+            }
+            if on(opts, "pull") {
+                eprintln!("fleet-bench: pull path …");
+                report["pull"] = serde_json::to_value(paths::pull(&pairs, &opts.paths, &path_cpu).await?)?;
+            }
+        }
+        if on(opts, "raw") && (on(opts, "forward") || on(opts, "pull")) {
+            eprintln!("fleet-bench: raw baseline again …");
+            raws.push(raw::run(&url, &opts.raw, &raw_cpu).await?);
+        }
+        if on(opts, "presence") {
+            eprintln!("fleet-bench: presence convergence …");
+            let names: Vec<String> = (1..=opts.presence_trials).map(|i| format!("c{i}")).collect();
+            let r = presence::run(&mut fleet, &names, &env, 5_000).await?;
+            report["presence"] = serde_json::to_value(r)?;
+        }
+        fleet.stop_host("a").await;
+        fleet.stop_host("b").await;
+        if on(opts, "scale") {
+            eprintln!("fleet-bench: scale {:?} …", opts.scale.levels);
+            fleet.start_host("s", &env).await?;
+            report["scale"] = serde_json::to_value(scale::run(&fleet, &opts.scale, broker_pid).await?)?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    fleet.shutdown().await;
+    let _ = broker.delete_vhost(&vhost).await;
+    if outcome.is_ok() && !opts.keep {
+        let _ = std::fs::remove_dir_all(&work);
+    } else {
+        eprintln!("fleet-bench: gateway logs kept in {}", work.display());
+    }
+    outcome?;
+    if !raws.is_empty() {
+        report["raw"] = serde_json::to_value(&raws[0])?;
+        if let Some(after) = raws.get(1) {
+            report["raw_after"] = serde_json::to_value(after)?;
+        }
+    }
+    add_ratios(&mut report);
+    Ok(report)
+}
+
+/// The raw baseline figure ratios are taken against: the mean of the runs before and after.
+fn raw_rate(report: &Value) -> Option<f64> {
+    let a = report["raw"]["msgs_per_s"].as_f64()?;
+    Some(match report["raw_after"]["msgs_per_s"].as_f64() {
+        Some(b) => (a + b) / 2.0,
+        None => a,
+    })
+}
+
+fn raw_rtt_p50(report: &Value) -> Option<f64> {
+    let a = report["raw"]["round_trip"]["p50_ms"].as_f64()?;
+    Some(match report["raw_after"]["round_trip"]["p50_ms"].as_f64() {
+        Some(b) => (a + b) / 2.0,
+        None => a,
+    })
+}
+
+fn goal(value: Option<f64>, goal: f64, at_least: bool) -> Value {
+    match value {
+        Some(v) => json!({"value": v, "goal": goal, "met": if at_least { v >= goal } else { v <= goal }}),
+        None => Value::Null,
+    }
+}
+
+fn add_ratios(report: &mut Value) {
+    let rate = raw_rate(report);
+    let rtt = raw_rtt_p50(report);
+    let fwd = report["forward"]["briefs_per_s"].as_f64();
+    let pull = report["pull"]["replies_per_s"].as_f64();
+    let fwd_p50 = report["forward"]["latency"]["p50_ms"].as_f64();
+    let pull_p50 = report["pull"]["latency"]["p50_ms"].as_f64();
+    let ratio = |x: Option<f64>| Some(x? / rate?);
+    let delta = |x: Option<f64>| Some(x? - rtt?);
+    report["ratios"] = json!({
+        "raw_msgs_per_s_used": rate,
+        "raw_round_trip_p50_ms_used": rtt,
+        "forward_briefs_to_raw": ratio(fwd),
+        "forward_msgs_to_raw": ratio(fwd.map(|f| 2.0 * f)),
+        "pull_replies_to_raw": ratio(pull),
+        "forward_p50_minus_raw_round_trip_ms": delta(fwd_p50),
+        "forward_p50_to_raw_round_trip": Some(fwd_p50.zip(rtt).map(|(a, b)| a / b)).flatten(),
+        "pull_p50_minus_raw_round_trip_ms": delta(pull_p50),
+    });
+    report["goals"] = json!({
+        "forward_ratio": goal(ratio(fwd), GOAL_FORWARD_RATIO, true),
+        "pull_ratio": goal(ratio(pull), GOAL_PULL_RATIO, true),
+        "forward_p50_within_ms_of_raw_round_trip": goal(delta(fwd_p50), GOAL_FORWARD_P50_DELTA_MS, false),
+    });
+}
+
+fn f(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.2}"),
+        None => "-".into(),
+    }
+}
+
+fn lat(v: &Value) -> String {
+    if v.is_null() || v["n"].as_u64() == Some(0) {
+        return "-".into();
+    }
+    format!("{} / {} / {}", f(&v["p50_ms"]), f(&v["p99_ms"]), f(&v["max_ms"]))
+}
+
+fn met(v: &Value) -> &'static str {
+    match v["met"].as_bool() {
+        Some(true) => "met",
+        Some(false) => "MISSED",
+        None => "",
+    }
+}
+
+fn cpu_line(label: &str, v: &Value) -> Option<String> {
+    let m = v.as_object()?;
+    let parts: Vec<String> = m.iter().map(|(k, x)| format!("{k} {}", f(x))).collect();
+    Some(format!("  {label:<28} {}", parts.join(" · ")))
+}
+
+/// The human-readable table of a report.
+pub fn table(r: &Value) -> String {
+    let mut out = Vec::new();
+    let s = &r["settings"];
+    out.push(format!(
+        "fleet-bench · broker {} ({}) · {} B messages, persistent, confirms, mandatory · load {} → {}",
+        r["broker"]["spec"].as_str().unwrap_or("?"),
+        r["broker"]["version"].as_str().unwrap_or("?"),
+        s["message_bytes"],
+        r["machine"]["load_before"],
+        r["machine"]["load_after"],
+    ));
+    out.push(format!(
+        "{:<40} {:>22} {:>14} {:>14}",
+        "figure", "value", "vs raw", "goal"
+    ));
+    let row = |out: &mut Vec<String>, name: &str, value: String, vs: String, goal: String| {
+        out.push(format!("{name:<40} {value:>22} {vs:>14} {goal:>14}"));
+    };
+    let rt = &r["ratios"];
+    let g = &r["goals"];
+    if !r["raw"].is_null() {
+        let after = if r["raw_after"].is_null() {
+            String::new()
+        } else {
+            format!(" (after: {})", f(&r["raw_after"]["msgs_per_s"]))
+        };
+        row(&mut out, "raw msgs/s", f(&r["raw"]["msgs_per_s"]), "1".into(), after);
+        row(
+            &mut out,
+            "raw latency under load p50/p99/max ms",
+            lat(&r["raw"]["loaded_latency"]),
+            String::new(),
+            String::new(),
+        );
+        row(
+            &mut out,
+            "raw one-way (unloaded) ms",
+            lat(&r["raw"]["one_way"]),
+            String::new(),
+            String::new(),
+        );
+        row(
+            &mut out,
+            "raw round trip (unloaded) ms",
+            lat(&r["raw"]["round_trip"]),
+            "1".into(),
+            String::new(),
+        );
+    }
+    if !r["forward"].is_null() {
+        let fw = &r["forward"];
+        row(
+            &mut out,
+            &format!("forward briefs/s ({} senders)", fw["senders"]),
+            f(&fw["briefs_per_s"]),
+            format!("{}×", f(&rt["forward_briefs_to_raw"])),
+            format!("≥0.45× {}", met(&g["forward_ratio"])),
+        );
+        row(
+            &mut out,
+            "  (physical msgs/s, 2 per brief)",
+            f(&fw["msgs_per_s"]),
+            format!("{}×", f(&rt["forward_msgs_to_raw"])),
+            String::new(),
+        );
+        row(
+            &mut out,
+            "forward SEND→INJECTED (1 sender) ms",
+            lat(&fw["latency"]),
+            format!("+{} ms", f(&rt["forward_p50_minus_raw_round_trip_ms"])),
+            format!("≤+2 ms {}", met(&g["forward_p50_within_ms_of_raw_round_trip"])),
+        );
+        row(
+            &mut out,
+            "forward SEND→INJECTED under load ms",
+            lat(&fw["loaded_latency"]),
+            String::new(),
+            String::new(),
+        );
+        if fw["failures"].as_u64().unwrap_or(0) > 0 {
+            out.push(format!(
+                "  forward failures: {} (first: {})",
+                fw["failures"], fw["first_failure"]
+            ));
+        }
+    }
+    if !r["pull"].is_null() {
+        let p = &r["pull"];
+        row(
+            &mut out,
+            &format!("pull replies/s ({} workers)", p["workers"]),
+            f(&p["replies_per_s"]),
+            format!("{}×", f(&rt["pull_replies_to_raw"])),
+            format!("≥0.8× {}", met(&g["pull_ratio"])),
+        );
+        row(
+            &mut out,
+            "pull reply→drained under load ms",
+            lat(&p["loaded_latency"]),
+            String::new(),
+            String::new(),
+        );
+        row(
+            &mut out,
+            "pull bridge_reply call under load ms",
+            lat(&p["reply_call"]),
+            String::new(),
+            String::new(),
+        );
+        row(
+            &mut out,
+            "pull reply→bridge_wait (1 flow) ms",
+            lat(&p["latency"]),
+            format!("+{} ms", f(&rt["pull_p50_minus_raw_round_trip_ms"])),
+            String::new(),
+        );
+    }
+    if !r["presence"].is_null() {
+        let p = &r["presence"];
+        row(
+            &mut out,
+            "presence: new gateway /readyz ms (mean)",
+            f(&p["ready_ms_mean"]),
+            String::new(),
+            String::new(),
+        );
+        row(
+            &mut out,
+            "presence: new host listed at peer ms",
+            f(&p["visible_at_peer_ms_mean"]),
+            String::new(),
+            format!("H={} ms", p["heartbeat_ms"]),
+        );
+        row(
+            &mut out,
+            "presence: peer listed at new host ms",
+            f(&p["peer_visible_at_new_ms_mean"]),
+            String::new(),
+            String::new(),
+        );
+    }
+    if let Some(points) = r["scale"].as_array() {
+        out.push(format!(
+            "{:<12} {:>10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>12}",
+            "entities", "RSS MiB", "peak MiB", "threads", "fds", "gw CPU %", "broker %", "register/s"
+        ));
+        for p in points {
+            out.push(format!(
+                "{:<12} {:>10.1} {:>10.1} {:>8} {:>6} {:>10.1} {:>10} {:>12.1}",
+                p["entities"],
+                p["rss_kib"].as_f64().unwrap_or(0.0) / 1024.0,
+                p["peak_rss_kib"].as_f64().unwrap_or(0.0) / 1024.0,
+                p["threads"],
+                p["fds"],
+                p["gateway_cpu_pct"].as_f64().unwrap_or(0.0),
+                f(&p["broker_cpu_pct"]),
+                p["register_per_s"].as_f64().unwrap_or(0.0),
+            ));
+        }
+    }
+    out.push("CPU ms per message (by process; other = rest of the machine):".into());
+    for (label, v) in [
+        ("raw (per msg)", &r["raw"]["cpu_ms_per_msg"]),
+        ("forward (per brief)", &r["forward"]["cpu_ms_per_brief"]),
+        ("pull (per reply)", &r["pull"]["cpu_ms_per_reply"]),
+    ] {
+        if let Some(l) = cpu_line(label, v) {
+            out.push(l);
+        }
+    }
+    out.join("\n")
+}
+
+/// Parses `--name value` pairs and flags into options, with defaults for the rest.
+pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf) -> Result<Options, String> {
+    let mut o = Options {
+        broker: std::env::var("FLEET_BENCH_BROKER").unwrap_or_else(|_| "process:rabbitmq".into()),
+        gateway_cmd: std::env::var("FLEET_GATEWAY_CMD")
+            .ok()
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or(default_gateway),
+        out: default_out,
+        sections: SECTIONS.iter().map(|s| s.to_string()).collect(),
+        raw: raw::RawSettings {
+            size: 1024,
+            messages: 20_000,
+            warmup: 2_000,
+            outstanding: 1_000,
+            prefetch: 100,
+            rtt_samples: 500,
+        },
+        paths: paths::PathSettings {
+            size: 1024,
+            pairs: 8,
+            briefs: 4_000,
+            replies: 8_000,
+            latency_samples: 500,
+            warmup: 5,
+        },
+        presence_trials: 3,
+        scale: scale::ScaleSettings {
+            levels: vec![1, 100, 1000],
+            window: Duration::from_secs(15),
+            settle: Duration::from_secs(5),
+            concurrency: 8,
+        },
+        keep: false,
+    };
+    let mut it = args.iter();
+    let num = |v: Option<&String>, name: &str| -> Result<usize, String> {
+        v.ok_or(format!("{name} needs a value"))?
+            .parse::<usize>()
+            .map_err(|e| format!("{name}: {e}"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--broker" => o.broker = it.next().ok_or("--broker needs a value")?.clone(),
+            "--gateway-cmd" => o.gateway_cmd = it.next().ok_or("--gateway-cmd needs a value")?.clone(),
+            "--out" => o.out = PathBuf::from(it.next().ok_or("--out needs a path")?),
+            "--size" => {
+                let n = num(it.next(), a)?;
+                o.raw.size = n;
+                o.paths.size = n;
+            }
+            "--raw-msgs" => o.raw.messages = num(it.next(), a)?,
+            "--outstanding" => o.raw.outstanding = num(it.next(), a)?,
+            "--pairs" => o.paths.pairs = num(it.next(), a)?,
+            "--briefs" => o.paths.briefs = num(it.next(), a)?,
+            "--replies" => o.paths.replies = num(it.next(), a)?,
+            "--latency-samples" => {
+                let n = num(it.next(), a)?;
+                o.paths.latency_samples = n;
+                o.raw.rtt_samples = n;
+            }
+            "--presence-trials" => o.presence_trials = num(it.next(), a)?,
+            "--scale" => {
+                let v = it.next().ok_or("--scale needs a list like 1,100,1000")?;
+                o.scale.levels = v
+                    .split(',')
+                    .map(|x| x.trim().parse::<usize>().map_err(|e| format!("--scale: {e}")))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--scale-window-s" => o.scale.window = Duration::from_secs(num(it.next(), a)? as u64),
+            "--only" | "--skip" => {
+                let v = it.next().ok_or(format!("{a} needs a list of {}", SECTIONS.join(",")))?;
+                let named: BTreeSet<String> = v.split(',').map(|x| x.trim().to_string()).collect();
+                if let Some(bad) = named.iter().find(|x| !SECTIONS.contains(&x.as_str())) {
+                    return Err(format!(
+                        "{a}: unknown section {bad:?}; sections: {}",
+                        SECTIONS.join(",")
+                    ));
+                }
+                if a == "--only" {
+                    o.sections = named;
+                } else {
+                    o.sections.retain(|x| !named.contains(x));
+                }
+            }
+            "--quick" => {
+                o.raw.messages = 5_000;
+                o.raw.warmup = 500;
+                o.raw.rtt_samples = 100;
+                o.paths.briefs = 800;
+                o.paths.replies = 1_600;
+                o.paths.latency_samples = 100;
+                o.presence_trials = 1;
+                o.scale.levels = vec![1, 100];
+                o.scale.window = Duration::from_secs(6);
+            }
+            "--keep" => o.keep = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if o.raw.size < 64 {
+        return Err("--size must be at least 64 bytes (timestamps ride in the body)".into());
+    }
+    Ok(o)
+}
+
+/// Usage text of the binary.
+pub const USAGE: &str = "\
+fleet-bench [options]   gateway paths against the raw broker, in one run (issue 9)
+
+  --broker SPEC           container:rabbitmq | process:rabbitmq | url:rabbitmq | …
+                          (default: $FLEET_BENCH_BROKER or process:rabbitmq)
+  --gateway-cmd CMD       the gateway to measure (default: $FLEET_GATEWAY_CMD or the release
+                          fleet-gateway next to this binary)
+  --size BYTES            message size (default 1024)
+  --raw-msgs N            raw baseline messages (default 20000)
+  --outstanding N         raw publisher confirms in flight (default 1000)
+  --pairs N               concurrent main/worker pairs (default 8)
+  --briefs N              forward briefs in the throughput run (default 4000)
+  --replies N             pull replies in the throughput run (default 8000)
+  --latency-samples N     one-at-a-time samples for latencies (default 500)
+  --presence-trials N     gateway starts timed for presence (default 3)
+  --scale LIST            entity counts for the footprint run (default 1,100,1000)
+  --scale-window-s S      CPU sampling window per level (default 15)
+  --only LIST | --skip LIST   sections: raw,forward,pull,presence,scale
+  --quick                 small counts, for a smoke check of the bench itself
+  --out PATH              JSON report (default <target>/fleet-bench/bench.json)
+  --keep                  keep the work directory with the gateway logs
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn arguments_parse_and_sections_filter() {
+        let o = parse_args(
+            &args(&["--size", "2048", "--skip", "scale,presence", "--scale", "1,10"]),
+            "gw".into(),
+            "out.json".into(),
+        )
+        .expect("valid");
+        assert_eq!(o.paths.size, 2048);
+        assert_eq!(o.raw.size, 2048);
+        assert!(!o.sections.contains("scale") && o.sections.contains("raw"));
+        assert_eq!(o.scale.levels, vec![1, 10]);
+        assert!(parse_args(&args(&["--only", "nope"]), "gw".into(), "o".into()).is_err());
+        assert!(parse_args(&args(&["--size", "8"]), "gw".into(), "o".into()).is_err());
+    }
+
+    #[test]
+    fn ratios_use_the_mean_raw_baseline() {
+        let mut r = json!({
+            "raw": {"msgs_per_s": 10000.0, "round_trip": {"p50_ms": 2.0}},
+            "raw_after": {"msgs_per_s": 8000.0, "round_trip": {"p50_ms": 4.0}},
+            "forward": {"briefs_per_s": 4500.0, "latency": {"p50_ms": 4.5}},
+            "pull": {"replies_per_s": 7200.0, "latency": {"p50_ms": 3.0}},
+        });
+        add_ratios(&mut r);
+        assert_eq!(r["ratios"]["forward_briefs_to_raw"].as_f64(), Some(0.5));
+        assert_eq!(r["ratios"]["pull_replies_to_raw"].as_f64(), Some(0.8));
+        assert_eq!(r["ratios"]["forward_p50_minus_raw_round_trip_ms"].as_f64(), Some(1.5));
+        assert_eq!(r["goals"]["forward_ratio"]["met"], true);
+        assert_eq!(r["goals"]["forward_p50_within_ms_of_raw_round_trip"]["met"], true);
+        assert!(table(&r).contains("forward briefs/s"));
+    }
+}

@@ -1,0 +1,54 @@
+//! `fleet-bench`: measures a gateway's message paths against the raw broker in one run (issue 9).
+//!
+//! Speed is not asserted in the conformance suite (it would make the suite flaky on a busy
+//! machine); it is measured here, as ratios to a raw lapin baseline taken on the same broker in
+//! the same run. Prints a table and writes JSON (`<target>/fleet-bench/bench.json`).
+//! `scripts/bench` builds the release gateway and this binary and runs it; see
+//! [`fleet_conformance::bench`] for what each figure means.
+
+use std::path::PathBuf;
+
+use fleet_conformance::bench;
+
+/// `<target>/release/fleet-gateway` and `<target>/fleet-bench/bench.json`, from where this binary
+/// lives (`<target>/<profile>/fleet-bench`).
+fn defaults() -> (String, PathBuf) {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("target/release/fleet-bench"));
+    let profile_dir = exe.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let target = profile_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"));
+    (
+        profile_dir.join("fleet-gateway").display().to_string(),
+        target.join("fleet-bench").join("bench.json"),
+    )
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{}", bench::USAGE);
+        return std::process::ExitCode::SUCCESS;
+    }
+    let (gateway, out) = defaults();
+    let opts = match bench::parse_args(&args, gateway, out) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("fleet-bench: {e}\n\n{}", bench::USAGE);
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match bench::run(&opts).await {
+        Ok(report) => {
+            println!("{}", bench::table(&report));
+            println!("JSON: {}", opts.out.display());
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("fleet-bench failed: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

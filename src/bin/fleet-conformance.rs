@@ -1,0 +1,479 @@
+//! `fleet-conformance`: judge any Fleet gateway against the spec, requirement by requirement.
+//!
+//! Exists so another team can point the suite at *their* gateway and get a verdict they can act
+//! on (like h2spec or Autobahn|Testsuite for their protocols): it runs the cucumber suite (the
+//! `e2e` test target) with their gateway command on the brokers asked for, then judges every
+//! requirement of `fixtures/requirements.toml` on every broker and writes the reports.
+//!
+//! ```text
+//! fleet-conformance run [--gateway-cmd CMD] [--brokers LIST] [--tags EXPR] [--time-scale F]
+//!                       [--capabilities FILE] [--baseline FILE] [--out DIR] [--strict]
+//!                       [--gateway-version TEXT] [--no-run] [-- CUCUMBER-ARGS...]
+//! fleet-conformance list [--tags EXPR] [--capabilities FILE]
+//! ```
+//!
+//! Exit status: 0 the gateway passes, 1 it does not (a MUST failed or was not tested, a declared
+//! capability failed, a stale baseline entry, or a SHOULD under `--strict`), 2 the run itself
+//! could not be made (bad arguments, a broker that would not start, no report).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context as _, anyhow, bail};
+use fleet_conformance::broker::BrokerSpec;
+use fleet_conformance::conformance::catalogue::{self, Scenario};
+use fleet_conformance::conformance::registry::{self, Registry};
+use fleet_conformance::conformance::reports::{self, RunInfo};
+use fleet_conformance::conformance::tagexpr::TagExpr;
+use fleet_conformance::conformance::verdict::{self, Baseline, BrokerRun, Capabilities, Options};
+use fleet_conformance::conformance::{html, suite_root};
+
+const USAGE: &str = "\
+usage:
+  fleet-conformance run [options] [-- cucumber-args...]
+      --gateway-cmd CMD      the gateway under test, run through `sh -c` with the SPEC §15
+                             environment (default: the reference gateway, built on the fly)
+      --brokers LIST         [container:|process:|url:]rabbitmq|lavinmq, comma separated
+                             (default: $FLEET_E2E_BROKERS, else rabbitmq)
+      --tags EXPR            cucumber tag expression selecting scenarios (e.g. '@smoke',
+                             '@FWD-1 or @FWD-2'); a run that leaves requirements out is partial
+      --time-scale F         stretch every deadline by F (slow machines, debug builds)
+      --capabilities FILE    optional parts the gateway implements: capabilities = [\"stop\", …]
+      --baseline FILE        known failures: [[known-failure]] requirement = \"FWD-7\" (broker = …)
+      --out DIR              reports go here (default: target/fleet-conformance)
+      --strict               SHOULD failures fail the run too
+      --gateway-version TEXT recorded in the reports
+      --no-run               judge the reports already in --out again, without running
+  fleet-conformance list [--tags EXPR] [--capabilities FILE]
+      requirements, capabilities and the scenarios that check them, without running anything
+
+exit status: 0 pass, 1 the gateway fails, 2 the run could not be made";
+
+#[derive(Debug, Default)]
+struct RunArgs {
+    gateway_cmd: Option<String>,
+    gateway_version: Option<String>,
+    brokers: Option<String>,
+    tags: Option<String>,
+    time_scale: Option<f64>,
+    capabilities: Option<PathBuf>,
+    baseline: Option<PathBuf>,
+    out: Option<PathBuf>,
+    strict: bool,
+    no_run: bool,
+    cucumber: Vec<String>,
+}
+
+enum Cmd {
+    Run(Box<RunArgs>),
+    List {
+        tags: Option<String>,
+        capabilities: Option<PathBuf>,
+    },
+    Help,
+}
+
+fn parse_args(args: &[String]) -> anyhow::Result<Cmd> {
+    let Some((sub, rest)) = args.split_first() else {
+        return Ok(Cmd::Help);
+    };
+    let mut a = RunArgs::default();
+    let mut i = 0;
+    while i < rest.len() {
+        let flag = rest[i].as_str();
+        let mut value = || -> anyhow::Result<String> {
+            i += 1;
+            rest.get(i).cloned().ok_or_else(|| anyhow!("{flag} needs a value"))
+        };
+        match flag {
+            "--gateway-cmd" => a.gateway_cmd = Some(value()?),
+            "--gateway-version" => a.gateway_version = Some(value()?),
+            "--brokers" => a.brokers = Some(value()?),
+            "--tags" | "-t" => a.tags = Some(value()?),
+            "--time-scale" => {
+                let v = value()?;
+                let f: f64 = v.parse().map_err(|_| anyhow!("--time-scale {v:?} is not a number"))?;
+                if !(f.is_finite() && f > 0.0) {
+                    bail!("--time-scale must be a positive number, not {v}");
+                }
+                a.time_scale = Some(f);
+            }
+            "--capabilities" => a.capabilities = Some(value()?.into()),
+            "--baseline" => a.baseline = Some(value()?.into()),
+            "--out" => a.out = Some(value()?.into()),
+            "--strict" => a.strict = true,
+            "--no-run" => a.no_run = true,
+            "-h" | "--help" => return Ok(Cmd::Help),
+            "--" => {
+                a.cucumber = rest[i + 1..].to_vec();
+                break;
+            }
+            other => bail!("unknown option {other:?}"),
+        }
+        i += 1;
+    }
+    match sub.as_str() {
+        "run" => Ok(Cmd::Run(Box::new(a))),
+        "list" => {
+            if a.gateway_cmd.is_some() || a.brokers.is_some() || a.baseline.is_some() || a.out.is_some() {
+                bail!("list takes only --tags and --capabilities");
+            }
+            Ok(Cmd::List {
+                tags: a.tags,
+                capabilities: a.capabilities,
+            })
+        }
+        "help" | "-h" | "--help" => Ok(Cmd::Help),
+        other => bail!("unknown command {other:?}"),
+    }
+}
+
+/// The registry and the scenario catalogue of this checkout.
+fn load_suite() -> anyhow::Result<(Registry, Vec<Scenario>)> {
+    let reg = Registry::load(&registry::default_path())?;
+    let cat = catalogue::load_dir(&suite_root().join("features"))?;
+    Ok((reg, cat))
+}
+
+fn load_capabilities(path: Option<&Path>, reg: &Registry) -> anyhow::Result<Capabilities> {
+    Ok(match path {
+        Some(p) => Capabilities::load(p, reg)?,
+        None => Capabilities::default(),
+    })
+}
+
+/// The tag expression cucumber gets: the user's selection, minus undeclared capabilities.
+fn cucumber_tags(selection: Option<&str>, excluded: &[String]) -> Option<String> {
+    let mut parts: Vec<String> = selection.map(|s| format!("({s})")).into_iter().collect();
+    parts.extend(excluded.iter().map(|t| format!("not @{t}")));
+    (!parts.is_empty()).then(|| parts.join(" and "))
+}
+
+fn list(tags: Option<&str>, capabilities: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let (reg, cat) = load_suite()?;
+    let caps = match capabilities {
+        Some(p) => Capabilities::load(p, &reg)?,
+        None => Capabilities::all(&reg),
+    };
+    let excluded = caps.excluded_tags(&reg);
+    let sel = tags.map(TagExpr::parse).transpose()?;
+    let chosen =
+        |s: &Scenario| sel.as_ref().is_none_or(|e| e.matches(&s.tags)) && !s.tags.iter().any(|t| excluded.contains(t));
+    println!("Capabilities (declare in a --capabilities file):");
+    for c in &reg.capabilities {
+        println!(
+            "  {:<15} {:<6} @{:<20} {} [{}]",
+            c.name,
+            c.level.to_string(),
+            c.tag,
+            c.text,
+            c.requirements.join(", ")
+        );
+    }
+    let mut section = "";
+    let (mut runs, mut entries) = (0, 0);
+    for r in &reg.requirements {
+        if r.section != section {
+            section = &r.section;
+            println!("\n§{section}");
+        }
+        println!("  {:<6} {:<6} {}", r.id, r.level.to_string(), r.text);
+        if let Some(o) = &r.optional {
+            println!("                optional: {o}");
+        }
+        let scenarios: Vec<&Scenario> = cat.iter().filter(|s| s.has_tag(&r.id)).collect();
+        if scenarios.is_empty() {
+            println!("                (no scenario)");
+        }
+        for s in scenarios {
+            let mark = if chosen(s) { "*" } else { " " };
+            let extra: Vec<String> = s
+                .tags
+                .iter()
+                .filter(|t| !fleet_conformance::report::is_requirement(t))
+                .map(|t| format!("@{t}"))
+                .collect();
+            let rows = if s.rows > 0 {
+                format!(" ×{}", s.rows)
+            } else {
+                String::new()
+            };
+            println!(
+                "           {mark} {}:{} {}{rows} {}",
+                s.file,
+                s.line,
+                s.name,
+                extra.join(" ")
+            );
+        }
+    }
+    for s in cat.iter().filter(|s| chosen(s)) {
+        entries += 1;
+        runs += s.runs();
+    }
+    println!(
+        "\n{} requirements, {} scenario entries ({} runs) in features/; * = selected{}: {entries} entries, {runs} runs",
+        reg.requirements.len(),
+        cat.len(),
+        cat.iter().map(Scenario::runs).sum::<usize>(),
+        tags.map(|t| format!(" by {t:?}")).unwrap_or_default()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The directory of one broker's reports under the out dir (as steps/main.rs names it).
+fn broker_dir(out: &Path, spec: &BrokerSpec) -> PathBuf {
+    out.join(spec.label().replace(':', "-"))
+}
+
+/// Runs the cucumber suite (the e2e test target) with the run's environment.
+fn run_suite(a: &RunArgs, specs: &[BrokerSpec], out: &Path, tags: Option<&str>) -> anyhow::Result<bool> {
+    let mut cmd = match std::env::var_os("FLEET_E2E_BIN") {
+        Some(bin) if !bin.is_empty() => Command::new(bin),
+        _ => {
+            let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            c.args(["test", "--features", "e2e", "--test", "e2e", "--"]);
+            c
+        }
+    };
+    if let Some(t) = tags {
+        cmd.args(["--tags", t]);
+    }
+    cmd.args(&a.cucumber);
+    cmd.current_dir(suite_root());
+    let labels: Vec<String> = specs.iter().map(BrokerSpec::label).collect();
+    cmd.env("FLEET_E2E_BROKERS", labels.join(","));
+    cmd.env("FLEET_E2E_OUT", out);
+    if let Some(g) = &a.gateway_cmd {
+        cmd.env("FLEET_GATEWAY_CMD", g);
+    }
+    if let Some(f) = a.time_scale {
+        cmd.env("FLEET_E2E_TIME_SCALE", f.to_string());
+    }
+    eprintln!("fleet-conformance: running {cmd:?}");
+    let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    Ok(status.success())
+}
+
+/// What one broker's directory holds after the run.
+fn read_broker(out: &Path, spec: &BrokerSpec) -> BrokerRun {
+    let dir = broker_dir(out, spec);
+    let meta: serde_json::Value = std::fs::read(dir.join("broker.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let mut run = BrokerRun {
+        label: spec.label(),
+        kind: spec.kind.to_string(),
+        version: meta.get("version").and_then(|v| v.as_str()).map(str::to_string),
+        error: None,
+        scenarios: Vec::new(),
+    };
+    let report = std::fs::read(dir.join("cucumber.json"))
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| e.to_string()));
+    match report {
+        Ok(v) => {
+            run.scenarios = verdict::scenario_results(&v);
+            let dir_name = dir
+                .file_name()
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            for s in &mut run.scenarios {
+                let name = verdict::log_file_name(&s.file, s.line);
+                if dir.join("logs").join(&name).is_file() {
+                    s.log = Some(format!("{dir_name}/logs/{name}"));
+                }
+            }
+        }
+        Err(e) => {
+            run.error = Some(format!(
+                "no cucumber report in {} ({e}); the broker did not start or the run stopped early — see the output above",
+                dir.display()
+            ))
+        }
+    }
+    run
+}
+
+/// The suite's commit, for the record (read-only git).
+fn suite_commit() -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(suite_root())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn write(path: &Path, contents: &str) -> anyhow::Result<()> {
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
+    let (reg, cat) = load_suite()?;
+    let caps = load_capabilities(a.capabilities.as_deref(), &reg)?;
+    let baseline = match &a.baseline {
+        Some(p) => Baseline::load(p, &reg)?,
+        None => Baseline::default(),
+    };
+    let selection = a.tags.as_deref().map(TagExpr::parse).transpose()?;
+    let excluded = caps.excluded_tags(&reg);
+    let tags = cucumber_tags(a.tags.as_deref(), &excluded);
+    let brokers = a
+        .brokers
+        .clone()
+        .or_else(|| std::env::var("FLEET_E2E_BROKERS").ok().filter(|b| !b.trim().is_empty()))
+        .unwrap_or_else(|| "rabbitmq".into());
+    let specs = BrokerSpec::parse_list(&brokers)?;
+    let out = std::path::absolute(
+        a.out
+            .clone()
+            .unwrap_or_else(|| suite_root().join("target").join("fleet-conformance")),
+    )?;
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+
+    let started_at = SystemTime::now();
+    let clock = Instant::now();
+    if !a.no_run {
+        for spec in &specs {
+            let dir = broker_dir(&out, spec);
+            for f in ["cucumber.json", "junit.xml", "broker.json"] {
+                let _ = std::fs::remove_file(dir.join(f));
+            }
+            let _ = std::fs::remove_dir_all(dir.join("logs"));
+        }
+        let ok = run_suite(a, &specs, &out, tags.as_deref())?;
+        eprintln!(
+            "fleet-conformance: the suite {} after {:.0?}; judging",
+            if ok { "passed" } else { "reported failures" },
+            clock.elapsed()
+        );
+    }
+    let runs: Vec<BrokerRun> = specs.iter().map(|s| read_broker(&out, s)).collect();
+    let infra_error = runs.iter().any(|r| r.error.is_some());
+    let j = verdict::judge(
+        &reg,
+        &cat,
+        runs,
+        Options {
+            selection: selection.as_ref(),
+            capabilities: &caps,
+            baseline: &baseline,
+            strict: a.strict,
+        },
+    );
+    let finished_at = SystemTime::now();
+    let info = RunInfo {
+        suite: format!("fleet-conformance {}", env!("CARGO_PKG_VERSION")),
+        suite_commit: suite_commit(),
+        gateway_command: a
+            .gateway_cmd
+            .clone()
+            .unwrap_or_else(|| "the reference gateway (fleet-gateway, built by the suite)".into()),
+        gateway_version: a.gateway_version.clone(),
+        tags: a.tags.clone(),
+        cucumber_tags: tags,
+        capabilities: caps.declared.iter().cloned().collect(),
+        baseline: a.baseline.as_ref().map(|p| p.display().to_string()),
+        strict: a.strict,
+        time_scale: a.time_scale.unwrap_or(1.0),
+        started_at: reports::rfc3339(started_at),
+        finished_at: reports::rfc3339(finished_at),
+        duration_s: clock.elapsed().as_secs_f64(),
+    };
+    let json = reports::json(&info, &j)?;
+    write(&out.join("conformance.json"), &json)?;
+    write(&out.join("junit.xml"), &reports::junit(&j))?;
+    write(&out.join("conformance.html"), &html::render(&info, &j, &out))?;
+    println!("{}", reports::text(&info, &j));
+    println!(
+        "reports: {0}/conformance.html, {0}/conformance.json, {0}/junit.xml, {0}/<broker>/cucumber.json and junit.xml",
+        out.display()
+    );
+    Ok(if infra_error {
+        eprintln!("fleet-conformance: a broker produced no report: the run could not be made");
+        ExitCode::from(2)
+    } else if j.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = parse_args(&args).and_then(|cmd| match cmd {
+        Cmd::Help => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::List { tags, capabilities } => list(tags.as_deref(), capabilities.as_deref()),
+        Cmd::Run(a) => run(&a),
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fleet-conformance: {e:#}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_a_run() {
+        let Cmd::Run(a) = parse_args(&args(&[
+            "run",
+            "--gateway-cmd",
+            "./gw --flag",
+            "--brokers",
+            "rabbitmq,lavinmq",
+            "--tags",
+            "@smoke",
+            "--time-scale",
+            "2",
+            "--strict",
+            "--",
+            "--fail-fast",
+        ]))
+        .expect("parses") else {
+            panic!("not a run");
+        };
+        assert_eq!(a.gateway_cmd.as_deref(), Some("./gw --flag"));
+        assert_eq!(a.time_scale, Some(2.0));
+        assert!(a.strict);
+        assert_eq!(a.cucumber, ["--fail-fast"]);
+    }
+
+    #[test]
+    fn refuses_bad_arguments() {
+        assert!(parse_args(&args(&["run", "--time-scale", "0"])).is_err());
+        assert!(parse_args(&args(&["run", "--tags"])).is_err());
+        assert!(parse_args(&args(&["run", "--frobnicate"])).is_err());
+        assert!(parse_args(&args(&["list", "--gateway-cmd", "x"])).is_err());
+        assert!(parse_args(&args(&["judge"])).is_err());
+    }
+
+    #[test]
+    fn undeclared_capabilities_join_the_tag_expression() {
+        let ex = vec!["cap-stop".to_string(), "cap-delay".to_string()];
+        assert_eq!(
+            cucumber_tags(Some("@smoke or @FWD-1"), &ex).as_deref(),
+            Some("(@smoke or @FWD-1) and not @cap-stop and not @cap-delay")
+        );
+        assert_eq!(cucumber_tags(None, &[]), None);
+        let e = TagExpr::parse(&cucumber_tags(Some("@smoke"), &ex).expect("some")).expect("parses");
+        assert!(e.matches(&["smoke"]) && !e.matches(&["smoke", "cap-stop"]));
+    }
+}

@@ -1,0 +1,255 @@
+//! The one static HTML page of a conformance run: requirements down, brokers across, one colour
+//! per verdict; clicking a cell opens the failing scenarios, their errors and the gateways' log
+//! excerpts beneath its row. Everything is inline (no external assets), so the page can be
+//! attached to a CI run or mailed as is.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::reports::{RunInfo, xml_escape as esc};
+use super::verdict::{Cell, Judgement, Verdict};
+
+/// Most lines of a log excerpt shown per scenario.
+const LOG_LINES: usize = 120;
+
+const STYLE: &str = r#"
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#1b1b1b;background:#fafafa}
+h1{font-size:22px;margin:0 0 4px}
+.meta{color:#555;margin:2px 0}
+.meta code{background:#eee;padding:1px 4px;border-radius:3px}
+.banner{margin:14px 0;padding:10px 14px;border-radius:6px;font-weight:600;font-size:16px}
+.banner.pass{background:#c8e6c9;color:#1b5e20}.banner.fail{background:#ffcdd2;color:#b71c1c}
+.banner ul{font-weight:400;font-size:13px;margin:6px 0 0;padding-left:20px}
+.partial{background:#fff3cd;color:#664d03;padding:6px 10px;border-radius:4px;margin:8px 0}
+.legend span{display:inline-block;padding:2px 8px;margin:0 6px 6px 0;border-radius:3px;font-size:12px}
+table{border-collapse:collapse;width:100%;background:#fff}
+th,td{border:1px solid #ddd;padding:4px 8px;vertical-align:top;text-align:left}
+th{background:#37474f;color:#fff;position:sticky;top:0}
+tr.section td{background:#eceff1;font-weight:600;color:#37474f}
+td.id{font-family:ui-monospace,Menlo,Consolas,monospace;white-space:nowrap}
+td.level{font-size:12px;white-space:nowrap}
+td.text{color:#333;font-size:13px}
+td.v{text-align:center;font-weight:600;white-space:nowrap;min-width:120px}
+td.v.click{cursor:pointer;text-decoration:underline dotted}
+.pass{background:#c8e6c9;color:#1b5e20}.fail{background:#ef9a9a;color:#7f0000}
+.known{background:#ffe0b2;color:#8a4b00}.skip{background:#e0e0e0;color:#424242}
+.nt{background:repeating-linear-gradient(45deg,#fff59d,#fff59d 6px,#fff9c4 6px,#fff9c4 12px);color:#5d4a00}
+.ns{background:#f5f5f5;color:#9e9e9e;font-weight:400}
+tr.detail{display:none}tr.detail.open{display:table-row}
+tr.detail td{background:#fff8e1}
+.scn{margin:6px 0 12px}.scn b{font-family:ui-monospace,Menlo,Consolas,monospace}
+pre{background:#263238;color:#eceff1;padding:8px;border-radius:4px;max-height:340px;overflow:auto;white-space:pre-wrap;word-break:break-all;font-size:12px;margin:4px 0}
+pre.err{background:#4e1f1f}
+"#;
+
+const SCRIPT: &str = r#"
+document.querySelectorAll('td.click').forEach(function(td){
+  td.addEventListener('click',function(){
+    var row=document.getElementById(td.dataset.detail);
+    if(row){row.classList.toggle('open');}
+  });
+});
+"#;
+
+fn class_and_label(selected: bool, c: &Cell) -> (&'static str, &'static str) {
+    match c.verdict {
+        Verdict::NotTested if !selected => ("ns", "not selected"),
+        Verdict::Pass => ("pass", "pass"),
+        Verdict::Fail if c.known_failure.is_some() => ("known", "known failure"),
+        Verdict::Fail if c.counts => ("fail", "FAIL"),
+        Verdict::Fail => ("fail", "fail (not counted)"),
+        Verdict::Skip => ("skip", "skip"),
+        Verdict::NotTested if c.counts => ("nt", "NOT TESTED"),
+        Verdict::NotTested => ("ns", "not tested (not counted)"),
+    }
+}
+
+fn log_excerpt(out_dir: &Path, rel: &str) -> Option<String> {
+    let text = std::fs::read_to_string(out_dir.join(rel)).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(LOG_LINES);
+    let mut s = String::new();
+    if from > 0 {
+        let _ = writeln!(s, "… ({from} earlier lines in {rel})");
+    }
+    s.push_str(&lines[from..].join("\n"));
+    Some(s)
+}
+
+fn detail(out_dir: &Path, broker: &str, c: &Cell) -> String {
+    let mut s = format!("<div><b>{}</b>", esc(broker));
+    if let Some(k) = &c.known_failure {
+        let _ = write!(s, " — known failure (baseline): {}", esc(k));
+    }
+    if let Some(r) = &c.reason {
+        let _ = write!(s, " — {}", esc(r));
+    }
+    s.push_str("</div>");
+    for f in &c.failing {
+        let _ = write!(
+            s,
+            "<div class=\"scn\">Scenario <b>{}</b> <span class=\"meta\">({}:{})</span>",
+            esc(&f.name),
+            esc(&f.file),
+            f.line
+        );
+        if let Some(e) = &f.error {
+            let _ = write!(s, "<pre class=\"err\">{}</pre>", esc(e));
+        }
+        match f.log.as_deref().and_then(|rel| log_excerpt(out_dir, rel)) {
+            Some(log) => {
+                let _ = write!(s, "<div>Gateway log excerpt:</div><pre>{}</pre>", esc(&log));
+            }
+            None => s.push_str("<div class=\"meta\">no gateway log was saved for this scenario</div>"),
+        }
+        s.push_str("</div>");
+    }
+    s
+}
+
+/// Renders the page; log excerpts are read from `out_dir` (the paths in the judgement are
+/// relative to it).
+pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
+    let mut s = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    let _ = write!(
+        s,
+        "<title>Fleet conformance — {}</title><style>{STYLE}</style>\
+         <noscript><style>tr.detail{{display:table-row}}</style></noscript></head><body>",
+        if j.passed { "PASS" } else { "FAIL" }
+    );
+    s.push_str("<h1>Fleet gateway conformance</h1>");
+    let _ = write!(
+        s,
+        "<div class=\"meta\">Gateway: <code>{}</code>",
+        esc(&run.gateway_command)
+    );
+    if let Some(v) = &run.gateway_version {
+        let _ = write!(s, " ({})", esc(v));
+    }
+    s.push_str("</div>");
+    let brokers: Vec<String> = j
+        .brokers
+        .iter()
+        .map(|b| {
+            format!(
+                "{} ({}){}",
+                esc(&b.label),
+                esc(b.version.as_deref().unwrap_or("version unknown")),
+                b.error
+                    .as_ref()
+                    .map(|e| format!(" — error: {}", esc(e)))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    let _ = write!(s, "<div class=\"meta\">Brokers: {}</div>", brokers.join(", "));
+    let _ = write!(
+        s,
+        "<div class=\"meta\">Run {} → {} ({:.0} s) · {} · tags: <code>{}</code> · capabilities: <code>{}</code>{}{}</div>",
+        esc(&run.started_at),
+        esc(&run.finished_at),
+        run.duration_s,
+        esc(&run.suite),
+        esc(run.tags.as_deref().unwrap_or("(all)")),
+        esc(&if run.capabilities.is_empty() {
+            "(none)".to_string()
+        } else {
+            run.capabilities.join(", ")
+        }),
+        if run.strict { " · strict" } else { "" },
+        run.baseline
+            .as_ref()
+            .map(|b| format!(" · baseline <code>{}</code>", esc(b)))
+            .unwrap_or_default()
+    );
+    let counts: Vec<String> = [Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::NotTested]
+        .iter()
+        .map(|v| format!("{} {}", j.count(*v), v.as_str()))
+        .collect();
+    if j.passed {
+        let _ = write!(s, "<div class=\"banner pass\">PASS — {}</div>", counts.join(" · "));
+    } else {
+        let _ = write!(
+            s,
+            "<div class=\"banner fail\">FAIL — {} problem(s) · {}<ul>",
+            j.problems.len(),
+            counts.join(" · ")
+        );
+        for p in &j.problems {
+            let _ = write!(s, "<li>{}</li>", esc(p));
+        }
+        s.push_str("</ul></div>");
+    }
+    if j.partial {
+        s.push_str(
+            "<div class=\"partial\">Partial run: the tag expression left requirements out (grey cells). \
+             This is not a conformance verdict for the whole spec.</div>",
+        );
+    }
+    for u in &j.unconfirmed_baseline {
+        let _ = write!(s, "<div class=\"meta\">Baseline entry not confirmed: {}</div>", esc(u));
+    }
+    s.push_str(
+        "<div class=\"legend\"><span class=\"pass\">pass</span><span class=\"fail\">FAIL</span>\
+         <span class=\"known\">known failure (baseline)</span><span class=\"skip\">skip (capability not declared)</span>\
+         <span class=\"nt\">NOT TESTED (counts as a failure)</span><span class=\"ns\">not selected</span>\
+         <span>click a cell for its scenarios and gateway logs</span></div>",
+    );
+    s.push_str("<table><thead><tr><th>Requirement</th><th>Level</th><th>Text</th>");
+    for b in &j.brokers {
+        let _ = write!(s, "<th>{}</th>", esc(&b.label));
+    }
+    s.push_str("</tr></thead><tbody>");
+    let cols = 3 + j.brokers.len();
+    let mut section = "";
+    for (ri, r) in j.requirements.iter().enumerate() {
+        if r.section != section {
+            section = &r.section;
+            let _ = write!(
+                s,
+                "<tr class=\"section\"><td colspan=\"{cols}\">§{}</td></tr>",
+                esc(section)
+            );
+        }
+        let _ = write!(
+            s,
+            "<tr id=\"{id}\"><td class=\"id\">{id}</td><td class=\"level\">{}</td><td class=\"text\">{}</td>",
+            r.level,
+            esc(&r.text),
+            id = esc(&r.id)
+        );
+        let mut details = String::new();
+        for (ci, c) in r.cells.iter().enumerate() {
+            let (class, label) = class_and_label(r.selected, c);
+            let counts = if c.passed + c.failed > 0 {
+                format!(" <small>({}/{})</small>", c.passed, c.passed + c.failed)
+            } else {
+                String::new()
+            };
+            let title = c.reason.as_deref().unwrap_or_default();
+            if c.failing.is_empty() && c.reason.is_none() {
+                let _ = write!(s, "<td class=\"v {class}\">{label}{counts}</td>");
+            } else {
+                let did = format!("d{ri}-{ci}");
+                let _ = write!(
+                    s,
+                    "<td class=\"v {class} click\" data-detail=\"{did}\" title=\"{}\">{label}{counts}</td>",
+                    esc(title)
+                );
+                let _ = write!(
+                    details,
+                    "<tr class=\"detail\" id=\"{did}\"><td colspan=\"{cols}\">{}</td></tr>",
+                    detail(
+                        out_dir,
+                        &j.brokers.get(ci).map(|b| b.label.clone()).unwrap_or_default(),
+                        c
+                    )
+                );
+            }
+        }
+        s.push_str("</tr>");
+        s.push_str(&details);
+    }
+    let _ = writeln!(s, "</tbody></table><script>{SCRIPT}</script></body></html>");
+    s
+}

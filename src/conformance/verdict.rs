@@ -1,0 +1,950 @@
+//! The verdict: what a run says about each requirement on each broker, and whether the gateway
+//! passes.
+//!
+//! Each requirement × broker cell is `pass` (its scenarios ran and passed), `fail` (one failed),
+//! `skip` (its only scenarios need a capability the gateway did not declare) or `not-tested` (no
+//! scenario ran — which is *not* a pass). The run fails on a MUST that fails or was not tested, on
+//! a declared capability that fails, and on a stale baseline entry (a listed known failure that
+//! now passes); a SHOULD counts only under `--strict`. A `--tags` run that leaves requirements out
+//! is *partial*: those rows say so and do not count, and the summary says no conformance claim
+//! can be made from it.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::catalogue::Scenario;
+use super::registry::{Level, Registry};
+use super::tagexpr::TagExpr;
+
+/// A capabilities or baseline file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("reading {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Toml {
+        path: String,
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    #[error("{path}: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+fn read(path: &Path) -> Result<String, InputError> {
+    std::fs::read_to_string(path).map_err(|source| InputError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn toml_err(origin: &str) -> impl FnOnce(toml::de::Error) -> InputError + '_ {
+    move |e| InputError::Toml {
+        path: origin.to_string(),
+        source: Box::new(e),
+    }
+}
+
+/// The optional parts a gateway declares it implements (`capabilities = ["stop", …]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    pub declared: BTreeSet<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapabilitiesFile {
+    capabilities: Vec<String>,
+}
+
+impl Capabilities {
+    pub fn load(path: &Path, registry: &Registry) -> Result<Capabilities, InputError> {
+        Capabilities::parse(&path.display().to_string(), &read(path)?, registry)
+    }
+
+    /// Parses a capabilities file; every name must be a capability of the registry.
+    pub fn parse(origin: &str, text: &str, registry: &Registry) -> Result<Capabilities, InputError> {
+        let file: CapabilitiesFile = toml::from_str(text).map_err(toml_err(origin))?;
+        let mut declared = BTreeSet::new();
+        for name in file.capabilities {
+            if registry.capability(&name).is_none() {
+                let known: Vec<&str> = registry.capabilities.iter().map(|c| c.name.as_str()).collect();
+                return Err(InputError::Invalid {
+                    path: origin.to_string(),
+                    reason: format!("unknown capability {name:?}; known: {known:?}"),
+                });
+            }
+            declared.insert(name);
+        }
+        Ok(Capabilities { declared })
+    }
+
+    /// Every capability of the registry.
+    pub fn all(registry: &Registry) -> Capabilities {
+        Capabilities {
+            declared: registry.capabilities.iter().map(|c| c.name.clone()).collect(),
+        }
+    }
+
+    /// Scenario tags of the capabilities *not* declared: scenarios carrying one are not run.
+    pub fn excluded_tags(&self, registry: &Registry) -> Vec<String> {
+        registry
+            .capabilities
+            .iter()
+            .filter(|c| !self.declared.contains(&c.name))
+            .map(|c| c.tag.clone())
+            .collect()
+    }
+}
+
+/// One known failure: requirement `requirement` fails on `broker` (a kind such as `rabbitmq`, a
+/// label such as `container:rabbitmq`, or every broker when absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnownFailure {
+    pub requirement: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl KnownFailure {
+    fn covers(&self, id: &str, run: &BrokerRun) -> bool {
+        self.requirement == id
+            && self
+                .broker
+                .as_deref()
+                .is_none_or(|b| b.eq_ignore_ascii_case(&run.label) || b.eq_ignore_ascii_case(&run.kind))
+    }
+}
+
+/// The known-failures baseline (`[[known-failure]]` entries).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    #[serde(rename = "known-failure", default)]
+    pub known: Vec<KnownFailure>,
+}
+
+impl Baseline {
+    pub fn load(path: &Path, registry: &Registry) -> Result<Baseline, InputError> {
+        Baseline::parse(&path.display().to_string(), &read(path)?, registry)
+    }
+
+    /// Parses a baseline; every requirement must be in the registry.
+    pub fn parse(origin: &str, text: &str, registry: &Registry) -> Result<Baseline, InputError> {
+        let b: Baseline = toml::from_str(text).map_err(toml_err(origin))?;
+        if let Some(k) = b.known.iter().find(|k| registry.get(&k.requirement).is_none()) {
+            return Err(InputError::Invalid {
+                path: origin.to_string(),
+                reason: format!("known-failure names unknown requirement {:?}", k.requirement),
+            });
+        }
+        Ok(b)
+    }
+}
+
+/// How one scenario ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Passed,
+    Failed,
+    /// Steps were skipped without a failure (an undefined step): not a pass either.
+    Incomplete,
+}
+
+/// One scenario of one broker's cucumber JSON report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    /// `features/x.feature`
+    pub file: String,
+    pub line: usize,
+    #[serde(skip)]
+    pub tags: Vec<String>,
+    pub outcome: Outcome,
+    /// The failing step and its error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The gateways' log excerpt saved for this scenario, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+impl ScenarioResult {
+    fn has_tag(&self, tag: &str) -> bool {
+        self.tags.iter().any(|t| t == tag)
+    }
+}
+
+/// Name of the file a failed scenario's gateway logs are saved to, in `<broker dir>/logs/`.
+pub fn log_file_name(feature_file: &str, line: usize) -> String {
+    let base = Path::new(feature_file)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| feature_file.to_string());
+    format!("{base}-{line}.log")
+}
+
+fn tag_names(v: &Value) -> Vec<String> {
+    v.get("tags")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("name").and_then(Value::as_str))
+        .map(|t| t.trim_start_matches('@').to_string())
+        .collect()
+}
+
+const MAX_ERROR: usize = 4000;
+
+/// The scenarios of a cucumber JSON report (a background's steps belong to the next scenario).
+pub fn scenario_results(report: &Value) -> Vec<ScenarioResult> {
+    let mut out = Vec::new();
+    for feature in report.as_array().into_iter().flatten() {
+        let feature_tags = tag_names(feature);
+        let file = feature
+            .get("uri")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let mut background: Vec<&Value> = Vec::new();
+        for el in feature.get("elements").and_then(Value::as_array).into_iter().flatten() {
+            let steps: Vec<&Value> = el
+                .get("steps")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .collect();
+            if el.get("type").and_then(Value::as_str) == Some("background") {
+                background = steps;
+                continue;
+            }
+            let mut all = std::mem::take(&mut background);
+            all.extend(steps);
+            let status = |s: &Value| {
+                s.pointer("/result/status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("skipped")
+                    .to_string()
+            };
+            let failed = all.iter().find(|s| status(s) == "failed");
+            let outcome = if failed.is_some() {
+                Outcome::Failed
+            } else if all.is_empty() || all.iter().any(|s| status(s) != "passed") {
+                Outcome::Incomplete
+            } else {
+                Outcome::Passed
+            };
+            let error = match (failed, outcome) {
+                (Some(s), _) => {
+                    let step = format!(
+                        "{}{}",
+                        s.get("keyword").and_then(Value::as_str).unwrap_or_default(),
+                        s.get("name").and_then(Value::as_str).unwrap_or_default()
+                    );
+                    let msg = s
+                        .pointer("/result/error_message")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let mut e = format!("{step}\n{msg}");
+                    if e.len() > MAX_ERROR {
+                        let cut = (0..=MAX_ERROR).rev().find(|i| e.is_char_boundary(*i)).unwrap_or(0);
+                        e.truncate(cut);
+                        e.push_str("\n…");
+                    }
+                    Some(e)
+                }
+                (None, Outcome::Incomplete) => {
+                    Some("steps were skipped: an undefined step, or the scenario did not run to its end".into())
+                }
+                _ => None,
+            };
+            let mut tags = tag_names(el);
+            tags.extend(feature_tags.iter().cloned());
+            tags.sort();
+            tags.dedup();
+            out.push(ScenarioResult {
+                name: el.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                file: file.clone(),
+                line: el.get("line").and_then(Value::as_u64).unwrap_or(0) as usize,
+                tags,
+                outcome,
+                error,
+                log: None,
+            });
+        }
+    }
+    out
+}
+
+/// What one broker's run produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokerRun {
+    /// `container:rabbitmq`
+    pub label: String,
+    /// `rabbitmq`
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Why the broker produced no (or no complete) report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip)]
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+/// A requirement's state on one broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "pass")]
+    Pass,
+    #[serde(rename = "fail")]
+    Fail,
+    #[serde(rename = "skip")]
+    Skip,
+    #[serde(rename = "not-tested")]
+    NotTested,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Skip => "skip",
+            Verdict::NotTested => "not-tested",
+        }
+    }
+}
+
+/// One requirement × broker cell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cell {
+    pub broker: String,
+    pub verdict: Verdict,
+    pub passed: usize,
+    pub failed: usize,
+    /// Why a cell is skip or not-tested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A baseline entry covers this failure (its reason, or "listed").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_failure: Option<String>,
+    /// This cell fails the run.
+    pub counts: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<ScenarioResult>,
+}
+
+/// One requirement across the brokers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Row {
+    pub id: String,
+    pub level: Level,
+    pub section: String,
+    pub text: String,
+    /// At least one of its scenarios is selected by the run's tag expression (always, without one).
+    pub selected: bool,
+    pub cells: Vec<Cell>,
+}
+
+/// The whole judgement of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Judgement {
+    pub brokers: Vec<BrokerRun>,
+    pub requirements: Vec<Row>,
+    /// Baseline entries that no longer fail: they fail the run until removed.
+    pub stale_baseline: Vec<String>,
+    /// Baseline entries this run could not confirm (not run, skipped, not tested).
+    pub unconfirmed_baseline: Vec<String>,
+    /// Everything that fails the run, one line each.
+    pub problems: Vec<String>,
+    /// Some requirements were left out by `--tags`: no conformance claim can be made.
+    pub partial: bool,
+    pub passed: bool,
+}
+
+/// How to judge.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    pub selection: Option<&'a TagExpr>,
+    pub capabilities: &'a Capabilities,
+    pub baseline: &'a Baseline,
+    pub strict: bool,
+}
+
+/// Judges the runs of every broker against the registry.
+pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, opts: Options<'_>) -> Judgement {
+    let excluded = opts.capabilities.excluded_tags(registry);
+    let declared_tags: Vec<&str> = registry
+        .capabilities
+        .iter()
+        .filter(|c| opts.capabilities.declared.contains(&c.name))
+        .map(|c| c.tag.as_str())
+        .collect();
+    let mut problems = Vec::new();
+    let mut rows = Vec::new();
+    let mut partial = false;
+    for req in &registry.requirements {
+        let all: Vec<&Scenario> = catalogue.iter().filter(|s| s.has_tag(&req.id)).collect();
+        let selected: Vec<&Scenario> = all
+            .iter()
+            .copied()
+            .filter(|s| opts.selection.is_none_or(|e| e.matches(&s.tags)))
+            .collect();
+        let gated: BTreeSet<&str> = selected
+            .iter()
+            .flat_map(|s| s.tags.iter().filter(|t| excluded.contains(t)).map(String::as_str))
+            .collect();
+        let runnable = selected
+            .iter()
+            .filter(|s| !s.tags.iter().any(|t| excluded.contains(t)))
+            .count();
+        let in_scope = opts.selection.is_none() || !selected.is_empty();
+        partial |= !in_scope;
+        let counts_level = req.level == Level::Must || (opts.strict && req.level == Level::Should);
+        let mut cells = Vec::new();
+        for run in &runs {
+            let results: Vec<&ScenarioResult> = run.scenarios.iter().filter(|s| s.has_tag(&req.id)).collect();
+            let failing: Vec<ScenarioResult> = results
+                .iter()
+                .filter(|s| s.outcome != Outcome::Passed)
+                .map(|s| (*s).clone())
+                .collect();
+            let passed = results.iter().filter(|s| s.outcome == Outcome::Passed).count();
+            let (verdict, reason) = if !failing.is_empty() {
+                (Verdict::Fail, None)
+            } else if passed > 0 {
+                (Verdict::Pass, None)
+            } else if runnable == 0 && !gated.is_empty() {
+                let caps: Vec<String> = gated
+                    .iter()
+                    .map(|t| {
+                        registry
+                            .capability_by_tag(t)
+                            .map_or_else(|| t.to_string(), |c| c.name.clone())
+                    })
+                    .collect();
+                (
+                    Verdict::Skip,
+                    Some(format!("needs capability {} (not declared)", caps.join(", "))),
+                )
+            } else {
+                let why = if all.is_empty() {
+                    "no scenario checks it".to_string()
+                } else if !in_scope {
+                    "not selected by --tags".to_string()
+                } else if let Some(e) = &run.error {
+                    format!("the broker run failed: {e}")
+                } else {
+                    format!("{runnable} selected scenario(s) never reported a result")
+                };
+                (Verdict::NotTested, Some(why))
+            };
+            let known = opts.baseline.known.iter().find(|k| k.covers(&req.id, run));
+            let known_failure = match (verdict, known) {
+                (Verdict::Fail, Some(k)) => Some(k.reason.clone().unwrap_or_else(|| "listed in the baseline".into())),
+                _ => None,
+            };
+            let capability_failed = failing
+                .iter()
+                .any(|s| s.tags.iter().any(|t| declared_tags.contains(&t.as_str())));
+            let counts = match verdict {
+                Verdict::Fail => known_failure.is_none() && (counts_level || capability_failed),
+                Verdict::NotTested => in_scope && counts_level,
+                Verdict::Pass | Verdict::Skip => false,
+            };
+            if counts {
+                problems.push(match verdict {
+                    Verdict::Fail => format!(
+                        "{} ({}) fails on {}: {}",
+                        req.id,
+                        if capability_failed && !counts_level {
+                            format!("{}, declared capability", req.level)
+                        } else {
+                            req.level.to_string()
+                        },
+                        run.label,
+                        failing
+                            .iter()
+                            .map(|s| format!("\"{}\"", s.name))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    _ => format!(
+                        "{} ({}) not tested on {}: {}",
+                        req.id,
+                        req.level,
+                        run.label,
+                        reason.as_deref().unwrap_or_default()
+                    ),
+                });
+            }
+            cells.push(Cell {
+                broker: run.label.clone(),
+                verdict,
+                passed,
+                failed: failing.len(),
+                reason,
+                known_failure,
+                counts,
+                failing,
+            });
+        }
+        rows.push(Row {
+            id: req.id.clone(),
+            level: req.level,
+            section: req.section.clone(),
+            text: req.text.clone(),
+            selected: in_scope,
+            cells,
+        });
+    }
+    let mut stale = Vec::new();
+    let mut unconfirmed = Vec::new();
+    for k in &opts.baseline.known {
+        let label = format!("{} on {}", k.requirement, k.broker.as_deref().unwrap_or("every broker"));
+        let matching: Vec<(&BrokerRun, Verdict)> = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| k.covers(&k.requirement, r))
+            .filter_map(|(i, r)| {
+                let row = rows.iter().find(|row| row.id == k.requirement)?;
+                Some((r, row.cells.get(i)?.verdict))
+            })
+            .collect();
+        if matching.is_empty() {
+            unconfirmed.push(format!("{label}: no such broker in this run"));
+        }
+        for (run, v) in matching {
+            match v {
+                Verdict::Pass => {
+                    let msg = format!(
+                        "stale baseline: {} is listed as failing on {} but passes there — remove the entry",
+                        k.requirement, run.label
+                    );
+                    problems.push(msg.clone());
+                    stale.push(msg);
+                }
+                Verdict::Fail => {}
+                other => unconfirmed.push(format!("{} on {}: {}", k.requirement, run.label, other.as_str())),
+            }
+        }
+    }
+    let passed = problems.is_empty();
+    Judgement {
+        brokers: runs,
+        requirements: rows,
+        stale_baseline: stale,
+        unconfirmed_baseline: unconfirmed,
+        problems,
+        partial,
+        passed,
+    }
+}
+
+impl Judgement {
+    /// How many cells have each verdict.
+    pub fn count(&self, v: Verdict) -> usize {
+        self.requirements
+            .iter()
+            .flat_map(|r| &r.cells)
+            .filter(|c| c.verdict == v)
+            .count()
+    }
+
+    /// True when the run fails (what the exit code says).
+    pub fn failed(&self) -> bool {
+        !self.passed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    fn registry() -> Registry {
+        Registry::parse(
+            "test",
+            r#"
+[[capability]]
+name = "stop"
+tag = "cap-stop"
+level = "MAY"
+requirements = ["SPN-5"]
+text = "STOP"
+
+[[capability]]
+name = "submit-confirm"
+tag = "cap-submit-confirm"
+level = "SHOULD"
+requirements = ["FWD-7"]
+text = "submitted"
+
+[[requirement]]
+id = "FWD-1"
+level = "MUST"
+section = "5"
+text = "ack before inject"
+
+[[requirement]]
+id = "FWD-7"
+level = "SHOULD"
+section = "5"
+text = "submitted"
+
+[[requirement]]
+id = "SPN-5"
+level = "MUST"
+section = "9"
+text = "stop"
+
+[[requirement]]
+id = "TOP-1"
+level = "MUST"
+section = "1"
+text = "topology"
+"#,
+        )
+        .expect("test registry")
+    }
+
+    fn sc(name: &str, tags: &[&str]) -> Scenario {
+        Scenario {
+            file: "features/x.feature".into(),
+            feature: "x".into(),
+            name: name.into(),
+            line: 1,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            rows: 0,
+        }
+    }
+
+    /// The catalogue: FWD-1 twice (once smoke), FWD-7 only behind submit-confirm, SPN-5 only
+    /// behind stop, TOP-1 once (smoke).
+    fn catalogue() -> Vec<Scenario> {
+        vec![
+            sc("ack first", &["FWD-1", "smoke"]),
+            sc("crash window", &["FWD-1", "crash"]),
+            sc("not submitted", &["FWD-7", "cap-submit-confirm"]),
+            sc("remote stop", &["SPN-5", "cap-stop"]),
+            sc("exchanges", &["TOP-1", "smoke"]),
+        ]
+    }
+
+    fn res(name: &str, tags: &[&str], outcome: Outcome) -> ScenarioResult {
+        ScenarioResult {
+            name: name.into(),
+            file: "features/x.feature".into(),
+            line: 1,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            outcome,
+            error: (outcome != Outcome::Passed).then(|| "Then it breaks\nboom".into()),
+            log: None,
+        }
+    }
+
+    fn run(results: Vec<ScenarioResult>) -> BrokerRun {
+        BrokerRun {
+            label: "container:rabbitmq".into(),
+            kind: "rabbitmq".into(),
+            version: Some("3.10.8".into()),
+            error: None,
+            scenarios: results,
+        }
+    }
+
+    fn caps(names: &[&str]) -> Capabilities {
+        Capabilities {
+            declared: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    fn baseline(entries: &[(&str, Option<&str>)]) -> Baseline {
+        Baseline {
+            known: entries
+                .iter()
+                .map(|(r, b)| KnownFailure {
+                    requirement: r.to_string(),
+                    broker: b.map(str::to_string),
+                    reason: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn cell<'a>(j: &'a Judgement, id: &str) -> &'a Cell {
+        &j.requirements.iter().find(|r| r.id == id).expect("row").cells[0]
+    }
+
+    /// Every scenario of the catalogue, passing, except those named in `failing`.
+    fn everything_but(failing: &[&str], caps_declared: &[&str]) -> Vec<ScenarioResult> {
+        let c = caps(caps_declared);
+        let excluded = c.excluded_tags(&registry());
+        catalogue()
+            .into_iter()
+            .filter(|s| !s.tags.iter().any(|t| excluded.contains(t)))
+            .map(|s| {
+                let tags: Vec<&str> = s.tags.iter().map(String::as_str).collect();
+                let o = if failing.contains(&s.name.as_str()) {
+                    Outcome::Failed
+                } else {
+                    Outcome::Passed
+                };
+                res(&s.name, &tags, o)
+            })
+            .collect()
+    }
+
+    fn judge_with(
+        results: Vec<ScenarioResult>,
+        declared: &[&str],
+        base: &Baseline,
+        strict: bool,
+        tags: Option<&str>,
+    ) -> Judgement {
+        let reg = registry();
+        let c = caps(declared);
+        let sel = tags.map(|t| TagExpr::parse(t).expect("tags"));
+        judge(
+            &reg,
+            &catalogue(),
+            vec![run(results)],
+            Options {
+                selection: sel.as_ref(),
+                capabilities: &c,
+                baseline: base,
+                strict,
+            },
+        )
+    }
+
+    #[test]
+    fn a_clean_run_with_no_capabilities_passes_and_skips_the_optional_parts() {
+        let j = judge_with(everything_but(&[], &[]), &[], &Baseline::default(), false, None);
+        assert!(j.passed, "{:?}", j.problems);
+        assert_eq!(cell(&j, "FWD-1").verdict, Verdict::Pass);
+        assert_eq!(cell(&j, "FWD-1").passed, 2);
+        let stop = cell(&j, "SPN-5");
+        assert_eq!(
+            stop.verdict,
+            Verdict::Skip,
+            "a MUST whose only scenario needs an undeclared capability"
+        );
+        assert!(stop.reason.as_deref().is_some_and(|r| r.contains("stop")), "{stop:?}");
+        assert_eq!(cell(&j, "FWD-7").verdict, Verdict::Skip);
+        assert!(!j.partial);
+    }
+
+    #[rstest]
+    #[case::must_failure(&["ack first"], &[], false, false)]
+    #[case::should_failure_lenient(&["not submitted"], &["submit-confirm"], false, false)]
+    #[case::should_failure_strict(&["not submitted"], &["submit-confirm"], true, false)]
+    #[case::may_capability_failure(&["remote stop"], &["stop"], false, false)]
+    fn declared_capabilities_and_musts_fail_the_run(
+        #[case] failing: &[&str],
+        #[case] declared: &[&str],
+        #[case] strict: bool,
+        #[case] passes: bool,
+    ) {
+        let j = judge_with(
+            everything_but(failing, declared),
+            declared,
+            &Baseline::default(),
+            strict,
+            None,
+        );
+        assert_eq!(j.passed, passes, "{:?}", j.problems);
+        assert!(!j.problems.is_empty());
+    }
+
+    #[test]
+    fn a_should_failure_outside_a_declared_capability_fails_only_under_strict() {
+        // FWD-7 failing through a scenario not gated by a capability.
+        let mut results = everything_but(&[], &[]);
+        results.push(res("loose", &["FWD-7"], Outcome::Failed));
+        let lenient = judge_with(results.clone(), &[], &Baseline::default(), false, None);
+        assert!(lenient.passed, "{:?}", lenient.problems);
+        assert_eq!(cell(&lenient, "FWD-7").verdict, Verdict::Fail);
+        assert!(!cell(&lenient, "FWD-7").counts);
+        let strict = judge_with(results, &[], &Baseline::default(), true, None);
+        assert!(!strict.passed);
+        assert!(
+            strict.problems[0].starts_with("FWD-7 (SHOULD) fails"),
+            "{:?}",
+            strict.problems
+        );
+    }
+
+    #[test]
+    fn a_must_not_tested_fails_the_run() {
+        let results: Vec<_> = everything_but(&[], &[])
+            .into_iter()
+            .filter(|r| r.name != "exchanges")
+            .collect();
+        let j = judge_with(results, &[], &Baseline::default(), false, None);
+        assert!(!j.passed);
+        assert_eq!(cell(&j, "TOP-1").verdict, Verdict::NotTested);
+        assert!(
+            j.problems.iter().any(|p| p.starts_with("TOP-1 (MUST) not tested")),
+            "{:?}",
+            j.problems
+        );
+    }
+
+    #[test]
+    fn a_partial_run_judges_only_what_it_selected() {
+        let results: Vec<_> = everything_but(&[], &[])
+            .into_iter()
+            .filter(|r| r.tags.iter().any(|t| t == "smoke"))
+            .collect();
+        let j = judge_with(results, &[], &Baseline::default(), false, Some("@smoke"));
+        assert!(j.passed, "{:?}", j.problems);
+        assert!(j.partial);
+        let spn = cell(&j, "SPN-5");
+        assert_eq!(spn.verdict, Verdict::NotTested);
+        assert_eq!(spn.reason.as_deref(), Some("not selected by --tags"));
+        assert!(!spn.counts);
+    }
+
+    #[rstest]
+    #[case::any_broker(None)]
+    #[case::by_kind(Some("rabbitmq"))]
+    #[case::by_label(Some("container:rabbitmq"))]
+    fn a_listed_failure_does_not_fail_the_run(#[case] broker: Option<&str>) {
+        let j = judge_with(
+            everything_but(&["crash window"], &[]),
+            &[],
+            &baseline(&[("FWD-1", broker)]),
+            false,
+            None,
+        );
+        assert!(j.passed, "{:?}", j.problems);
+        let c = cell(&j, "FWD-1");
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert!(c.known_failure.is_some() && !c.counts);
+    }
+
+    #[test]
+    fn a_listed_failure_on_another_broker_does_not_cover_this_one() {
+        let j = judge_with(
+            everything_but(&["crash window"], &[]),
+            &[],
+            &baseline(&[("FWD-1", Some("lavinmq"))]),
+            false,
+            None,
+        );
+        assert!(!j.passed);
+        assert!(
+            j.unconfirmed_baseline[0].contains("no such broker"),
+            "{:?}",
+            j.unconfirmed_baseline
+        );
+    }
+
+    #[test]
+    fn a_listed_failure_that_passes_is_a_stale_baseline() {
+        let j = judge_with(
+            everything_but(&[], &[]),
+            &[],
+            &baseline(&[("FWD-1", None)]),
+            false,
+            None,
+        );
+        assert!(!j.passed);
+        assert_eq!(j.stale_baseline.len(), 1);
+        assert!(j.problems[0].starts_with("stale baseline: FWD-1"), "{:?}", j.problems);
+    }
+
+    #[test]
+    fn a_listed_failure_that_was_skipped_is_unconfirmed_not_stale() {
+        let j = judge_with(
+            everything_but(&[], &[]),
+            &[],
+            &baseline(&[("SPN-5", None)]),
+            false,
+            None,
+        );
+        assert!(j.passed, "{:?}", j.problems);
+        assert_eq!(j.unconfirmed_baseline, ["SPN-5 on container:rabbitmq: skip"]);
+    }
+
+    #[test]
+    fn a_broker_that_did_not_run_leaves_its_musts_not_tested() {
+        let reg = registry();
+        let mut r = run(Vec::new());
+        r.error = Some("could not start".into());
+        let j = judge(
+            &reg,
+            &catalogue(),
+            vec![r],
+            Options {
+                selection: None,
+                capabilities: &Capabilities::default(),
+                baseline: &Baseline::default(),
+                strict: false,
+            },
+        );
+        assert!(!j.passed);
+        assert!(
+            cell(&j, "FWD-1")
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("could not start"))
+        );
+    }
+
+    #[test]
+    fn capabilities_and_baselines_parse_and_name_only_known_things() {
+        let reg = registry();
+        let c = Capabilities::parse("c", "capabilities = [\"stop\"]", &reg).expect("parses");
+        assert_eq!(c.excluded_tags(&reg), ["cap-submit-confirm"]);
+        assert!(Capabilities::parse("c", "capabilities = [\"teleport\"]", &reg).is_err());
+        let b = Baseline::parse(
+            "b",
+            "[[known-failure]]\nrequirement = \"FWD-1\"\nbroker = \"lavinmq\"\nreason = \"issue 12\"\n",
+            &reg,
+        )
+        .expect("parses");
+        assert_eq!(b.known[0].reason.as_deref(), Some("issue 12"));
+        assert!(Baseline::parse("b", "[[known-failure]]\nrequirement = \"XYZ-9\"\n", &reg).is_err());
+    }
+
+    #[test]
+    fn cucumber_json_folds_into_scenario_results() {
+        let report = json!([{
+            "uri": "features/forward_path.feature",
+            "tags": [{"name": "forward-path"}],
+            "elements": [
+                {"type": "background", "steps": [{"keyword": "Given ", "name": "a broker", "result": {"status": "passed"}}]},
+                {"type": "scenario", "name": "ok", "line": 9, "tags": [{"name": "FWD-1"}],
+                 "steps": [{"result": {"status": "passed"}}]},
+                {"type": "background", "steps": [{"keyword": "Given ", "name": "a broker", "result": {"status": "failed", "error_message": "no docker"}}]},
+                {"type": "scenario", "name": "bg failed", "line": 20, "tags": [{"name": "FWD-2"}],
+                 "steps": [{"result": {"status": "skipped"}}]},
+                {"type": "scenario", "name": "undefined", "line": 30, "tags": [],
+                 "steps": [{"result": {"status": "skipped"}}]}
+            ]
+        }]);
+        let r = scenario_results(&report);
+        assert_eq!(r.len(), 3);
+        assert_eq!((r[0].outcome, r[0].line), (Outcome::Passed, 9));
+        assert_eq!(r[0].tags, ["FWD-1", "forward-path"]);
+        assert_eq!(r[1].outcome, Outcome::Failed);
+        assert_eq!(r[1].error.as_deref(), Some("Given a broker\nno docker"));
+        assert_eq!(r[2].outcome, Outcome::Incomplete);
+        assert_eq!(log_file_name(&r[1].file, r[1].line), "forward_path.feature-20.log");
+    }
+}
