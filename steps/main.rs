@@ -20,6 +20,7 @@ mod presence;
 mod pull;
 mod queues;
 mod security;
+mod soak;
 mod spawn;
 mod world;
 
@@ -145,7 +146,11 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
             }
             .boxed_local()
         })
-        .run(workspace_root().join("features"))
+        .filter_run(workspace_root().join("features"), |feature, _, scenario| {
+            // The soak run is long: only on request (scripts/soak).
+            std::env::var("FLEET_E2E_SOAK").is_ok_and(|v| v == "1")
+                || !feature.tags.iter().chain(scenario.tags.iter()).any(|t| t == "soak")
+        })
         .await;
     use cucumber::writer::Stats as _;
     let failed = result.execution_has_failed() || result.skipped_steps() > 0;

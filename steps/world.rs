@@ -65,6 +65,8 @@ pub struct FleetWorld {
     pub replacements: BTreeMap<String, GatewayProcess>,
     /// The cuttable link between gateways and the broker, when the scenario asked for one.
     pub link: Option<fleet_conformance::faults::Proxy>,
+    /// The soak run's history.
+    pub soak: crate::soak::SoakState,
     /// The failure scenarios' dead-letter watch.
     pub faults: crate::faults::FaultState,
     /// The conversation scenarios' wire taps.
@@ -118,6 +120,7 @@ impl FleetWorld {
             host_env: BTreeMap::new(),
             talk: Default::default(),
             faults: Default::default(),
+            soak: Default::default(),
             link: None,
             replacements: BTreeMap::new(),
             wire: Default::default(),

@@ -164,7 +164,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Value> {
         if on(opts, "scale") {
             eprintln!("fleet-bench: scale {:?} …", opts.scale.levels);
             fleet.start_host("s", &env).await?;
-            report["scale"] = serde_json::to_value(scale::run(&fleet, &opts.scale, broker_pid).await?)?;
+            report["scale"] = serde_json::to_value(scale::run(&fleet, &url, &opts.scale, broker_pid).await?)?;
         }
         anyhow::Ok(())
     }
@@ -196,6 +196,24 @@ fn raw_rate(report: &Value) -> Option<f64> {
     })
 }
 
+fn raw_echo_rate(report: &Value) -> Option<f64> {
+    let a = report["raw"]["echo"]["round_trips_per_s"].as_f64()?;
+    Some(match report["raw_after"]["echo"]["round_trips_per_s"].as_f64() {
+        Some(b) => (a + b) / 2.0,
+        None => a,
+    })
+}
+
+fn raw_envelope_echo_rate(report: &Value) -> Option<f64> {
+    let a = report["raw"]["echo_envelope"]["round_trips_per_s"].as_f64()?;
+    Some(
+        match report["raw_after"]["echo_envelope"]["round_trips_per_s"].as_f64() {
+            Some(b) => (a + b) / 2.0,
+            None => a,
+        },
+    )
+}
+
 fn raw_rtt_p50(report: &Value) -> Option<f64> {
     let a = report["raw"]["round_trip"]["p50_ms"].as_f64()?;
     Some(match report["raw_after"]["round_trip"]["p50_ms"].as_f64() {
@@ -220,8 +238,12 @@ fn add_ratios(report: &mut Value) {
     let pull_p50 = report["pull"]["latency"]["p50_ms"].as_f64();
     let ratio = |x: Option<f64>| Some(x? / rate?);
     let delta = |x: Option<f64>| Some(x? - rtt?);
+    let echo = raw_echo_rate(report);
     report["ratios"] = json!({
         "raw_msgs_per_s_used": rate,
+        "raw_echo_round_trips_per_s_used": echo,
+        "forward_briefs_to_raw_echo": Some(fwd.zip(echo).map(|(a, b)| a / b)).flatten(),
+        "forward_briefs_to_raw_envelope_echo": Some(fwd.zip(raw_envelope_echo_rate(report)).map(|(a, b)| a / b)).flatten(),
         "raw_round_trip_p50_ms_used": rtt,
         "forward_briefs_to_raw": ratio(fwd),
         "forward_msgs_to_raw": ratio(fwd.map(|f| 2.0 * f)),
@@ -315,6 +337,34 @@ pub fn table(r: &Value) -> String {
             "1".into(),
             String::new(),
         );
+        let e = &r["raw"]["echo"];
+        let after = if r["raw_after"].is_null() {
+            String::new()
+        } else {
+            format!(" (after: {})", f(&r["raw_after"]["echo"]["round_trips_per_s"]))
+        };
+        row(
+            &mut out,
+            &format!("raw echo round trips/s ({} flows)", e["flows"]),
+            f(&e["round_trips_per_s"]),
+            String::new(),
+            after,
+        );
+        row(
+            &mut out,
+            "raw echo round trip under load ms",
+            lat(&e["latency"]),
+            String::new(),
+            String::new(),
+        );
+        let e = &r["raw"]["echo_envelope"];
+        row(
+            &mut out,
+            "  same, topic exchange + envelope headers",
+            f(&e["round_trips_per_s"]),
+            String::new(),
+            format!("1 flow p50 {} ms", f(&e["single_round_trip"]["p50_ms"])),
+        );
     }
     if !r["forward"].is_null() {
         let fw = &r["forward"];
@@ -331,6 +381,13 @@ pub fn table(r: &Value) -> String {
             f(&fw["msgs_per_s"]),
             format!("{}×", f(&rt["forward_msgs_to_raw"])),
             String::new(),
+        );
+        row(
+            &mut out,
+            "  (briefs/s vs raw echo round trips/s)",
+            String::new(),
+            format!("{}×", f(&rt["forward_briefs_to_raw_echo"])),
+            format!("envelope {}×", f(&rt["forward_briefs_to_raw_envelope_echo"])),
         );
         row(
             &mut out,
@@ -410,31 +467,62 @@ pub fn table(r: &Value) -> String {
     }
     if let Some(points) = r["scale"].as_array() {
         out.push(format!(
-            "{:<12} {:>10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>12}",
-            "entities", "RSS MiB", "peak MiB", "threads", "fds", "gw CPU %", "broker %", "register/s"
+            "{:<12} {:>10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>12} {:>16}",
+            "entities",
+            "RSS MiB",
+            "peak MiB",
+            "threads",
+            "fds",
+            "gw CPU %",
+            "broker %",
+            "register/s",
+            "heartbeat round"
         ));
         for p in points {
             out.push(format!(
-                "{:<12} {:>10.1} {:>10.1} {:>8} {:>6} {:>10.1} {:>10} {:>12.1}",
-                p["entities"],
+                "{:<12} {:>10.1} {:>10.1} {:>8} {:>6} {:>10.1} {:>10} {:>12.1} {:>16}",
+                p["entities"].as_u64().unwrap_or(0),
                 p["rss_kib"].as_f64().unwrap_or(0.0) / 1024.0,
                 p["peak_rss_kib"].as_f64().unwrap_or(0.0) / 1024.0,
-                p["threads"],
-                p["fds"],
+                p["threads"].as_u64().unwrap_or(0),
+                p["fds"].as_u64().unwrap_or(0),
                 p["gateway_cpu_pct"].as_f64().unwrap_or(0.0),
                 f(&p["broker_cpu_pct"]),
                 p["register_per_s"].as_f64().unwrap_or(0.0),
+                format!(
+                    "{} ms / {:.0} msgs",
+                    f(&p["heartbeat_round_ms"]),
+                    p["presences_per_round"].as_f64().unwrap_or(0.0)
+                ),
             ));
         }
     }
-    out.push("CPU ms per message (by process; other = rest of the machine):".into());
-    for (label, v) in [
-        ("raw (per msg)", &r["raw"]["cpu_ms_per_msg"]),
-        ("forward (per brief)", &r["forward"]["cpu_ms_per_brief"]),
-        ("pull (per reply)", &r["pull"]["cpu_ms_per_reply"]),
+    out.push("CPU ms per message (by process; other = rest of the machine, also other users):".into());
+    for (label, v, cpu) in [
+        ("raw (per msg)", &r["raw"]["cpu_ms_per_msg"], &r["raw"]["cpu"]),
+        (
+            "raw echo (per round trip)",
+            &r["raw"]["echo"]["cpu_ms_per_round_trip"],
+            &r["raw"]["echo"]["cpu"],
+        ),
+        (
+            "raw envelope echo (per r.t.)",
+            &r["raw"]["echo_envelope"]["cpu_ms_per_round_trip"],
+            &r["raw"]["echo_envelope"]["cpu"],
+        ),
+        (
+            "forward (per brief)",
+            &r["forward"]["cpu_ms_per_brief"],
+            &r["forward"]["cpu"],
+        ),
+        ("pull (per reply)", &r["pull"]["cpu_ms_per_reply"], &r["pull"]["cpu"]),
     ] {
         if let Some(l) = cpu_line(label, v) {
-            out.push(l);
+            let busy = match (cpu["machine_s"].as_f64(), cpu["capacity_s"].as_f64()) {
+                (Some(m), Some(c)) if c > 0.0 => format!(" · cores busy {:.0} %", 100.0 * m / c),
+                _ => String::new(),
+            };
+            out.push(format!("{l}{busy}"));
         }
     }
     out.join("\n")
@@ -457,6 +545,8 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
             outstanding: 1_000,
             prefetch: 100,
             rtt_samples: 500,
+            echo_flows: 8,
+            echo_rounds: 4_000,
         },
         paths: paths::PathSettings {
             size: 1024,
@@ -495,6 +585,7 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
             "--outstanding" => o.raw.outstanding = num(it.next(), a)?,
             "--pairs" => o.paths.pairs = num(it.next(), a)?,
             "--briefs" => o.paths.briefs = num(it.next(), a)?,
+            "--echo-rounds" => o.raw.echo_rounds = num(it.next(), a)?,
             "--replies" => o.paths.replies = num(it.next(), a)?,
             "--latency-samples" => {
                 let n = num(it.next(), a)?;
@@ -530,6 +621,7 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
                 o.raw.warmup = 500;
                 o.raw.rtt_samples = 100;
                 o.paths.briefs = 800;
+                o.raw.echo_rounds = 800;
                 o.paths.replies = 1_600;
                 o.paths.latency_samples = 100;
                 o.presence_trials = 1;
@@ -540,6 +632,7 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    o.raw.echo_flows = o.paths.pairs.max(1);
     if o.raw.size < 64 {
         return Err("--size must be at least 64 bytes (timestamps ride in the body)".into());
     }
@@ -559,6 +652,7 @@ fleet-bench [options]   gateway paths against the raw broker, in one run (issue 
   --outstanding N         raw publisher confirms in flight (default 1000)
   --pairs N               concurrent main/worker pairs (default 8)
   --briefs N              forward briefs in the throughput run (default 4000)
+  --echo-rounds N         raw echo round trips, in --pairs flows (default 4000)
   --replies N             pull replies in the throughput run (default 8000)
   --latency-samples N     one-at-a-time samples for latencies (default 500)
   --presence-trials N     gateway starts timed for presence (default 3)

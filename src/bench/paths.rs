@@ -7,7 +7,8 @@
 //!   back: main → gateway a → broker → gateway b → herdr inject + submit check → INJECTED → a.
 //!   Throughput with every pair sending at once; latency with one sender, one brief at a time.
 //! - **pull** (SPEC §6): the worker's `bridge_reply` → broker → gateway a holds it → the main
-//!   drains with `bridge_poll` (batches of up to 100). Throughput with every pair at once; the
+//!   drains it: `bridge_wait` until something is held, then `bridge_poll` (batches of up to 100)
+//!   for the rest, so a main never spins on empty polls. Throughput with every pair at once; the
 //!   latency is reply call → drained, under that load; plus one flow at a time through an open
 //!   `bridge_wait` (the path without any polling interval).
 
@@ -88,13 +89,14 @@ pub struct PullResult {
     pub seconds: f64,
     pub replies_per_s: f64,
     pub lost: usize,
-    /// Reply call → drained by `bridge_poll`, under full load.
+    /// Reply call → drained (`bridge_wait` + `bridge_poll`), under full load.
     pub loaded_latency: Latency,
     /// `bridge_reply` call time (publish + confirm) under full load.
     pub reply_call: Latency,
     /// Reply call → an open `bridge_wait` returns it, one flow at a time.
     pub latency: Latency,
-    pub polls: usize,
+    /// MCP calls the mains made to drain (`bridge_wait` + `bridge_poll`).
+    pub drain_calls: usize,
     pub cpu: CpuSpent,
     pub cpu_ms_per_reply: std::collections::BTreeMap<String, f64>,
 }
@@ -192,8 +194,9 @@ fn sent_at(text: &str) -> Option<u64> {
     text.split(' ').next()?.parse().ok()
 }
 
-/// Drains `expect` replies for one main with `bridge_poll`; returns per-message latencies and the
-/// number of polls.
+/// Drains `expect` replies for one main: `bridge_wait` blocks until the first message is there
+/// (no busy polling), then `bridge_poll` (up to 100) takes whatever else is held. Returns
+/// per-message latencies and the number of MCP calls made.
 async fn drain(
     h: McpHandle,
     expect: usize,
@@ -201,19 +204,10 @@ async fn drain(
     deadline: Instant,
 ) -> anyhow::Result<(Vec<Duration>, usize)> {
     let mut lat = Vec::with_capacity(expect);
-    let mut polls = 0;
-    while lat.len() < expect {
-        if Instant::now() > deadline {
-            return Err(anyhow!(
-                "drained only {} of {expect} replies before the deadline",
-                lat.len()
-            ));
-        }
-        let v = h.call("bridge_poll", json!({"max": 100})).await?;
-        polls += 1;
-        let msgs = v["messages"].as_array().cloned().unwrap_or_default();
+    let mut calls = 0;
+    let take = |msgs: &[Value], lat: &mut Vec<Duration>| {
         let now = base.elapsed();
-        for m in &msgs {
+        for m in msgs {
             if m["kind"].as_str() != Some("REPLY") {
                 continue;
             }
@@ -221,11 +215,29 @@ async fn drain(
                 lat.push(now.saturating_sub(Duration::from_nanos(ns)));
             }
         }
-        if msgs.is_empty() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    while lat.len() < expect {
+        if Instant::now() > deadline {
+            return Err(anyhow!(
+                "drained only {} of {expect} replies before the deadline",
+                lat.len()
+            ));
+        }
+        let v = h.call("bridge_wait", json!({"timeout_s": 5})).await?;
+        calls += 1;
+        if let Some(m) = v.get("message") {
+            take(std::slice::from_ref(m), &mut lat);
+        }
+        if lat.len() < expect {
+            let v = h.call("bridge_poll", json!({"max": 100})).await?;
+            calls += 1;
+            take(
+                v["messages"].as_array().map(Vec::as_slice).unwrap_or_default(),
+                &mut lat,
+            );
         }
     }
-    Ok((lat, polls))
+    Ok((lat, calls))
 }
 
 /// The pull path: throughput with every pair, then one flow at a time through `bridge_wait`.
@@ -317,7 +329,7 @@ pub async fn pull(pairs: &[Pair], s: &PathSettings, cpu: &CpuProbe) -> anyhow::R
         loaded_latency: Latency::of(&lat),
         reply_call: Latency::of(&reply_call),
         latency: Latency::of(&single),
-        polls,
+        drain_calls: polls,
         cpu_ms_per_reply: spent.per_unit_ms(done),
         cpu: spent,
     })

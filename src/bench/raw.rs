@@ -9,7 +9,10 @@
 //! - **round trip**, unloaded, one message at a time: publish (confirm awaited) → consumer acks
 //!   and publishes an echo (confirm awaited) → the origin consumes the echo. That is exactly the
 //!   broker work of one brief (SEND, then INJECTED back), so it is the floor SEND→INJECTED is
-//!   compared with. Origin and echoer use separate connections, like two gateways.
+//!   compared with. Origin and echoer use separate connections, like two gateways;
+//! - **echo throughput**: the same round trip in as many concurrent flows as the forward path has
+//!   senders — the forward path's shape without gateways, so the gap between the two is what the
+//!   gateways (and MCP, and herdr) add, apart from what request/response costs the broker.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,10 +21,10 @@ use anyhow::{Context as _, anyhow, bail};
 use futures_util::StreamExt as _;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
-    QueueDeclareOptions, QueueDeleteOptions,
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -36,6 +39,10 @@ pub struct RawSettings {
     pub outstanding: usize,
     pub prefetch: u16,
     pub rtt_samples: usize,
+    /// Concurrent flows and total round trips of the echo run (set to the forward path's pairs
+    /// and briefs).
+    pub echo_flows: usize,
+    pub echo_rounds: usize,
 }
 
 /// What the raw run measured.
@@ -52,6 +59,24 @@ pub struct RawResult {
     pub round_trip: Latency,
     pub cpu: CpuSpent,
     pub cpu_ms_per_msg: std::collections::BTreeMap<String, f64>,
+    /// Request/response at the forward path's concurrency, without gateways.
+    pub echo: EchoResult,
+    /// The same through a topic exchange with envelope-sized headers (the gateway's wire format).
+    pub echo_envelope: EchoResult,
+}
+
+/// `flows` concurrent publish → echo → consume round trips: the forward path's shape (two
+/// confirmed persistent messages per round trip, a handful in flight) without gateways.
+#[derive(Debug, Clone, Serialize)]
+pub struct EchoResult {
+    pub flows: usize,
+    pub round_trips: usize,
+    pub round_trips_per_s: f64,
+    pub latency: Latency,
+    /// One flow, one round trip at a time.
+    pub single_round_trip: Latency,
+    pub cpu: CpuSpent,
+    pub cpu_ms_per_round_trip: std::collections::BTreeMap<String, f64>,
 }
 
 fn props() -> BasicProperties {
@@ -92,12 +117,59 @@ fn age(body: &[u8], base: Instant) -> Option<Duration> {
     Some(base.elapsed().saturating_sub(Duration::from_nanos(ns)))
 }
 
-async fn publish(ch: &Channel, queue: &str, body: &[u8]) -> anyhow::Result<lapin::PublisherConfirm> {
+/// How a raw message travels.
+#[derive(Debug, Clone)]
+enum Wire {
+    /// The default exchange straight to the queue, no headers: the cheapest the broker offers.
+    Plain,
+    /// Like a gateway's: a durable topic exchange (named here) and the envelope's 13 long-string
+    /// headers, so the broker does the same routing and header work per message.
+    Envelope(String),
+}
+
+/// Headers shaped like a SEND's envelope (SPEC §2), values of realistic length.
+fn envelope_headers() -> FieldTable {
+    let uuid = || uuid::Uuid::new_v4().to_string();
+    let mut t = FieldTable::default();
+    let ts = crate::envelope::now_ms().to_string();
+    let sig = "A".repeat(86) + "==";
+    for (k, v) in [
+        ("v", "1".to_string()),
+        ("kind", "SEND".into()),
+        ("msgId", uuid()),
+        ("traceId", uuid()),
+        ("from", uuid()),
+        ("to", uuid()),
+        ("host", "a".into()),
+        ("corrId", uuid()),
+        ("ts", ts.clone()),
+        ("expiresAt", ts),
+        ("sig", sig),
+        ("turnId", String::new()),
+        ("spawnId", String::new()),
+    ] {
+        t.insert(k.into(), AMQPValue::LongString(LongString::from(v)));
+    }
+    t
+}
+
+async fn publish(ch: &Channel, wire: &Wire, queue: &str, body: &[u8]) -> anyhow::Result<lapin::PublisherConfirm> {
     let opts = BasicPublishOptions {
         mandatory: true,
         ..BasicPublishOptions::default()
     };
-    Ok(ch.basic_publish("".into(), queue.into(), opts, body, props()).await?)
+    let (exchange, props) = match wire {
+        Wire::Plain => ("", props()),
+        Wire::Envelope(x) => (
+            x.as_str(),
+            props()
+                .with_message_id(uuid::Uuid::new_v4().to_string().as_str().into())
+                .with_headers(envelope_headers()),
+        ),
+    };
+    Ok(ch
+        .basic_publish(exchange.into(), queue.into(), opts, body, props)
+        .await?)
 }
 
 async fn await_confirm(c: lapin::PublisherConfirm) -> anyhow::Result<()> {
@@ -159,7 +231,7 @@ async fn pipeline(
     let started = Instant::now();
     for _ in 0..n {
         stamp(&mut body, base);
-        let c = publish(&pch, queue, &body).await?;
+        let c = publish(&pch, &Wire::Plain, queue, &body).await?;
         if tx.send(c).await.is_err() {
             break;
         }
@@ -174,78 +246,167 @@ async fn pipeline(
     Ok((done.duration_since(started), lat))
 }
 
-/// Unloaded one-way and round-trip latencies, `samples` messages one at a time.
-async fn round_trips(
+/// What an echo run measured.
+struct Echoed {
+    one_way: Vec<Duration>,
+    round_trip: Vec<Duration>,
+    wall: Duration,
+    cpu: CpuSpent,
+}
+
+/// Request/response without a gateway: `flows` concurrent flows, each doing `rounds` sequential
+/// round trips: publish to `out.<i>` (confirm awaited) → the echoer acks and publishes to
+/// `back.<i>` (confirm awaited) → the origin consumes it. Shaped like the forward path: the echoer
+/// has one consumer channel per queue and one shared confirm channel (like a gateway's inboxes
+/// and publisher), and handles each delivery in its own task (like an inject).
+async fn echo(
     url: &str,
-    q_out: &str,
-    q_back: &str,
+    wire: &Wire,
+    tag: &str,
+    flows: usize,
+    rounds: usize,
     s: &RawSettings,
-) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    cpu: &CpuProbe,
+) -> anyhow::Result<Echoed> {
     let base = Instant::now();
+    let size = s.size.max(8);
     let origin = connect(url).await?;
     let echoer = connect(url).await?;
     let o_pub = confirm_channel(&origin).await?;
-    let o_con = origin.create_channel().await?;
-    o_con.basic_qos(s.prefetch, BasicQosOptions::default()).await?;
-    let mut back = o_con
-        .basic_consume(
-            q_back.into(),
-            "bench-back".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
     let e_pub = confirm_channel(&echoer).await?;
-    let e_con = echoer.create_channel().await?;
-    e_con.basic_qos(s.prefetch, BasicQosOptions::default()).await?;
-    let mut inbound = e_con
-        .basic_consume(
-            q_out.into(),
-            "bench-echo".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    let one_way = Arc::new(std::sync::Mutex::new(Vec::with_capacity(s.rtt_samples)));
-    let ow = Arc::clone(&one_way);
-    let q_back_owned = q_back.to_string();
-    let size = s.size.max(8);
-    let echo = tokio::spawn(async move {
-        let reply = vec![b'y'; size];
-        while let Some(Ok(d)) = inbound.next().await {
-            if let (Some(a), Ok(mut v)) = (age(&d.data, base), ow.lock()) {
-                v.push(a);
-            }
-            d.acker.ack(BasicAckOptions::default()).await?;
-            let c = publish(&e_pub, &q_back_owned, &reply).await?;
-            await_confirm(c).await?;
-        }
-        Ok::<_, anyhow::Error>(())
-    });
-    let mut rtt = Vec::with_capacity(s.rtt_samples);
-    let mut body = vec![b'x'; size];
-    for _ in 0..s.rtt_samples {
-        let t0 = Instant::now();
-        stamp(&mut body, base);
-        let c = publish(&o_pub, q_out, &body).await?;
-        let confirmed = await_confirm(c);
-        let echoed = async {
-            match tokio::time::timeout(Duration::from_secs(10), back.next()).await {
-                Ok(Some(Ok(d))) => Ok(d.acker.ack(BasicAckOptions::default()).await?),
-                Ok(_) => Err(anyhow!("raw echo consumer ended")),
-                Err(_) => Err(anyhow!("no raw echo within 10 s")),
-            }
+    let admin = origin.create_channel().await?;
+    if let Wire::Envelope(x) = wire {
+        let opts = ExchangeDeclareOptions {
+            durable: true,
+            ..ExchangeDeclareOptions::default()
         };
-        let (a, b) = tokio::join!(confirmed, echoed);
-        a?;
-        b?;
-        rtt.push(t0.elapsed());
+        admin
+            .exchange_declare(x.as_str().into(), ExchangeKind::Topic, opts, FieldTable::default())
+            .await?;
     }
-    echo.abort();
+    let one_way = Arc::new(std::sync::Mutex::new(Vec::with_capacity(flows * rounds)));
+    let mut backs = Vec::with_capacity(flows);
+    let mut echo_tasks = Vec::with_capacity(flows);
+    for i in 0..flows {
+        let (q_out, q_back) = (format!("bench.out.{tag}.{i}"), format!("bench.back.{tag}.{i}"));
+        durable_queue(&admin, &q_out).await?;
+        durable_queue(&admin, &q_back).await?;
+        if let Wire::Envelope(x) = wire {
+            for q in [&q_out, &q_back] {
+                admin
+                    .queue_bind(
+                        q.as_str().into(),
+                        x.as_str().into(),
+                        q.as_str().into(),
+                        QueueBindOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await?;
+            }
+        }
+        let o_con = origin.create_channel().await?;
+        o_con.basic_qos(s.prefetch, BasicQosOptions::default()).await?;
+        let back = o_con
+            .basic_consume(
+                q_back.as_str().into(),
+                "bench-back".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        backs.push((q_out, o_con, back));
+        let e_con = echoer.create_channel().await?;
+        e_con.basic_qos(s.prefetch, BasicQosOptions::default()).await?;
+        let mut inbound = e_con
+            .basic_consume(
+                format!("bench.out.{tag}.{i}").as_str().into(),
+                "bench-echo".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let ow = Arc::clone(&one_way);
+        let e_pub = e_pub.clone();
+        let e_wire = wire.clone();
+        echo_tasks.push(tokio::spawn(async move {
+            let _keep = e_con;
+            while let Some(Ok(d)) = inbound.next().await {
+                if let (Some(a), Ok(mut v)) = (age(&d.data, base), ow.lock()) {
+                    v.push(a);
+                }
+                d.acker.ack(BasicAckOptions::default()).await?;
+                let e_pub = e_pub.clone();
+                let q_back = q_back.clone();
+                let e_wire = e_wire.clone();
+                tokio::spawn(async move {
+                    let reply = vec![b'y'; size];
+                    if let Ok(c) = publish(&e_pub, &e_wire, &q_back, &reply).await {
+                        let _ = await_confirm(c).await;
+                    }
+                });
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    let before = cpu.snapshot();
+    let started = Instant::now();
+    let mut flows_done = Vec::with_capacity(flows);
+    for (q_out, o_con, mut back) in backs {
+        let o_pub = o_pub.clone();
+        let o_wire = wire.clone();
+        flows_done.push(tokio::spawn(async move {
+            let _keep = o_con;
+            let mut rtt = Vec::with_capacity(rounds);
+            let mut body = vec![b'x'; size];
+            for _ in 0..rounds {
+                let t0 = Instant::now();
+                stamp(&mut body, base);
+                let c = publish(&o_pub, &o_wire, &q_out, &body).await?;
+                let echoed = async {
+                    match tokio::time::timeout(Duration::from_secs(10), back.next()).await {
+                        Ok(Some(Ok(d))) => Ok(d.acker.ack(BasicAckOptions::default()).await?),
+                        Ok(_) => Err(anyhow!("raw echo consumer ended")),
+                        Err(_) => Err(anyhow!("no raw echo within 10 s")),
+                    }
+                };
+                let (a, b) = tokio::join!(await_confirm(c), echoed);
+                a?;
+                b?;
+                rtt.push(t0.elapsed());
+            }
+            Ok::<_, anyhow::Error>(rtt)
+        }));
+    }
+    let mut round_trip = Vec::with_capacity(flows * rounds);
+    for f in flows_done {
+        round_trip.extend(f.await.context("an echo flow panicked")??);
+    }
+    let wall = started.elapsed();
+    let spent = before.until(&cpu.snapshot());
+    for t in echo_tasks {
+        t.abort();
+    }
+    for i in 0..flows {
+        for q in [format!("bench.out.{tag}.{i}"), format!("bench.back.{tag}.{i}")] {
+            let _ = admin
+                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                .await;
+        }
+    }
+    if let Wire::Envelope(x) = wire {
+        let _ = admin
+            .exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+    }
     let _ = origin.close(200, "done".into()).await;
     let _ = echoer.close(200, "done".into()).await;
-    let ow = one_way.lock().map(|v| v.clone()).unwrap_or_default();
-    Ok((ow, rtt))
+    let one_way = one_way.lock().map(|v| v.clone()).unwrap_or_default();
+    Ok(Echoed {
+        one_way,
+        round_trip,
+        wall,
+        cpu: spent,
+    })
 }
 
 /// Runs the raw baseline in `amqp_url`'s vhost (its queues are deleted afterwards).
@@ -253,14 +414,8 @@ pub async fn run(amqp_url: &str, s: &RawSettings, cpu: &CpuProbe) -> anyhow::Res
     let admin = connect(amqp_url).await?;
     let ch = admin.create_channel().await?;
     let tag = uuid::Uuid::new_v4().simple().to_string();
-    let (q_main, q_out, q_back) = (
-        format!("bench.raw.{tag}"),
-        format!("bench.out.{tag}"),
-        format!("bench.back.{tag}"),
-    );
-    for q in [&q_main, &q_out, &q_back] {
-        durable_queue(&ch, q).await?;
-    }
+    let q_main = format!("bench.raw.{tag}");
+    durable_queue(&ch, &q_main).await?;
     let base = Instant::now();
     if s.warmup > 0 {
         pipeline(amqp_url, &q_main, s.warmup, s, base)
@@ -270,19 +425,43 @@ pub async fn run(amqp_url: &str, s: &RawSettings, cpu: &CpuProbe) -> anyhow::Res
     let before = cpu.snapshot();
     let (wall, lat) = pipeline(amqp_url, &q_main, s.messages, s, base).await?;
     let spent = before.until(&cpu.snapshot());
-    let (one_way, rtt) = round_trips(amqp_url, &q_out, &q_back, s).await?;
-    for q in [&q_main, &q_out, &q_back] {
-        let _ = ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await;
-    }
+    let _ = ch
+        .queue_delete(q_main.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let plain = Wire::Plain;
+    let enveloped = Wire::Envelope(format!("bench.topic.{tag}"));
+    let single = echo(amqp_url, &plain, &format!("{tag}.1"), 1, s.rtt_samples, s, cpu).await?;
+    let flows = s.echo_flows.max(1);
+    let rounds = s.echo_rounds.div_ceil(flows);
+    let many = echo(amqp_url, &plain, &format!("{tag}.n"), flows, rounds, s, cpu).await?;
+    let env_single = echo(amqp_url, &enveloped, &format!("{tag}.e1"), 1, s.rtt_samples, s, cpu).await?;
+    let env_many = echo(amqp_url, &enveloped, &format!("{tag}.en"), flows, rounds, s, cpu).await?;
     let _ = admin.close(200, "done".into()).await;
     Ok(RawResult {
         messages: s.messages,
         seconds: wall.as_secs_f64(),
         msgs_per_s: s.messages as f64 / wall.as_secs_f64().max(1e-9),
         loaded_latency: Latency::of(&lat),
-        one_way: Latency::of(&one_way),
-        round_trip: Latency::of(&rtt),
+        one_way: Latency::of(&single.one_way),
+        round_trip: Latency::of(&single.round_trip),
         cpu_ms_per_msg: spent.per_unit_ms(s.messages),
         cpu: spent,
+        echo: EchoResult::of(flows, many, &single),
+        echo_envelope: EchoResult::of(flows, env_many, &env_single),
     })
+}
+
+impl EchoResult {
+    fn of(flows: usize, many: Echoed, single: &Echoed) -> EchoResult {
+        let trips = many.round_trip.len();
+        EchoResult {
+            flows,
+            round_trips: trips,
+            round_trips_per_s: trips as f64 / many.wall.as_secs_f64().max(1e-9),
+            latency: Latency::of(&many.round_trip),
+            single_round_trip: Latency::of(&single.round_trip),
+            cpu_ms_per_round_trip: many.cpu.per_unit_ms(trips),
+            cpu: many.cpu,
+        }
+    }
 }

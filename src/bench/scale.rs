@@ -4,12 +4,18 @@
 //! `POST /v1/entities` until it holds 1, 100, 1000 … entities. Each entity is an inbox queue with
 //! its bindings, an exclusive consumer on its own channel, and a heartbeat every interval (plus a
 //! herdr status read per heartbeat). After each level the gateway settles for one heartbeat, then
-//! its CPU (`/proc/<pid>/stat`) is sampled over a fixed window, and its RSS read at the end.
+//! its CPU (`/proc/<pid>/stat`) is sampled over a fixed window, and its RSS read at the end. A tap
+//! queue on `bridge.roster` times each heartbeat round (the gateway publishes one presence per
+//! entity, one after the other, each confirmed).
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use futures_util::StreamExt as _;
+use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties};
 use serde::Serialize;
 
 use super::fleet::{Fleet, Member};
@@ -42,10 +48,111 @@ pub struct ScalePoint {
     /// Broker CPU over the same window, in % of one core (process provider only).
     pub broker_cpu_pct: Option<f64>,
     pub window_s: f64,
+    /// Heartbeat rounds seen on `bridge.roster` during the window, and how long one round of
+    /// presence publishes (one per entity plus the gateway's, published one after the other, each
+    /// confirmed) took from its first to its last message.
+    pub heartbeat_rounds: usize,
+    pub heartbeat_round_ms: f64,
+    pub presences_per_round: f64,
+}
+
+/// Arrival times of `roster.s.*` presences, from a tap queue of our own.
+struct RosterTap {
+    conn: Connection,
+    arrivals: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl RosterTap {
+    async fn start(amqp_url: &str) -> anyhow::Result<RosterTap> {
+        let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
+        let ch = conn.create_channel().await?;
+        let opts = QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        let q = ch.queue_declare("".into(), opts, FieldTable::default()).await?;
+        ch.queue_bind(
+            q.name().clone(),
+            "bridge.roster".into(),
+            "roster.s.#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+        let consume = BasicConsumeOptions {
+            no_ack: true,
+            ..BasicConsumeOptions::default()
+        };
+        let mut consumer = ch
+            .basic_consume(
+                q.name().clone(),
+                "bench-roster-tap".into(),
+                consume,
+                FieldTable::default(),
+            )
+            .await?;
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&arrivals);
+        tokio::spawn(async move {
+            let _keep = ch;
+            while let Some(Ok(_)) = consumer.next().await {
+                if let Ok(mut v) = sink.lock() {
+                    v.push(Instant::now());
+                }
+            }
+        });
+        Ok(RosterTap { conn, arrivals })
+    }
+
+    /// Takes the arrivals so far.
+    fn take(&self) -> Vec<Instant> {
+        self.arrivals
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
+    }
+}
+
+/// Splits arrivals into rounds (gaps over a second) and returns (complete rounds, mean round
+/// duration ms, mean presences per round). The first and last rounds may be cut by the window
+/// and are left out when there are more than two.
+fn rounds(arrivals: &[Instant]) -> (usize, f64, f64) {
+    let mut bursts: Vec<(Instant, Instant, usize)> = Vec::new();
+    for &t in arrivals {
+        match bursts.last_mut() {
+            Some((_, last, n)) if t.duration_since(*last) < Duration::from_secs(1) => {
+                *last = t;
+                *n += 1;
+            }
+            _ => bursts.push((t, t, 1)),
+        }
+    }
+    let inner: &[(Instant, Instant, usize)] = if bursts.len() > 2 {
+        &bursts[1..bursts.len() - 1]
+    } else {
+        &bursts
+    };
+    if inner.is_empty() {
+        return (0, 0.0, 0.0);
+    }
+    let ms: f64 = inner
+        .iter()
+        .map(|(a, b, _)| b.duration_since(*a).as_secs_f64() * 1e3)
+        .sum::<f64>()
+        / inner.len() as f64;
+    let per = inner.iter().map(|(_, _, n)| *n as f64).sum::<f64>() / inner.len() as f64;
+    (inner.len(), ms, per)
 }
 
 /// Grows host `s` through `levels` and measures each.
-pub async fn run(fleet: &Fleet, s: &ScaleSettings, broker_pid: Option<u32>) -> anyhow::Result<Vec<ScalePoint>> {
+pub async fn run(
+    fleet: &Fleet,
+    amqp_url: &str,
+    s: &ScaleSettings,
+    broker_pid: Option<u32>,
+) -> anyhow::Result<Vec<ScalePoint>> {
+    let tap = RosterTap::start(amqp_url).await?;
     let host = fleet.host("s")?;
     let pid = host.gateway.pid().ok_or_else(|| anyhow!("gateway s has no pid"))?;
     let mut members: Vec<Member> = Vec::new();
@@ -74,9 +181,11 @@ pub async fn run(fleet: &Fleet, s: &ScaleSettings, broker_pid: Option<u32>) -> a
         let probe = CpuProbe::default()
             .with("gateway", Some(pid))
             .with("broker", broker_pid);
+        tap.take();
         let a = probe.snapshot();
         tokio::time::sleep(s.window).await;
         let spent = a.until(&probe.snapshot());
+        let (heartbeat_rounds, heartbeat_round_ms, presences_per_round) = rounds(&tap.take());
         let (rss, hwm, threads) = process_memory(pid).ok_or_else(|| anyhow!("gateway s is gone"))?;
         let pct = |name: &str| spent.seconds.get(name).map(|c| 100.0 * c / spent.wall_s.max(1e-9));
         points.push(ScalePoint {
@@ -90,7 +199,11 @@ pub async fn run(fleet: &Fleet, s: &ScaleSettings, broker_pid: Option<u32>) -> a
             gateway_cpu_pct: pct("gateway").unwrap_or(0.0),
             broker_cpu_pct: pct("broker"),
             window_s: spent.wall_s,
+            heartbeat_rounds,
+            heartbeat_round_ms,
+            presences_per_round,
         });
     }
+    let _ = tap.conn.close(200, "done".into()).await;
     Ok(points)
 }

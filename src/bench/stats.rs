@@ -186,10 +186,11 @@ impl CpuSpent {
     }
 }
 
-/// The pid of the RabbitMQ node this process started (process provider), found by its node name
-/// `fleet-<our pid>-…` on the `beam.smp` command line.
+/// The pid of the RabbitMQ node this process started (process provider): the `beam.smp` whose
+/// environment names the node `fleet-<our pid>-…` (the node name is passed as
+/// `RABBITMQ_NODENAME`, not on the command line).
 pub fn own_broker_pid() -> Option<u32> {
-    let needle = format!("fleet-{}-", std::process::id());
+    let needle = format!("RABBITMQ_NODENAME=fleet-{}-", std::process::id());
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
@@ -197,8 +198,13 @@ pub fn own_broker_pid() -> Option<u32> {
         let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             continue;
         };
-        let cmd = String::from_utf8_lossy(&cmd);
-        if cmd.contains("beam.smp") && cmd.contains(&needle) {
+        if !String::from_utf8_lossy(&cmd).contains("beam.smp") {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|v| v.starts_with(needle.as_bytes())) {
             return Some(pid);
         }
     }

@@ -40,7 +40,23 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    match bench::run(&opts).await {
+    // Ctrl-C or SIGTERM drops the run: its gateways (kill-on-drop), fake herdrs and the broker
+    // (a process provider's node is killed on drop) go with it.
+    let interrupted = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    };
+    let result = tokio::select! {
+        r = bench::run(&opts) => r,
+        () = interrupted => {
+            eprintln!("fleet-bench: interrupted; gateways and broker stopped");
+            return std::process::ExitCode::from(130);
+        }
+    };
+    match result {
         Ok(report) => {
             println!("{}", bench::table(&report));
             println!("JSON: {}", opts.out.display());

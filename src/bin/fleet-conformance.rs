@@ -129,10 +129,15 @@ fn parse_args(args: &[String]) -> anyhow::Result<Cmd> {
     }
 }
 
-/// The registry and the scenario catalogue of this checkout.
+/// The registry and the scenario catalogue of this checkout. Scenarios the suite never runs by
+/// default (`@soak`, only with `FLEET_E2E_SOAK=1`, see steps/main.rs) are left out.
 fn load_suite() -> anyhow::Result<(Registry, Vec<Scenario>)> {
     let reg = Registry::load(&registry::default_path())?;
-    let cat = catalogue::load_dir(&suite_root().join("features"))?;
+    let mut cat = catalogue::load_dir(&suite_root().join("features"))?;
+    if std::env::var("FLEET_E2E_SOAK").is_ok_and(|v| v == "1") {
+        return Ok((reg, cat));
+    }
+    cat.retain(|s| !s.has_tag("soak"));
     Ok((reg, cat))
 }
 

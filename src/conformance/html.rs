@@ -42,12 +42,17 @@ pre{background:#263238;color:#eceff1;padding:8px;border-radius:4px;max-height:34
 pre.err{background:#4e1f1f}
 "#;
 
+// Clicking a cell toggles its detail row; `conformance.html#FWD-1` opens FWD-1's details.
 const SCRIPT: &str = r#"
 document.querySelectorAll('td.click').forEach(function(td){
   td.addEventListener('click',function(){
     var row=document.getElementById(td.dataset.detail);
     if(row){row.classList.toggle('open');}
   });
+});
+var req=decodeURIComponent(location.hash.slice(1));
+document.querySelectorAll('tr.detail').forEach(function(row){
+  if(req && row.dataset.req===req){row.classList.add('open');}
 });
 "#;
 
@@ -238,7 +243,8 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
                 );
                 let _ = write!(
                     details,
-                    "<tr class=\"detail\" id=\"{did}\"><td colspan=\"{cols}\">{}</td></tr>",
+                    "<tr class=\"detail\" id=\"{did}\" data-req=\"{}\"><td colspan=\"{cols}\">{}</td></tr>",
+                    esc(&r.id),
                     detail(
                         out_dir,
                         &j.brokers.get(ci).map(|b| b.label.clone()).unwrap_or_default(),
@@ -252,4 +258,139 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
     }
     let _ = writeln!(s, "</tbody></table><script>{SCRIPT}</script></body></html>");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::registry::Level;
+    use crate::conformance::reports;
+    use crate::conformance::verdict::{BrokerRun, Outcome, Row, ScenarioResult};
+
+    fn sample() -> (RunInfo, Judgement) {
+        let failing = ScenarioResult {
+            name: "a <hostile> brief".into(),
+            file: "features/forward_path.feature".into(),
+            line: 12,
+            tags: vec!["FWD-1".into()],
+            outcome: Outcome::Failed,
+            error: Some("Then it lands\nassertion failed".into()),
+            log: Some("container-rabbitmq/logs/forward_path.feature-12.log".into()),
+        };
+        let cell = |verdict, counts, failing: Vec<ScenarioResult>, reason: Option<&str>| Cell {
+            broker: "container:rabbitmq".into(),
+            verdict,
+            passed: 0,
+            failed: failing.len(),
+            reason: reason.map(str::to_string),
+            known_failure: None,
+            counts,
+            failing,
+        };
+        let row = |id: &str, level, cells| Row {
+            id: id.into(),
+            level,
+            section: "5. Forward path".into(),
+            text: format!("text of {id}"),
+            selected: true,
+            cells,
+        };
+        let j = Judgement {
+            brokers: vec![BrokerRun {
+                label: "container:rabbitmq".into(),
+                kind: "rabbitmq".into(),
+                version: Some("RabbitMQ 3.10.8".into()),
+                error: None,
+                scenarios: Vec::new(),
+            }],
+            requirements: vec![
+                row(
+                    "FWD-1",
+                    Level::Must,
+                    vec![cell(Verdict::Fail, true, vec![failing], None)],
+                ),
+                row("FWD-2", Level::Must, vec![cell(Verdict::Pass, false, vec![], None)]),
+                row(
+                    "FWD-7",
+                    Level::Should,
+                    vec![cell(
+                        Verdict::Skip,
+                        false,
+                        vec![],
+                        Some("needs capability submit-confirm"),
+                    )],
+                ),
+            ],
+            stale_baseline: Vec::new(),
+            unconfirmed_baseline: Vec::new(),
+            problems: vec!["FWD-1 (MUST) fails on container:rabbitmq: \"a <hostile> brief\"".into()],
+            partial: false,
+            passed: false,
+        };
+        let info = RunInfo {
+            suite: "fleet-conformance 0.1.0".into(),
+            suite_commit: None,
+            gateway_command: "their-gateway --flag".into(),
+            gateway_version: None,
+            tags: None,
+            cucumber_tags: None,
+            capabilities: Vec::new(),
+            baseline: None,
+            strict: false,
+            time_scale: 1.0,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:02:00Z".into(),
+            duration_s: 120.0,
+        };
+        (info, j)
+    }
+
+    #[test]
+    fn the_page_shows_the_matrix_the_failure_and_its_log_inline() {
+        let dir = std::env::temp_dir().join(format!("fleet-html-{}", uuid::Uuid::new_v4().simple()));
+        let logs = dir.join("container-rabbitmq").join("logs");
+        std::fs::create_dir_all(&logs).expect("temp dir");
+        std::fs::write(logs.join("forward_path.feature-12.log"), "gateway b: inject <failed>\n").expect("log");
+        let (info, j) = sample();
+        let page = render(&info, &j, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(page.contains("FAIL — 1 problem(s)"));
+        assert!(page.contains("<td class=\"v fail click\""), "a clickable failing cell");
+        assert!(page.contains("a &lt;hostile&gt; brief"), "names are escaped");
+        assert!(
+            page.contains("gateway b: inject &lt;failed&gt;"),
+            "the log excerpt is inline"
+        );
+        assert!(page.contains("needs capability submit-confirm"));
+        assert!(
+            !page.contains("<link") && !page.contains("src=\"http"),
+            "no external assets"
+        );
+    }
+
+    #[test]
+    fn junit_fails_what_counts_and_skips_the_rest() {
+        let (_, j) = sample();
+        let x = reports::junit(&j);
+        assert!(
+            x.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
+            "{x}"
+        );
+        assert!(x.contains("<failure message=\"FWD-1 fail\">"));
+        assert!(x.contains("<skipped message=\"needs capability submit-confirm\"/>"));
+    }
+
+    #[test]
+    fn conformance_json_carries_the_run_and_every_cell() {
+        let (info, j) = sample();
+        let v: serde_json::Value = serde_json::from_str(&reports::json(&info, &j).expect("json")).expect("parses");
+        assert_eq!(v["run"]["gateway_command"], "their-gateway --flag");
+        assert_eq!(v["verdict"]["passed"], false);
+        assert_eq!(v["verdict"]["counts"]["fail"], 1);
+        assert_eq!(v["brokers"][0]["version"], "RabbitMQ 3.10.8");
+        assert_eq!(v["requirements"][0]["cells"][0]["verdict"], "fail");
+        assert_eq!(v["requirements"][0]["cells"][0]["failing"][0]["line"], 12);
+        assert_eq!(v["requirements"][2]["cells"][0]["verdict"], "skip");
+    }
 }

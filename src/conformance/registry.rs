@@ -289,6 +289,27 @@ mod tests {
     }
 
     #[test]
+    fn no_must_hides_behind_a_capability() {
+        // Leaving a capability undeclared skips its scenarios; a MUST must still be checked.
+        let s = scenarios();
+        let reg = registry();
+        let hidden: Vec<&str> = reg
+            .requirements
+            .iter()
+            .filter(|r| r.level == Level::Must)
+            .filter(|r| {
+                !s.iter()
+                    .any(|x| x.has_tag(&r.id) && !x.tags.iter().any(|t| t.starts_with("cap-")))
+            })
+            .map(|r| r.id.as_str())
+            .collect();
+        assert!(
+            hidden.is_empty(),
+            "MUSTs checked only by capability-gated scenarios: {hidden:?}"
+        );
+    }
+
+    #[test]
     fn registry_and_spec_list_the_same_requirements_in_order() {
         let spec: Vec<String> = spec_requirements(&spec()).into_iter().map(|r| r.id).collect();
         let reg: Vec<String> = registry().requirements.into_iter().map(|r| r.id).collect();
