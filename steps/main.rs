@@ -53,10 +53,26 @@ fn gateway_command() -> anyhow::Result<String> {
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("building the reference gateway (set FLEET_GATEWAY_CMD to test another gateway)…");
-    let status = std::process::Command::new(cargo)
+    let mut build = std::process::Command::new(cargo);
+    build
         .args(["build", "-p", "fleet-gateway", "--bin", "fleet-gateway"])
-        .current_dir(workspace_root())
-        .status()?;
+        .current_dir(workspace_root());
+    // `cargo test` gives this process CARGO_MANIFEST_DIR, CARGO_PKG_* …; build scripts (ring's)
+    // fingerprint those, so passing them on made every shell `cargo build` and every suite run
+    // rebuild ring → rustls → lapin → the gateway in turn (~10 s each). Build with a shell's env.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_MANIFEST_")
+            || k.starts_with("CARGO_PKG_")
+            || matches!(
+                &*k,
+                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR"
+            )
+        {
+            build.env_remove(&*k);
+        }
+    }
+    let status = build.status()?;
     anyhow::ensure!(status.success(), "building fleet-gateway failed");
     // This test binary lives in <target>/<profile>/deps/; the gateway in <target>/<profile>/.
     let exe = std::env::current_exe()?;

@@ -351,7 +351,7 @@ impl Gateway {
         let deadline =
             (tokio::time::Instant::now() + self.cfg.heartbeat).max(warm.unwrap_or_else(tokio::time::Instant::now));
         loop {
-            if self.roster.lives_on(&env.from, &env.host) {
+            if self.roster.lived_on(&env.from, &env.host, env.ts) {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {

@@ -84,6 +84,9 @@ pub enum Applied {
 pub struct Roster {
     /// gid → entry, plus one `_gateway` entry per host under key `_gateway@<host>`.
     entries: Mutex<BTreeMap<String, RosterEntry>>,
+    /// gid → (host, `ts` of its signed `down`): what an entity sent before it left still counts
+    /// as sent from that host (its last FAILED or ABANDONED may arrive after its `down`).
+    departed: Mutex<BTreeMap<String, (String, u64)>>,
 }
 
 fn slot(host: &str, gid: &str) -> String {
@@ -139,6 +142,26 @@ impl Roster {
             return false;
         };
         m.get(gid).is_some_and(|e| e.host == host && e.expires > Instant::now())
+    }
+
+    /// Records a signed `down` of `gid` on `host`, published at `ts`.
+    pub fn record_departure(&self, host: &str, gid: &str, ts: u64) {
+        if let Ok(mut d) = self.departed.lock() {
+            let horizon = ts.saturating_sub(3_600_000);
+            d.retain(|_, (_, t)| *t >= horizon);
+            d.insert(gid.to_string(), (host.to_string(), ts));
+        }
+    }
+
+    /// SIG-2 step 2 for a message published at `ts`: `gid` lives on `host`, or lived there until a
+    /// `down` published after `ts`.
+    pub fn lived_on(&self, gid: &str, host: &str, ts: u64) -> bool {
+        self.lives_on(gid, host)
+            || self
+                .departed
+                .lock()
+                .map(|d| d.get(gid).is_some_and(|(h, down)| h == host && ts <= *down))
+                .unwrap_or(false)
     }
 
     /// The host a gid lives on, if live.
@@ -317,9 +340,15 @@ impl Gateway {
                 return self.reject(&d.acker, &env.msg_id, &why).await;
             }
         };
-        if env.host != self.cfg.host_id
-            && let Applied::Conflict { holder } = self.roster.apply(&env.host, &env.from, &body)
-        {
+        let applied = if env.host == self.cfg.host_id {
+            Applied::Upserted // our own heartbeat: applied locally when it was announced
+        } else {
+            self.roster.apply(&env.host, &env.from, &body)
+        };
+        if body.state == "down" && !matches!(applied, Applied::Conflict { .. }) {
+            self.roster.record_departure(&env.host, &env.from, env.ts);
+        }
+        if let Applied::Conflict { holder } = applied {
             // PRS-3: keep the first claim; the second is refused like any failed check (SIG-5).
             let why = Rejection::Conflict {
                 gid: env.from.clone(),
@@ -399,6 +428,19 @@ mod tests {
         assert!(!r.lives_on("g", "a"));
         r.apply("a", "h", &up(0));
         assert!(r.snapshot().is_empty(), "an entry past its ttl is gone");
+    }
+
+    #[test]
+    fn what_an_entity_sent_before_its_down_still_counts() {
+        let r = Roster::default();
+        r.apply("b", "g", &up(60_000));
+        let mut down = up(60_000);
+        down.state = "down".into();
+        r.apply("b", "g", &down);
+        r.record_departure("b", "g", 1_000);
+        assert!(r.lived_on("g", "b", 999), "sent before the down");
+        assert!(!r.lived_on("g", "b", 1_001), "sent after the down");
+        assert!(!r.lived_on("g", "c", 999), "never lived on c");
     }
 
     #[test]

@@ -540,19 +540,19 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
         sections: SECTIONS.iter().map(|s| s.to_string()).collect(),
         raw: raw::RawSettings {
             size: 1024,
-            messages: 20_000,
+            messages: 30_000,
             warmup: 2_000,
             outstanding: 1_000,
             prefetch: 100,
             rtt_samples: 500,
             echo_flows: 8,
-            echo_rounds: 4_000,
+            echo_rounds: 6_000,
         },
         paths: paths::PathSettings {
             size: 1024,
             pairs: 8,
-            briefs: 4_000,
-            replies: 8_000,
+            briefs: 8_000,
+            replies: 12_000,
             latency_samples: 500,
             warmup: 5,
         },
@@ -648,12 +648,12 @@ fleet-bench [options]   gateway paths against the raw broker, in one run (issue 
   --gateway-cmd CMD       the gateway to measure (default: $FLEET_GATEWAY_CMD or the release
                           fleet-gateway next to this binary)
   --size BYTES            message size (default 1024)
-  --raw-msgs N            raw baseline messages (default 20000)
+  --raw-msgs N            raw baseline messages (default 30000)
   --outstanding N         raw publisher confirms in flight (default 1000)
   --pairs N               concurrent main/worker pairs (default 8)
-  --briefs N              forward briefs in the throughput run (default 4000)
-  --echo-rounds N         raw echo round trips, in --pairs flows (default 4000)
-  --replies N             pull replies in the throughput run (default 8000)
+  --briefs N              forward briefs in the throughput run (default 8000)
+  --echo-rounds N         raw echo round trips, in --pairs flows (default 6000)
+  --replies N             pull replies in the throughput run (default 12000)
   --latency-samples N     one-at-a-time samples for latencies (default 500)
   --presence-trials N     gateway starts timed for presence (default 3)
   --scale LIST            entity counts for the footprint run (default 1,100,1000)
