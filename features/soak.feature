@@ -7,7 +7,7 @@ Feature: Soak — at most once into workers and at least once into mains, under 
 
   Background:
     Given a broker
-    And the gateways' inject bound is 8 seconds
+    And the gateways' inject bound is 6 seconds
     And gateways use an AMQP heartbeat of 2 seconds
     And gateways reach the broker through a link the suite can cut
     And host "a" runs a gateway with a main "lead"
@@ -18,5 +18,5 @@ Feature: Soak — at most once into workers and at least once into mains, under 
 
   @FWD-1 @FWD-5 @FWD-6 @RPL-1 @CON-3
   Scenario: 1000+ operations across three hosts under kills, freezes and cuts
-    When "lead" sends 250 briefs to each of "w1" and "w2", which reply 250 times each, while a nemesis strikes every 3000 ms
+    When "lead" sends 250 briefs to each of "w1" and "w2", which reply 250 times each, while a nemesis strikes every 2500 ms
     Then after healing, the history of "lead" with "w1" and "w2" shows nothing lost, unexpected or duplicated
