@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt as _;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable};
@@ -35,21 +34,9 @@ impl Gateway {
     pub async fn start_dead_letters(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
         let ch = conn.create_channel().await?;
         ch.basic_qos(self.cfg.prefetch, BasicQosOptions::default()).await?;
-        let mut consumer = ch
-            .basic_consume(
-                DLQ.into(),
-                format!("dlq-{}", self.cfg.host_id).as_str().into(),
-                Default::default(),
-                FieldTable::default(),
-            )
+        let tag = format!("dlq-{}", self.cfg.host_id);
+        self.consume_each(ch, DLQ, &tag, |gw, d| async move { gw.on_dead_letter(d).await })
             .await?;
-        let gw = Arc::clone(self);
-        tokio::spawn(async move {
-            let _keep = ch;
-            while let Some(Ok(d)) = consumer.next().await {
-                gw.on_dead_letter(d).await;
-            }
-        });
         Ok(())
     }
 

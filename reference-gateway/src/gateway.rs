@@ -318,6 +318,32 @@ impl Gateway {
         Ok(())
     }
 
+    /// Consumes `queue` on `ch` (manual ack) and hands every delivery to `handle`, one at a time,
+    /// for the life of the channel: the shape of the roster, control and DLQ consumers.
+    pub async fn consume_each<F, Fut>(
+        self: &Arc<Self>,
+        ch: Channel,
+        queue: &str,
+        tag: &str,
+        handle: F,
+    ) -> lapin::Result<()>
+    where
+        F: Fn(Arc<Gateway>, lapin::message::Delivery) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let mut consumer = ch
+            .basic_consume(queue.into(), tag.into(), Default::default(), FieldTable::default())
+            .await?;
+        let gw = Arc::clone(self);
+        tokio::spawn(async move {
+            let _keep = ch;
+            while let Some(Ok(d)) = consumer.next().await {
+                handle(Arc::clone(&gw), d).await;
+            }
+        });
+        Ok(())
+    }
+
     /// Stops consuming an entity's inbox (its channel closes; unacked deliveries return).
     pub async fn detach_entity(&self, gid: &str) {
         let ch = self.inbox_channels.lock().ok().and_then(|mut m| m.remove(gid));

@@ -189,9 +189,7 @@ impl Roster {
 
 use std::sync::Arc;
 
-use futures_util::StreamExt as _;
 use lapin::options::BasicAckOptions;
-use lapin::types::FieldTable;
 use tracing::debug;
 
 use crate::envelope::{Envelope, Kind};
@@ -299,21 +297,8 @@ impl Gateway {
         if let Ok(mut t) = self.roster_since.lock() {
             *t = Some(tokio::time::Instant::now());
         }
-        let mut consumer = ch
-            .basic_consume(
-                q.as_str().into(),
-                "roster".into(),
-                Default::default(),
-                FieldTable::default(),
-            )
+        self.consume_each(ch, &q, "roster", |gw, d| async move { gw.on_presence(d).await })
             .await?;
-        let gw = Arc::clone(self);
-        tokio::spawn(async move {
-            let _keep = ch;
-            while let Some(Ok(d)) = consumer.next().await {
-                gw.on_presence(d).await;
-            }
-        });
         Ok(())
     }
 

@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt as _;
 use lapin::options::BasicAckOptions;
-use lapin::types::FieldTable;
 
 use serde::Deserialize;
 use tracing::{Instrument as _, info, warn};
@@ -37,21 +35,8 @@ impl Gateway {
     pub async fn start_control(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
         let ch = conn.create_channel().await?;
         let q = topology::declare_control(&ch, &self.cfg.host_id).await?;
-        let mut consumer = ch
-            .basic_consume(
-                q.as_str().into(),
-                "control".into(),
-                Default::default(),
-                FieldTable::default(),
-            )
+        self.consume_each(ch, &q, "control", |gw, d| async move { gw.on_control(d).await })
             .await?;
-        let gw = Arc::clone(self);
-        tokio::spawn(async move {
-            let _keep = ch;
-            while let Some(Ok(d)) = consumer.next().await {
-                gw.on_control(d).await;
-            }
-        });
         Ok(())
     }
 
