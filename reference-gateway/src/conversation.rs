@@ -256,7 +256,7 @@ impl Gateway {
             acker: d.acker,
             since: std::time::Instant::now(),
         };
-        if self.pull.has_waiter(main, &env) && self.pull.offer(main, held) {
+        if self.pull.has_waiter(main, &env) && self.hold(held) {
             return; // the waiter drains (and acks) it, recording the question.
         }
         // No waiter took it: take it back out of the held list and refuse it.

@@ -49,6 +49,8 @@ pub struct Gateway {
     pub pull: PullState,
     pub seen: SeenSet,
     pub roster: Roster,
+    /// How far the roster consumer has caught up ([C-10]).
+    pub roster_sync: crate::presence::RosterSync,
     pub conversations: crate::conversation::Conversations,
     pub metrics: Arc<Metrics>,
     conn: RwLock<Option<Arc<Connection>>>,
@@ -89,7 +91,8 @@ impl Gateway {
             Registry::open(&cfg.state_dir).with_context(|| format!("FLEET_STATE_DIR {}", cfg.state_dir.display()))?;
         let metrics = Arc::new(Metrics::default());
         let publisher = Publisher::new(cfg.host_id.clone(), signer.clone(), cfg.inbox_ttl.as_millis() as u64)
-            .with_metrics(metrics.clone());
+            .with_metrics(metrics.clone())
+            .with_confirm_timeout(cfg.inject_timeout);
         let (shutdown_tx, _) = watch::channel(false);
         Ok(Arc::new(Gateway {
             herdr: Herdr::new(cfg.herdr_socket.clone()),
@@ -101,6 +104,7 @@ impl Gateway {
             pull: PullState::default(),
             seen: SeenSet::new(1_000_000),
             roster: Roster::default(),
+            roster_sync: Default::default(),
             conversations: Default::default(),
             metrics,
             conn: RwLock::new(None),
@@ -244,7 +248,11 @@ impl Gateway {
         if let Ok(mut m) = self.inbox_channels.lock() {
             m.clear();
         }
-        self.pull.forget_held();
+        for key in self.pull.forget_held() {
+            // Their deliveries died with the connection; the broker redelivers them, and that
+            // copy must be accepted (it is the same message, never drained).
+            self.seen.remove(&key);
+        }
         if let Some(conn) = self.conn.write().await.take() {
             let _ = conn.close(200, "bye".into()).await;
         }
@@ -364,25 +372,42 @@ impl Gateway {
         }
     }
 
-    /// SIG-2 step 2 with the [C-7] grace: waits up to one heartbeat for `from` to appear on `host`.
+    /// SIG-2 step 2 with the [C-7] grace, counted as [C-10] says: an unknown `from` is waited for
+    /// up to one heartbeat from the moment the roster consumer has applied everything that was
+    /// queued when the message was judged (a frozen or slow gateway may first have a backlog of
+    /// stale presence), and never before the view has heard two heartbeat rounds ([C-14]).
     pub async fn from_lives_on_host(&self, env: &Envelope) -> bool {
-        // A view younger than two heartbeats is still being rebuilt (PRS-2, after a (re)start):
-        // wait until it has heard a full round of heartbeats before judging.
+        if self.roster.lived_on(&env.from, &env.host, env.ts) {
+            return true;
+        }
+        let t0 = tokio::time::Instant::now();
+        // A view younger than two heartbeats is still being rebuilt (PRS-2, after a (re)start).
         let warm = self
             .roster_since
             .lock()
             .ok()
             .and_then(|t| *t)
             .map(|t| t + 2 * self.cfg.heartbeat);
-        let deadline =
-            (tokio::time::Instant::now() + self.cfg.heartbeat).max(warm.unwrap_or_else(tokio::time::Instant::now));
-        loop {
-            if self.roster.lived_on(&env.from, &env.host, env.ts) {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
+        // Catching up is bounded: a roster consumer that cannot drain its backlog within a
+        // presence TTL is broken, and the grace then counts from now.
+        let catch_up = tokio::select! {
+            caught = self.roster_caught_up(t0, 3 * self.cfg.heartbeat) => caught,
+            _ = self.until_lives_on(env) => return true,
+        };
+        if !catch_up {
+            warn!(from = %env.from, host = %env.host, "the roster consumer did not catch up within a presence TTL; judging with the plain grace");
+        }
+        let start = tokio::time::Instant::now();
+        let deadline = (start + self.cfg.heartbeat).max(warm.unwrap_or(start));
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => self.roster.lived_on(&env.from, &env.host, env.ts),
+            _ = self.until_lives_on(env) => true,
+        }
+    }
+
+    /// Resolves once `env.from` lives on `env.host` in the view (polled: the view is a map).
+    async fn until_lives_on(&self, env: &Envelope) {
+        while !self.roster.lived_on(&env.from, &env.host, env.ts) {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
@@ -408,6 +433,14 @@ async fn wait_for_loss(conn: &Connection, shutdown: &mut watch::Receiver<bool>) 
     loop {
         tokio::select! {
             ev = events.next() => match ev {
+                // lapin reports a *channel* error (a 404 on a passive declare, a 403 on an
+                // exclusive consume, a 406 on a redeclare) on the connection's event stream too;
+                // those close one channel and leave the connection up. Only a lost connection
+                // is a loss: tearing everything down for a channel error would drop every held
+                // delivery and every consumer.
+                Some(lapin::Event::Error(e)) if conn.status().connected() => {
+                    tracing::debug!(error = %e, "channel error; the connection stays up");
+                }
                 Some(lapin::Event::Error(e)) => { warn!(error = %e, "broker connection error"); return true; }
                 Some(_) => {}
                 None => return true,

@@ -108,6 +108,17 @@ impl Gateway {
         }
     }
 
+    /// Accepts a verified message into the pull path: records its msgId as seen *first*, so a
+    /// duplicate arriving while it is held, handed to a waiter or half-way through a drain (its
+    /// ack in flight) is a replay — never a second drain (RPL-1). A held delivery that dies with
+    /// its connection is forgotten again (`forget_held`), so its redelivery is accepted.
+    pub(crate) fn hold(&self, held: Held) -> bool {
+        self.seen
+            .insert(&verify::seen_key(&held.owner, &held.env.msg_id), held.env.expires_at);
+        let main = held.owner.clone();
+        self.pull.offer(&main, held)
+    }
+
     /// Main inbox: outcomes of open sends resolve them; everything else is offered to waiters or held.
     async fn to_main(self: &Arc<Self>, main: &str, env: Envelope, d: Delivery) {
         if matches!(env.kind, Kind::Injected | Kind::Failed)
@@ -150,7 +161,7 @@ impl Gateway {
             acker: d.acker,
             since: std::time::Instant::now(),
         };
-        let taken = self.pull.offer(main, held);
+        let taken = self.hold(held);
         debug!(
             taken,
             "message for a main {}",

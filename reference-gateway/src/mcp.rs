@@ -252,6 +252,11 @@ impl Mcp {
                 cancel(ticket);
                 return match e {
                     PublishError::NoRoute => ok(finish("no_route", json!({"reason": "no_route"}))),
+                    // No confirm within the inject bound: FWD-5's outcome (the SEND may still
+                    // have been routed, [C-16]: unknown, not "not delivered").
+                    PublishError::ConfirmTimeout(_) => {
+                        ok(finish("inject_timeout", json!({"reason": "inject_timeout"})))
+                    }
                     other => ok(finish(
                         "failed",
                         json!({"reason": "publish", "detail": other.to_string()}),

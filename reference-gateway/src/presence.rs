@@ -185,6 +185,78 @@ impl Roster {
     }
 }
 
+/// How far the roster consumer has caught up ([C-10]).
+///
+/// SIG-2's grace for an unknown `from` must count from the moment the roster consumer has
+/// nothing older pending: after a freeze (SIGSTOP, a long GC pause, a loaded machine) or a slow
+/// consumer, `roster.<host>` may still hold a backlog of heartbeats that would make the sender
+/// known. The queue is FIFO, so a marker tells: the gateway's own `_gateway` heartbeat, published
+/// at instant T, comes back through `roster.<host>` only after everything queued before T was
+/// applied. No extra message kind is needed — a heartbeat more is ordinary presence.
+#[derive(Default)]
+pub struct RosterSync {
+    /// Own `_gateway` heartbeats on their way back: msgId → when they were published.
+    pending: Mutex<BTreeMap<String, tokio::time::Instant>>,
+    /// The publish instant of the newest own heartbeat the roster consumer has applied (or when
+    /// the current roster queue was declared: a fresh queue has no backlog).
+    caught_up: Mutex<Option<tokio::time::Instant>>,
+    changed: tokio::sync::Notify,
+}
+
+impl RosterSync {
+    /// A fresh roster queue (connect or reconnect): nothing is pending in it.
+    pub fn reset(&self, now: tokio::time::Instant) {
+        lock(&self.pending).clear();
+        *lock(&self.caught_up) = Some(now);
+        self.changed.notify_waiters();
+    }
+
+    /// Records an own heartbeat about to be published.
+    pub fn sent(&self, msg_id: &str, at: tokio::time::Instant) {
+        lock(&self.pending).insert(msg_id.to_string(), at);
+    }
+
+    /// Forgets an own heartbeat that was not published.
+    pub fn unsent(&self, msg_id: &str) {
+        lock(&self.pending).remove(msg_id);
+    }
+
+    /// The roster consumer applied an own heartbeat: everything queued before it was applied.
+    pub fn echoed(&self, msg_id: &str) {
+        let Some(at) = lock(&self.pending).remove(msg_id) else {
+            return;
+        };
+        // Older markers still pending were lost (FIFO): they can never be echoed.
+        lock(&self.pending).retain(|_, t| *t > at);
+        let mut c = lock(&self.caught_up);
+        if c.is_none_or(|c| c < at) {
+            *c = Some(at);
+        }
+        drop(c);
+        self.changed.notify_waiters();
+    }
+
+    /// True once everything queued before `t` has been applied.
+    pub fn is_past(&self, t: tokio::time::Instant) -> bool {
+        lock(&self.caught_up).is_some_and(|c| c >= t)
+    }
+
+    /// True when a marker published at or after `t` is on its way back.
+    pub fn marker_pending_since(&self, t: tokio::time::Instant) -> bool {
+        lock(&self.pending).values().any(|at| *at >= t)
+    }
+
+    /// Waits until something changes (a marker echoed, a reset), at most `max`.
+    pub async fn changed(&self, max: Duration) {
+        let _ = tokio::time::timeout(max, self.changed.notified()).await;
+    }
+}
+
+/// A std lock that survives poisoning: every critical section here leaves the data consistent.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 // ---- The presence runtime: heartbeats out, roster in. ----
 
 use std::sync::Arc;
@@ -241,7 +313,44 @@ impl Gateway {
         let mut out = Outgoing::new(Kind::Presence, ROSTER_EXCHANGE, roster_key(&host, gid), gid, bytes);
         out.expires_at = Some(crate::envelope::now_ms() + body.ttl_ms);
         self.roster.apply(&host, gid, body);
-        self.publisher.publish(out).await
+        if gid != GATEWAY_FROM {
+            return self.publisher.publish(out).await;
+        }
+        // An own heartbeat doubles as the roster consumer's progress marker ([C-10]).
+        let msg_id = crate::envelope::new_uuid();
+        out.msg_id = Some(msg_id.clone());
+        self.roster_sync.sent(&msg_id, tokio::time::Instant::now());
+        let published = self.publisher.publish(out).await;
+        if published.is_err() {
+            self.roster_sync.unsent(&msg_id);
+        }
+        published
+    }
+
+    /// [C-10]: returns once the roster consumer has applied everything queued before `t0`
+    /// (publishing an own heartbeat as the marker when none is on its way), or `max` passed.
+    /// Returns whether it caught up.
+    pub async fn roster_caught_up(&self, t0: tokio::time::Instant, max: Duration) -> bool {
+        let deadline = t0 + max;
+        loop {
+            if self.roster_sync.is_past(t0) {
+                return true;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if !self.roster_sync.marker_pending_since(t0) {
+                let body = self.gateway_presence("up");
+                if let Err(e) = self.announce(GATEWAY_FROM, &body).await {
+                    debug!(error = %e, "roster marker not published");
+                    // Not connected: nothing to catch up with now; try again shortly.
+                    self.roster_sync.changed(Duration::from_millis(100)).await;
+                }
+                continue;
+            }
+            self.roster_sync.changed(deadline - now).await;
+        }
     }
 
     pub async fn announce_entity(&self, e: &Entity, state: &str) -> Result<Envelope, PublishError> {
@@ -294,9 +403,11 @@ impl Gateway {
     pub async fn start_roster(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
         let ch = conn.create_channel().await?;
         let q = topology::declare_roster(&ch, &self.cfg.host_id).await?;
+        let now = tokio::time::Instant::now();
         if let Ok(mut t) = self.roster_since.lock() {
-            *t = Some(tokio::time::Instant::now());
+            *t = Some(now);
         }
+        self.roster_sync.reset(now);
         self.consume_each(ch, &q, "roster", |gw, d| async move { gw.on_presence(d).await })
             .await?;
         Ok(())
@@ -326,6 +437,9 @@ impl Gateway {
             }
         };
         let applied = if env.host == self.cfg.host_id {
+            if env.from == GATEWAY_FROM {
+                self.roster_sync.echoed(&env.msg_id);
+            }
             Applied::Upserted // our own heartbeat: applied locally when it was announced
         } else {
             self.roster.apply(&env.host, &env.from, &body)

@@ -23,6 +23,8 @@ pub enum PublishError {
     Nacked,
     #[error("not connected to the broker")]
     NotConnected,
+    #[error("no confirm from the broker within {0:?} (the message may still have been routed)")]
+    ConfirmTimeout(std::time::Duration),
     #[error("broker error: {0}")]
     Amqp(#[from] lapin::Error),
 }
@@ -78,6 +80,9 @@ pub struct Publisher {
     signer: Arc<Signer>,
     default_ttl_ms: u64,
     channel: RwLock<Option<Channel>>,
+    /// The longest a publish waits for its confirm (PUB-3: a confirm that never comes — a
+    /// connection dead but not yet detected — fails the publish instead of hanging its caller).
+    confirm_timeout: std::time::Duration,
     /// `fleet_published_total{kind}` / `fleet_publish_failed_total{kind,reason}` go here.
     metrics: Arc<crate::metrics::Metrics>,
 }
@@ -89,6 +94,7 @@ impl Publisher {
             signer,
             default_ttl_ms,
             channel: RwLock::new(None),
+            confirm_timeout: std::time::Duration::from_secs(30),
             metrics: Arc::default(),
         }
     }
@@ -96,6 +102,12 @@ impl Publisher {
     /// Counts publishes into `metrics` (the gateway's registry) instead of a private one.
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Publisher {
         self.metrics = metrics;
+        self
+    }
+
+    /// Bounds the wait for each confirm (the gateway passes its inject bound).
+    pub fn with_confirm_timeout(mut self, t: std::time::Duration) -> Publisher {
+        self.confirm_timeout = t;
         self
     }
 
@@ -155,14 +167,22 @@ impl Publisher {
             self.metrics
                 .inc("fleet_publish_failed_total", &[("kind", kind), ("reason", reason)]);
         };
-        let confirm = match ch
-            .basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props)
-            .await
-        {
-            Ok(c) => c.await,
-            Err(e) => Err(e),
+        let publish = async {
+            match ch
+                .basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props)
+                .await
+            {
+                Ok(c) => c.await,
+                Err(e) => Err(e),
+            }
         };
-        let confirm = confirm.inspect_err(|_| failed("broker"))?;
+        let confirm = match tokio::time::timeout(self.confirm_timeout, publish).await {
+            Ok(c) => c.inspect_err(|_| failed("broker"))?,
+            Err(_) => {
+                failed("confirm_timeout");
+                return Err(PublishError::ConfirmTimeout(self.confirm_timeout));
+            }
+        };
         if confirm.is_nack() {
             failed("nack");
             return Err(PublishError::Nacked);

@@ -16,6 +16,9 @@ use tokio::sync::oneshot;
 
 use crate::envelope::{Envelope, Kind};
 
+/// The longest a drain waits for its ack to be handed to the connection.
+const ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One message held for a main, with the means to ack it.
 pub struct Held {
     /// The local main whose inbox it came from.
@@ -46,9 +49,17 @@ pub struct Drained {
 impl Held {
     /// Acks the delivery (the drain) and returns the caller's view of it.
     pub async fn drain(self) -> Drained {
-        if let Err(e) = self.acker.ack(BasicAckOptions::default()).await {
-            // The delivery is gone with its channel: the broker redelivers it (at-least-once).
-            tracing::warn!(msgId = %self.env.msg_id, traceId = %self.env.trace_id, error = %e, "ack after drain failed");
+        // Bounded: an ack on a connection that died unnoticed must not hang the drain (the MCP
+        // call waits on it). Unacked, the broker redelivers it (at-least-once, RPL-1).
+        let ack = self.acker.ack(BasicAckOptions::default());
+        match tokio::time::timeout(ACK_TIMEOUT, ack).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(msgId = %self.env.msg_id, traceId = %self.env.trace_id, error = %e, "ack after drain failed");
+            }
+            Err(_) => {
+                tracing::warn!(msgId = %self.env.msg_id, traceId = %self.env.trace_id, "ack after drain not sent within {ACK_TIMEOUT:?}");
+            }
         }
         Drained {
             msg_id: self.env.msg_id.clone(),
@@ -262,12 +273,19 @@ impl PullState {
 
     /// Forgets every held message: their deliveries died with the connection and the broker
     /// redelivers them.
-    pub fn forget_held(&self) {
+    /// Returns the seen-set keys of what was forgotten.
+    pub fn forget_held(&self) -> Vec<String> {
+        let mut keys = Vec::new();
         if let Ok(mut m) = self.mains.lock() {
             for b in m.values_mut() {
-                b.held.clear();
+                keys.extend(
+                    b.held
+                        .drain(..)
+                        .map(|h| crate::verify::seen_key(&h.owner, &h.env.msg_id)),
+                );
             }
         }
+        keys
     }
 
     /// Drops a main's state (entity stopped).
@@ -300,8 +318,9 @@ impl crate::gateway::Gateway {
                 },
             );
         }
-        let d = held.drain().await;
+        // Seen before the ack goes out: a duplicate arriving during the ack is a replay.
         self.seen.insert(&key, exp);
+        let d = held.drain().await;
         self.metrics.inc("fleet_drained_total", &[("kind", d.kind.as_str())]);
         d
     }

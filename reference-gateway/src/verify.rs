@@ -166,15 +166,29 @@ impl SeenSet {
         }
     }
 
+    /// The set, even after a panic elsewhere poisoned its lock: every operation leaves it
+    /// consistent (each is a few map updates), and dedup is a MUST — a poisoned lock read as
+    /// "not seen" would silently switch replay protection off.
+    fn lock(&self) -> std::sync::MutexGuard<'_, SeenInner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     pub fn contains(&self, msg_id: &str) -> bool {
-        self.inner.lock().map(|i| i.by_id.contains_key(msg_id)).unwrap_or(false)
+        self.lock().by_id.contains_key(msg_id)
+    }
+
+    /// Forgets `msg_id` (a held delivery that died with its connection: the broker redelivers
+    /// it, and that copy is the same message, not a replay).
+    pub fn remove(&self, msg_id: &str) {
+        let mut i = self.lock();
+        if let Some(exp) = i.by_id.remove(msg_id) {
+            i.by_expiry.remove(&(exp, msg_id.to_string()));
+        }
     }
 
     /// Records `msg_id`; returns false when it was already there.
     pub fn insert(&self, msg_id: &str, expires_at: u64) -> bool {
-        let Ok(mut i) = self.inner.lock() else {
-            return true;
-        };
+        let mut i = self.lock();
         let now = now_ms();
         while let Some(((exp, id), ())) = i.by_expiry.first_key_value().map(|(k, v)| (k.clone(), *v)) {
             if exp > now && i.by_id.len() < self.cap {
@@ -192,7 +206,7 @@ impl SeenSet {
     }
 
     pub fn len(&self) -> usize {
-        self.inner.lock().map(|i| i.by_id.len()).unwrap_or(0)
+        self.lock().by_id.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -248,6 +262,24 @@ mod tests {
     fn body_size_is_bounded() {
         assert!(check_size(&[0u8; 10], 10).is_ok());
         assert_eq!(check_size(&[0u8; 11], 10).map_err(|e| e.reason()), Err("oversized"));
+    }
+
+    #[test]
+    fn a_poisoned_seen_set_still_dedups() {
+        let s = std::sync::Arc::new(SeenSet::new(10));
+        let later = now_ms() + 60_000;
+        assert!(s.insert("a", later));
+        let s2 = std::sync::Arc::clone(&s);
+        let _ = std::thread::spawn(move || {
+            let _g = s2.inner.lock();
+            panic!("poison the lock");
+        })
+        .join();
+        assert!(s.inner.is_poisoned());
+        assert!(s.contains("a"), "a poisoned lock must not read as not seen");
+        assert!(!s.insert("a", later), "a poisoned lock must not accept a replay");
+        s.remove("a");
+        assert!(!s.contains("a"));
     }
 
     #[test]
