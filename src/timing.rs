@@ -38,6 +38,11 @@ pub struct WaitTimeout {
 /// `probe` returns `Ok(None)` for "not yet" and may describe what it saw through `Err`, which is
 /// kept as the last observation (transient errors are retried, not fatal). Polling starts fast
 /// and backs off to 100 ms so short conditions are seen quickly without busy-looping.
+///
+/// A probe that itself never returns (an AMQP confirm after a link cut, an HTTP call to a frozen
+/// gateway) is abandoned at the deadline: the wait fails instead of hanging the run. A probe
+/// started just before the deadline still gets [`LAST_LOOK`] (scaled) to finish, so a condition
+/// that holds at the deadline is seen, as it was when probes were unbounded.
 pub async fn wait_for<T, F, Fut>(what: &str, nominal: Duration, mut probe: F) -> Result<T, WaitTimeout>
 where
     F: FnMut() -> Fut,
@@ -45,13 +50,22 @@ where
 {
     let budget = scaled(nominal);
     let start = tokio::time::Instant::now();
+    let deadline = start + budget;
     let mut pause = Duration::from_millis(5);
     let mut last = String::from("nothing yet");
     loop {
-        match probe().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => {}
-            Err(e) => last = e,
+        let limit = deadline.max(tokio::time::Instant::now() + scaled(LAST_LOOK));
+        match tokio::time::timeout_at(limit, probe()).await {
+            Ok(Ok(Some(v))) => return Ok(v),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => last = e,
+            Err(_) => {
+                return Err(WaitTimeout {
+                    what: what.to_string(),
+                    waited: start.elapsed(),
+                    last: format!("{last}; then a check was still running at the deadline and was abandoned"),
+                });
+            }
         }
         if start.elapsed() >= budget {
             return Err(WaitTimeout {
@@ -64,6 +78,9 @@ where
         pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
+
+/// How long one check that started before a [`wait_for`] deadline may run past it (nominal).
+pub const LAST_LOOK: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {
@@ -90,5 +107,17 @@ mod tests {
         .await
         .expect_err("must time out");
         assert!(err.to_string().contains("still red"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn wait_for_abandons_a_check_that_never_returns_at_the_deadline() {
+        let t0 = std::time::Instant::now();
+        let err = wait_for::<(), _, _>("a hung check", Duration::from_millis(50), || {
+            std::future::pending::<Result<Option<()>, String>>()
+        })
+        .await
+        .expect_err("must time out");
+        assert!(t0.elapsed() < scaled(Duration::from_secs(5)), "{:?}", t0.elapsed());
+        assert!(err.to_string().contains("abandoned"), "{err}");
     }
 }
