@@ -49,3 +49,16 @@ Feature: Forward path — a brief into a worker is delivered at most once (SPEC 
     Then herdr on "b" records exactly 1 inject into "w1" with text "bump the version"
     And "lead" drains an INJECTED notice for the send within 10 seconds
     And the inbox of "w1" holds no message
+
+  @FWD-1 @SIG-2
+  Scenario: a brief judged after a freeze waits until the roster backlog is applied ([C-10])
+    Given "w1" is idle
+    When the gateway on "b" is frozen with SIGSTOP
+    And the gateway on "a" is frozen with SIGSTOP
+    And 1000 heartbeats of other hosts' entities queue up in every roster
+    And the gateway on "a" is thawed with SIGCONT
+    And "lead" sends "rebase on main" to "w1"
+    And the presence of "lead" outlives its TTL while the gateway on "b" is frozen
+    And the gateway on "b" is thawed with SIGCONT
+    Then herdr on "b" records exactly 1 inject into "w1" with text "rebase on main"
+    And the inbox of "w1" holds no message

@@ -188,6 +188,42 @@ impl Probe {
         Ok(env)
     }
 
+    /// Publishes `n` signed PRESENCE (`up`) messages for `n` fresh fake entities on `key`'s host,
+    /// pipelined (all sent, then every confirm awaited): a backlog of ordinary presence for every
+    /// roster queue, as a large fleet makes. Returns how many were confirmed.
+    pub async fn flood_presence(&self, key: &HostKey, n: usize, ttl: Duration) -> Result<usize, ProbeError> {
+        let ttl_ms = ttl.as_millis() as u64;
+        let body = serde_json::json!({
+            "state": "up", "role": "worker", "groups": [], "agentStatus": "idle", "ttlMs": ttl_ms,
+        })
+        .to_string()
+        .into_bytes();
+        let mut confirms = Vec::with_capacity(n);
+        for _ in 0..n {
+            let gid = uuid::Uuid::new_v4().to_string();
+            let (msg, _) = presence_message(key, &gid, &body, ttl_ms);
+            let props = msg.properties.clone().with_headers(msg.headers.clone());
+            let confirm = self
+                .publish_ch
+                .basic_publish(
+                    msg.exchange.as_str().into(),
+                    msg.routing_key.as_str().into(),
+                    BasicPublishOptions::default(),
+                    &msg.body,
+                    props,
+                )
+                .await?;
+            confirms.push(confirm);
+        }
+        let mut confirmed = 0;
+        for c in confirms {
+            if !c.await?.is_nack() {
+                confirmed += 1;
+            }
+        }
+        Ok(confirmed)
+    }
+
     /// A queue of the probe's own (server-named, exclusive: gone with the probe) bound to
     /// `exchange` with `routing_key`. Everything routed there from now on is copied into it.
     pub async fn tap(&self, exchange: &str, routing_key: &str) -> Result<Tap, ProbeError> {

@@ -281,3 +281,50 @@ async fn still_lists_only(w: &mut FleetWorld, at: String, name: String, host: St
     );
     Ok(())
 }
+
+#[when(expr = "{int} heartbeats of other hosts' entities queue up in every roster")]
+async fn presence_flood(w: &mut FleetWorld, n: usize) -> anyhow::Result<()> {
+    // Host "e" is trusted by every gateway and runs none: its entities are ordinary, valid
+    // presence that each gateway must apply, one by one, before what was queued after them.
+    let key = w.keys.get("e").cloned().ok_or_else(|| anyhow!("no key for host e"))?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let confirmed = probe.flood_presence(&key, n, Duration::from_secs(600)).await?;
+    probe.close().await;
+    ensure!(
+        confirmed == n,
+        "only {confirmed} of {n} heartbeats were confirmed by the broker"
+    );
+    Ok(())
+}
+
+#[when(expr = "the presence of {string} outlives its TTL while the gateway on {string} is frozen")]
+async fn outlives_ttl(w: &mut FleetWorld, name: String, frozen: String) -> anyhow::Result<()> {
+    // The frozen gateway last applied a heartbeat of `name` before it was frozen; its entry
+    // expires 3 heartbeats (ttlMs) later. Four heartbeats of `name` seen on the wire after this
+    // step began prove more than three intervals passed, whatever the machine's speed.
+    w.host(&frozen)?;
+    let e = w.entity(&name)?;
+    let key = format!("roster.{}.{}", e.host, w.gid(&name)?);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let tap = probe.tap("bridge.roster", &key).await?;
+    let r = wait_for(&format!("4 heartbeats of {name} on {key}"), heartbeats(w, 6), || {
+        let tap = &tap;
+        async move {
+            // `fetch` returns everything captured so far.
+            let n = tap.fetch().await.map_err(|e| e.to_string())?.len();
+            if n >= 4 {
+                Ok(Some(()))
+            } else {
+                Err(format!("{n} heartbeat(s) so far"))
+            }
+        }
+    })
+    .await;
+    probe.close().await;
+    r?;
+    Ok(())
+}

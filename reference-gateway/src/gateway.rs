@@ -388,14 +388,14 @@ impl Gateway {
             .ok()
             .and_then(|t| *t)
             .map(|t| t + 2 * self.cfg.heartbeat);
-        // Catching up is bounded: a roster consumer that cannot drain its backlog within a
-        // presence TTL is broken, and the grace then counts from now.
+        // Catching up is bounded by progress: a roster consumer that handled nothing for a
+        // presence TTL is stuck, and the grace then counts from now.
         let catch_up = tokio::select! {
             caught = self.roster_caught_up(t0, 3 * self.cfg.heartbeat) => caught,
             _ = self.until_lives_on(env) => return true,
         };
         if !catch_up {
-            warn!(from = %env.from, host = %env.host, "the roster consumer did not catch up within a presence TTL; judging with the plain grace");
+            warn!(from = %env.from, host = %env.host, "the roster consumer made no progress for a presence TTL; judging with the plain grace");
         }
         let start = tokio::time::Instant::now();
         let deadline = (start + self.cfg.heartbeat).max(warm.unwrap_or(start));

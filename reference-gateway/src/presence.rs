@@ -200,6 +200,9 @@ pub struct RosterSync {
     /// The publish instant of the newest own heartbeat the roster consumer has applied (or when
     /// the current roster queue was declared: a fresh queue has no backlog).
     caught_up: Mutex<Option<tokio::time::Instant>>,
+    /// When the roster consumer last handled a delivery (a slow consumer is waited for; only
+    /// one that stopped making progress is given up on).
+    progress: Mutex<Option<tokio::time::Instant>>,
     changed: tokio::sync::Notify,
 }
 
@@ -209,6 +212,16 @@ impl RosterSync {
         lock(&self.pending).clear();
         *lock(&self.caught_up) = Some(now);
         self.changed.notify_waiters();
+    }
+
+    /// The roster consumer handled one delivery.
+    pub fn progressed(&self) {
+        *lock(&self.progress) = Some(tokio::time::Instant::now());
+    }
+
+    /// When the roster consumer last handled a delivery.
+    pub fn last_progress(&self) -> Option<tokio::time::Instant> {
+        *lock(&self.progress)
     }
 
     /// Records an own heartbeat about to be published.
@@ -328,15 +341,17 @@ impl Gateway {
     }
 
     /// [C-10]: returns once the roster consumer has applied everything queued before `t0`
-    /// (publishing an own heartbeat as the marker when none is on its way), or `max` passed.
-    /// Returns whether it caught up.
-    pub async fn roster_caught_up(&self, t0: tokio::time::Instant, max: Duration) -> bool {
-        let deadline = t0 + max;
+    /// (publishing an own heartbeat as the marker when none is on its way). A slow consumer is
+    /// waited for as long as it makes progress; one that handled nothing for `stall` (and no
+    /// marker came back within `stall` of `t0`) is given up on. Returns whether it caught up.
+    pub async fn roster_caught_up(&self, t0: tokio::time::Instant, stall: Duration) -> bool {
         loop {
             if self.roster_sync.is_past(t0) {
                 return true;
             }
             let now = tokio::time::Instant::now();
+            let active = self.roster_sync.last_progress().map_or(t0, |p| p.max(t0));
+            let deadline = active + stall;
             if now >= deadline {
                 return false;
             }
@@ -349,7 +364,9 @@ impl Gateway {
                 }
                 continue;
             }
-            self.roster_sync.changed(deadline - now).await;
+            self.roster_sync
+                .changed((deadline - now).min(Duration::from_millis(250)))
+                .await;
         }
     }
 
@@ -414,6 +431,7 @@ impl Gateway {
     }
 
     async fn on_presence(&self, d: lapin::message::Delivery) {
+        self.roster_sync.progressed();
         let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
             Ok(e) => e,
             Err(e) => {
