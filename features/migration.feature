@@ -96,3 +96,10 @@ Feature: Migration from v1.0.0 — sender-keyed legacy queues move into recipien
     And "Q" polls messages from "V" until 80 have arrived within 60 seconds
     Then they are the replies of v1 pane "w1:p8" in order, each a REPLY from "V" with its UUIDv5 msgId
     And the legacy queue of v1 pane "w1:p8" is gone
+
+  @MIG-2
+  Scenario: looking for a legacy queue that does not exist disturbs nothing else
+    When the broker connections into the scenario's vhost are noted
+    And host "a" also runs a worker "W" whose parent is "P" and who was v1 pane "w1:p404"
+    Then the gateway on "a" is ready within 10 seconds
+    And every broker connection noted before stays open for 3 heartbeats

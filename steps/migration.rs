@@ -454,3 +454,77 @@ async fn reported_left_alone(w: &mut FleetWorld, host: String, pane: String) -> 
     );
     Ok(())
 }
+
+/// The broker's names of the AMQP connections into this scenario's vhost right now.
+async fn vhost_connections(w: &mut FleetWorld) -> anyhow::Result<std::collections::BTreeSet<String>> {
+    let vhost = w.vhost().await?;
+    let suite = w.suite()?;
+    let conns = suite.broker.management().connections(&vhost).await?;
+    Ok(conns.into_iter().map(|c| c.name).collect())
+}
+
+#[when("the broker connections into the scenario's vhost are noted")]
+async fn note_connections(w: &mut FleetWorld) -> anyhow::Result<()> {
+    // The management API lists a connection a moment after it opened (and drops a closed one a
+    // moment later): note the set once two looks a second apart agree and it is not empty.
+    w.vhost().await?;
+    let w2: &FleetWorld = w;
+    let suite = w2.suite()?;
+    let vhost = w2.vhost.clone().unwrap_or_default();
+    let last = std::sync::Mutex::new(std::collections::BTreeSet::<String>::new());
+    let conns = wait_for(
+        "a stable, non-empty list of connections",
+        Duration::from_secs(10),
+        || {
+            let (suite, vhost, last) = (suite.clone(), vhost.clone(), &last);
+            async move {
+                // The pace of the look, not a wait for luck: the condition is "two looks agree".
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let now: std::collections::BTreeSet<String> = suite
+                    .broker
+                    .management()
+                    .connections(&vhost)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .map(|c| c.name)
+                    .collect();
+                let mut prev = last.lock().map_err(|e| e.to_string())?;
+                if !now.is_empty() && now == *prev {
+                    Ok(Some(now))
+                } else {
+                    let was = std::mem::replace(&mut *prev, now.clone());
+                    Err(format!("listed {now:?}, a second before {was:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+    w.results.insert("connections".into(), serde_json::json!(conns));
+    Ok(())
+}
+
+#[then(expr = "every broker connection noted before stays open for {int} heartbeats")]
+async fn connections_stay(w: &mut FleetWorld, beats: u32) -> anyhow::Result<()> {
+    let noted: std::collections::BTreeSet<String> = w
+        .results
+        .get("connections")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .ok_or_else(|| anyhow!("no connections were noted"))?;
+    // Absence of a reconnect, checked over a window: every noted connection is listed at every
+    // look until the window ends.
+    let window = fleet_conformance::timing::scaled(w.heartbeat() * beats);
+    let end = tokio::time::Instant::now() + window;
+    loop {
+        let now = vhost_connections(w).await?;
+        let gone: Vec<&String> = noted.difference(&now).collect();
+        ensure!(
+            gone.is_empty(),
+            "connection(s) {gone:?} closed (a reconnect?); the broker now lists {now:?}"
+        );
+        if tokio::time::Instant::now() >= end {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
