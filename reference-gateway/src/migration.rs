@@ -20,7 +20,8 @@
 //! background and at the next boot.
 //!
 //! Idempotency (MIG-3): each move is `basic.get` → publish REPLY (confirmed, `mandatory`) → ack the
-//! legacy message. The REPLY's msgId is UUIDv5([`MIGRATION_NAMESPACE`], legacy `message_id`), so a
+//! legacy message, in batches of [`BATCH`] (gets, publishes, one wait for the confirms, one ack).
+//! The REPLY's msgId is UUIDv5([`MIGRATION_NAMESPACE`], legacy `message_id`), so a
 //! crash between the confirm and the ack republishes the *same* msgId, and the main's gateway drains
 //! each msgId at most once (its seen-set and held set reject the second copy as a replay).
 //!
@@ -58,7 +59,11 @@ pub const MIGRATION_NAMESPACE: Uuid = Uuid::from_u128(0x1278_7294_b79a_541b_b6c4
 const PROGRESS_EVERY: u64 = 100;
 
 /// Re-read the parent inbox's depth at least every this many moved messages.
-const DEPTH_CHECK_EVERY: u32 = 50;
+const DEPTH_CHECK_EVERY: u32 = 200;
+
+/// Replies moved per confirmed batch (MIG-3 stays at-least-once: a batch is acked on the legacy
+/// queue only after every REPLY in it was confirmed).
+const BATCH: u32 = 100;
 
 /// Migration fills a parent's inbox up to this share of its `x-max-length` (percent), leaving the
 /// rest to live traffic: above the cap the broker drops the *oldest* message (drop-head) into the
@@ -304,33 +309,68 @@ impl Gateway {
                     }
                 };
             }
-            let got = match ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }).await {
-                Ok(got) => got,
-                Err(e) => {
-                    let _ = ch.close(200, "migration failed".into()).await;
-                    return failed(moved, format!("basic.get on {queue}: {e}"));
-                }
-            };
-            let Some(m) = got else { break };
-            let d = m.delivery;
-            let msg_id = match d.properties.message_id() {
-                Some(id) if !id.as_str().is_empty() => derived_msg_id(id.as_str()),
-                _ => {
-                    warn!(%queue, "legacy message without message_id; deriving its msgId from queue and body");
-                    fallback_msg_id(queue, &d.data)
-                }
-            };
-            let mut out = Outgoing::new(Kind::Reply, MSG_EXCHANGE, parent, w.gid.as_str(), d.data);
-            out.msg_id = Some(msg_id.clone());
-            // A legacy reply starts its own flow; its traceId is as stable as its msgId.
-            out.trace_id = Some(msg_id);
-            if let Err(e) = self.publisher.publish(out).await {
-                // Back to the head of the legacy queue, order kept; it moves next time.
-                let requeue = BasicNackOptions {
-                    requeue: true,
-                    multiple: false,
+            // A batch off the legacy queue (unacked), published in order, confirmed together,
+            // then acked with one multiple-ack: one confirm round trip per batch, not per reply.
+            let want = budget.min(BATCH);
+            let mut ackers = Vec::with_capacity(want as usize);
+            let mut outs = Vec::with_capacity(want as usize);
+            let mut left = 0;
+            while (outs.len() as u32) < want {
+                let got = match ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }).await {
+                    Ok(got) => got,
+                    Err(e) => {
+                        // Unacked gets return to the legacy queue with the channel, in order.
+                        let _ = ch.close(200, "migration failed".into()).await;
+                        return failed(moved, format!("basic.get on {queue}: {e}"));
+                    }
                 };
-                let _ = d.acker.nack(requeue).await;
+                let Some(m) = got else { break };
+                left = m.message_count;
+                let d = m.delivery;
+                let msg_id = match d.properties.message_id() {
+                    Some(id) if !id.as_str().is_empty() => derived_msg_id(id.as_str()),
+                    _ => {
+                        warn!(%queue, "legacy message without message_id; deriving its msgId from queue and body");
+                        fallback_msg_id(queue, &d.data)
+                    }
+                };
+                let mut out = Outgoing::new(Kind::Reply, MSG_EXCHANGE, parent, w.gid.as_str(), d.data);
+                out.msg_id = Some(msg_id.clone());
+                // A legacy reply starts its own flow; its traceId is as stable as its msgId.
+                out.trace_id = Some(msg_id);
+                outs.push(out);
+                ackers.push(d.acker);
+            }
+            if outs.is_empty() {
+                break;
+            }
+            let results = self.publisher.publish_batch(outs).await;
+            let ok = results.iter().take_while(|r| r.is_ok()).count();
+            if ok > 0 {
+                // Acks every get up to and including the last confirmed one.
+                let upto = BasicAckOptions { multiple: true };
+                if let Err(e) = ackers[ok - 1].ack(upto).await {
+                    // Unacked, they return to the legacy queue and move again with the same msgIds.
+                    let _ = ch.close(200, "migration failed".into()).await;
+                    return failed(moved, format!("ack on {queue}: {e}"));
+                }
+                let before = moved;
+                moved += ok as u64;
+                budget = budget.saturating_sub(ok as u32);
+                self.metrics.add("fleet_migration_moved_total", &[], ok as u64);
+                if moved / PROGRESS_EVERY > before / PROGRESS_EVERY {
+                    info!(%queue, moved, left, "moving legacy replies");
+                }
+            }
+            if let Some(Err(e)) = results.into_iter().nth(ok) {
+                // The rest goes back to the head of the legacy queue, order kept; it moves next time.
+                let rest = BasicNackOptions {
+                    requeue: true,
+                    multiple: true,
+                };
+                if let Some(last) = ackers.last() {
+                    let _ = last.nack(rest).await;
+                }
                 let _ = ch.close(200, "migration stopped".into()).await;
                 return match e {
                     PublishError::NoRoute => Outcome::Deferred {
@@ -341,17 +381,6 @@ impl Gateway {
                     },
                     other => failed(moved, format!("publishing a migrated REPLY: {other}")),
                 };
-            }
-            if let Err(e) = d.acker.ack(BasicAckOptions::default()).await {
-                // Unacked, it returns to the legacy queue and moves again with the same msgId.
-                let _ = ch.close(200, "migration failed".into()).await;
-                return failed(moved, format!("ack on {queue}: {e}"));
-            }
-            moved += 1;
-            budget -= 1;
-            self.metrics.inc("fleet_migration_moved_total", &[]);
-            if moved.is_multiple_of(PROGRESS_EVERY) {
-                info!(%queue, moved, left = m.message_count, "moving legacy replies");
             }
         }
         let opts = QueueDeleteOptions {

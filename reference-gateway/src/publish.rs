@@ -74,6 +74,12 @@ impl Outgoing {
     }
 }
 
+/// A message handed to the channel whose confirm is still to come.
+pub struct Sent {
+    pub env: Envelope,
+    confirm: lapin::PublisherConfirm,
+}
+
 /// The confirm-mode publishing channel (PUB-1), replaced on every reconnect.
 pub struct Publisher {
     host: String,
@@ -126,6 +132,29 @@ impl Publisher {
     /// Builds, signs and publishes `out`; returns the envelope as sent once the broker confirmed
     /// it and routed it (for `mandatory` messages).
     pub async fn publish(&self, out: Outgoing) -> Result<Envelope, PublishError> {
+        let sent = self.send(out).await?;
+        self.confirmed(sent).await
+    }
+
+    /// Publishes every message of `outs` in order, then waits for their confirms: one round trip
+    /// for the batch instead of one per message (the migration's move). Results are in order.
+    pub async fn publish_batch(&self, outs: Vec<Outgoing>) -> Vec<Result<Envelope, PublishError>> {
+        let mut sent = Vec::with_capacity(outs.len());
+        for out in outs {
+            sent.push(self.send(out).await);
+        }
+        let mut results = Vec::with_capacity(sent.len());
+        for s in sent {
+            results.push(match s {
+                Ok(s) => self.confirmed(s).await,
+                Err(e) => Err(e),
+            });
+        }
+        results
+    }
+
+    /// Builds, signs and hands `out` to the channel; the confirm is awaited by [`Self::confirmed`].
+    pub async fn send(&self, out: Outgoing) -> Result<Sent, PublishError> {
         let ts = now_ms();
         let mut env = Envelope {
             v: VERSION.to_string(),
@@ -162,36 +191,57 @@ impl Publisher {
             mandatory: out.mandatory,
             ..BasicPublishOptions::default()
         };
-        let kind = env.kind.as_str();
-        let failed = |reason: &str| {
-            self.metrics
-                .inc("fleet_publish_failed_total", &[("kind", kind), ("reason", reason)]);
-        };
-        let publish = async {
-            match ch
-                .basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props)
-                .await
-            {
-                Ok(c) => c.await,
-                Err(e) => Err(e),
+        let handed = tokio::time::timeout(
+            self.confirm_timeout,
+            ch.basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props),
+        )
+        .await;
+        let confirm = match handed {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                self.failed(env.kind, "broker");
+                return Err(e.into());
+            }
+            Err(_) => {
+                self.failed(env.kind, "confirm_timeout");
+                return Err(PublishError::ConfirmTimeout(self.confirm_timeout));
             }
         };
-        let confirm = match tokio::time::timeout(self.confirm_timeout, publish).await {
-            Ok(c) => c.inspect_err(|_| failed("broker"))?,
+        Ok(Sent { env, confirm })
+    }
+
+    /// Waits (bounded) for the confirm of a sent message: nacked, returned (`mandatory` and
+    /// unroutable) or lost with the connection, it fails (PUB-2, PUB-3).
+    pub async fn confirmed(&self, sent: Sent) -> Result<Envelope, PublishError> {
+        let Sent { env, confirm } = sent;
+        let confirm = match tokio::time::timeout(self.confirm_timeout, confirm).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                self.failed(env.kind, "broker");
+                return Err(e.into());
+            }
             Err(_) => {
-                failed("confirm_timeout");
+                self.failed(env.kind, "confirm_timeout");
                 return Err(PublishError::ConfirmTimeout(self.confirm_timeout));
             }
         };
         if confirm.is_nack() {
-            failed("nack");
+            self.failed(env.kind, "nack");
             return Err(PublishError::Nacked);
         }
         if confirm.take_message().is_some() {
-            failed("no_route");
+            self.failed(env.kind, "no_route");
             return Err(PublishError::NoRoute);
         }
-        self.metrics.inc("fleet_published_total", &[("kind", kind)]);
+        self.metrics
+            .inc("fleet_published_total", &[("kind", env.kind.as_str())]);
         Ok(env)
+    }
+
+    fn failed(&self, kind: Kind, reason: &str) {
+        self.metrics.inc(
+            "fleet_publish_failed_total",
+            &[("kind", kind.as_str()), ("reason", reason)],
+        );
     }
 }
