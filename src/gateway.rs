@@ -4,6 +4,12 @@
 //! reference `fleet-gateway` binary) with the contract's environment, waits for `/readyz`, captures
 //! its log, and kills it with real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM) to open the crash
 //! windows the spec talks about. Its local API (`/v1/…`) is driven over HTTP like an operator would.
+//!
+//! Each gateway runs in its own process group, so whatever a gateway command forks (a wrapper
+//! script's children) is killed with it, and a Ctrl-C on the terminal reaches the suite, not the
+//! gateways: the suite decides when they die. The group is in the cleanup registry while it runs
+//! and recorded in a marker file in the gateway's dir, so an interrupted run, or the next run
+//! after a SIGKILLed one, kills it too ([`crate::cleanup`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -55,6 +61,54 @@ pub struct GatewayProcess {
     http: reqwest::Client,
     log_path: PathBuf,
     starts: u32,
+    /// The running process's group in the cleanup registry and its marker file.
+    owned: Option<Owned>,
+}
+
+/// What ties a running gateway to the cleanup registry; see [`crate::cleanup`].
+struct Owned {
+    pgid: i32,
+    _registration: crate::cleanup::Registration,
+    marker: Option<PathBuf>,
+}
+
+impl Owned {
+    fn new(pgid: i32, dir: &Path) -> Owned {
+        let registration = crate::cleanup::register(crate::cleanup::Action::KillGroup(pgid));
+        let marker = crate::cleanup::Marker::mine()
+            .with_group(pgid)
+            .write(dir, &format!("gateway-{pgid}"));
+        let marker = match marker {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot record the gateway's group for later sweeps");
+                None
+            }
+        };
+        Owned {
+            pgid,
+            _registration: registration,
+            marker,
+        }
+    }
+
+    /// SIGKILLs whatever is left of the group and forgets it.
+    fn finish(self) {
+        crate::cleanup::kill_group(self.pgid, libc::SIGKILL);
+        if let Some(m) = &self.marker {
+            let _ = std::fs::remove_file(m);
+        }
+    }
+}
+
+impl Drop for GatewayProcess {
+    /// A gateway nobody stopped (a panicking step, a dropped world) dies with its handle, and
+    /// so does anything it forked.
+    fn drop(&mut self) {
+        if let Some(o) = self.owned.take() {
+            o.finish();
+        }
+    }
 }
 
 fn free_port() -> std::io::Result<u16> {
@@ -94,6 +148,7 @@ impl GatewayProcess {
             child: None,
             http: reqwest::Client::new(),
             starts: 0,
+            owned: None,
         })
     }
 
@@ -153,11 +208,25 @@ impl GatewayProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log2))
+            .process_group(0)
             .kill_on_drop(true);
+        if crate::cleanup::shutting_down() {
+            return Err(GatewayError::Spawn {
+                cmd: self.spec.command.clone(),
+                reason: "the run is being interrupted".into(),
+            });
+        }
         let child = cmd.spawn().map_err(|e| GatewayError::Spawn {
             cmd: self.spec.command.clone(),
             reason: e.to_string(),
         })?;
+        // A relaunch replaces the previous process; whatever is left of its group goes now.
+        if let Some(o) = self.owned.take() {
+            o.finish();
+        }
+        if let Some(pgid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+            self.owned = Some(Owned::new(pgid, &self.spec.dir));
+        }
         self.child = Some(child);
         Ok(())
     }
@@ -218,8 +287,11 @@ impl GatewayProcess {
         }
     }
 
-    /// SIGKILL and reap: the crash of SPEC's crash windows.
+    /// SIGKILL (the whole process group) and reap: the crash of SPEC's crash windows.
     pub async fn kill(&mut self) {
+        if let Some(o) = self.owned.take() {
+            o.finish();
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.start_kill();
             let _ = c.wait().await;
@@ -227,20 +299,27 @@ impl GatewayProcess {
     }
 
     /// SIGTERM and wait for a graceful exit within `bound`; SIGKILL after that. Returns whether it
-    /// exited by itself.
+    /// exited by itself. Whatever the gateway forked and left behind is killed either way.
     pub async fn terminate(&mut self, bound: Duration) -> bool {
         let _ = self.signal(libc::SIGTERM);
         let Some(mut c) = self.child.take() else {
+            if let Some(o) = self.owned.take() {
+                o.finish();
+            }
             return true;
         };
-        match tokio::time::timeout(bound, c.wait()).await {
+        let graceful = match tokio::time::timeout(bound, c.wait()).await {
             Ok(_) => true,
             Err(_) => {
                 let _ = c.start_kill();
                 let _ = c.wait().await;
                 false
             }
+        };
+        if let Some(o) = self.owned.take() {
+            o.finish();
         }
+        graceful
     }
 
     pub fn base_url(&self) -> String {

@@ -7,6 +7,7 @@
 //! - [`conformance`] — the runner's verdict: requirement registry, capabilities, baseline, reports
 //! - [`bench`] — `fleet-bench`: gateway paths against the raw broker, and gateway footprint
 //! - [`broker`] — broker providers (container, local process, URL) and the management API
+//! - [`cleanup`] — what the suite started, stopped on Ctrl-C, SIGTERM or panic; leftovers swept
 //! - [`gateway`] — a gateway under test, as a real process with the SPEC §15 contract
 //! - [`herdr`] — the fake herdr socket server (the only fake)
 //! - [`mcp`] — a real MCP client acting as one entity
@@ -18,6 +19,7 @@
 
 pub mod bench;
 pub mod broker;
+pub mod cleanup;
 pub mod conformance;
 pub mod envelope;
 pub mod faults;

@@ -93,6 +93,9 @@ pub(crate) struct RunningContainer {
     endpoint: Endpoint,
     /// The `amqps://` listener (SEC-1, RabbitMQ only); its certificates live in `tls.files.dir`.
     tls: Option<super::TlsListener>,
+    /// The container and its TLS dir in the cleanup registry, for a run that ends by a signal or
+    /// a panic (forgotten once [`RunningContainer::stop`] removed them).
+    _cleanup: Vec<crate::cleanup::Registration>,
 }
 
 const AMQPS_PORT: u16 = 5671;
@@ -105,7 +108,13 @@ const TLS_CONF_IN_CONTAINER: &str = "/etc/rabbitmq/conf.d/90-fleet-tls.conf";
 fn container_tls_files() -> Option<crate::tls::TlsFiles> {
     let dir = std::env::temp_dir().join(format!("fleet-broker-tls-{}", uuid::Uuid::new_v4().simple()));
     match crate::tls::generate(&dir, &[]) {
-        Ok(f) => Some(f),
+        Ok(f) => {
+            // Throwaway: a later run deletes it if this one dies before `stop`.
+            if let Err(e) = crate::cleanup::Marker::mine().removing_dir().write(&dir, "tls") {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot mark the TLS dir for later sweeps");
+            }
+            Some(f)
+        }
         Err(e) => {
             tracing::warn!(error = %e, "no TLS listener on this broker: amqps scenarios will fail");
             let _ = std::fs::remove_dir_all(&dir);
@@ -123,6 +132,9 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
         .with_exposed_port(AMQPS_PORT.tcp())
         .with_hostname(format!("fleet-{kind}"))
         .with_label("fleet-conformance.role", "broker")
+        // Who started it: a later run removes it if this process died without doing so.
+        .with_label(crate::cleanup::CONTAINER_LABEL, "1")
+        .with_label(crate::cleanup::CONTAINER_OWNER_LABEL, crate::cleanup::owner_id())
         .with_startup_timeout(crate::timing::scaled(Duration::from_secs(60)))
         .with_host_config_modifier(|host: &mut HostConfig| {
             // Loopback only, on ports docker picks, instead of every interface.
@@ -164,6 +176,9 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
         }
     }
     tracing::info!(%image, %kind, "starting broker container");
+    // From here a signal must ask docker for this process's containers: the one being started
+    // has no id to register yet.
+    crate::cleanup::note_docker_use();
     let container = request.start().await.map_err(|e| match e {
         TestcontainersError::Client(ClientError::PullImage { .. }) => BrokerError::Unavailable {
             provider: format!("container:{kind}"),
@@ -180,6 +195,7 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
             source: Box::new(source),
         },
     })?;
+    let registration = crate::cleanup::register(crate::cleanup::Action::RemoveContainer(container.id().to_string()));
     let port = |p: u16| {
         let container = &container;
         async move {
@@ -225,11 +241,18 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
         },
         None => None,
     };
+    let mut cleanup = vec![registration];
+    if let Some(t) = &tls {
+        cleanup.push(crate::cleanup::register(crate::cleanup::Action::RemoveDir(
+            t.files.dir.clone(),
+        )));
+    }
     Ok(RunningContainer {
         container,
         image: image.to_string(),
         endpoint,
         tls,
+        _cleanup: cleanup,
     })
 }
 

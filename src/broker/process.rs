@@ -5,7 +5,9 @@
 //! enough. Each broker gets its own node name, loopback ports picked free, its own epmd-registered
 //! distribution port and a fresh temp dir holding data, config, cookie (`HOME`) and log, so runs
 //! side by side never meet. The upstream start script (not the `/usr/sbin` wrapper, which switches
-//! user) is run in its own process group; stopping signals the whole group.
+//! user) is run in its own process group; stopping signals the whole group. The group and the
+//! dir are in the cleanup registry (and the dir carries an owner marker) so a run that ends by a
+//! signal or a SIGKILL leaves no node behind ([`crate::cleanup`]).
 
 use std::fs::File;
 use std::io::Write as _;
@@ -27,6 +29,9 @@ pub const RABBITMQ_SERVER_VAR: &str = "FLEET_RABBITMQ_SERVER";
 
 static NEXT_NODE: AtomicU32 = AtomicU32::new(0);
 
+/// The owner marker in each broker dir (`.fleet-owned-broker`, see [`crate::cleanup`]).
+const MARKER_NAME: &str = "broker";
+
 /// A `rabbitmq-server` this run started.
 pub(crate) struct RunningProcess {
     child: Mutex<Child>,
@@ -39,6 +44,9 @@ pub(crate) struct RunningProcess {
     /// The `amqps://` listener (SEC-1); `None` when certificates could not be made.
     tls: Option<super::TlsListener>,
     stopped: bool,
+    /// The group and the dir in the cleanup registry, for a run that ends by a signal or a panic
+    /// (dropped, so forgotten, once [`RunningProcess::stop`] or `drop` did the job itself).
+    _cleanup: [crate::cleanup::Registration; 2],
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
@@ -153,6 +161,13 @@ pub(crate) async fn start() -> Result<RunningProcess, BrokerError> {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     ));
     std::fs::create_dir(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    // Marked before anything runs in it, so a run killed from here on leaves a dir the next
+    // run's sweep recognises (crate::cleanup).
+    let marker = crate::cleanup::Marker::mine().removing_dir();
+    if let Err(e) = marker.write(&dir, MARKER_NAME) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(io_err(format!("writing the owner marker in {}", dir.display()))(e));
+    }
     match spawn(&server, &node, &dir) {
         Ok(p) => Ok(p),
         Err(e) => {
@@ -225,6 +240,18 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
         context: "reading the broker's pid".into(),
         source: std::io::Error::other("pid out of range"),
     })?;
+    let cleanup = [
+        crate::cleanup::register(crate::cleanup::Action::KillGroup(pgid)),
+        crate::cleanup::register(crate::cleanup::Action::RemoveDir(dir.to_path_buf())),
+    ];
+    // Now with the group: a later run kills it if this one dies without cleaning up.
+    if let Err(e) = crate::cleanup::Marker::mine()
+        .with_group(pgid)
+        .removing_dir()
+        .write(dir, MARKER_NAME)
+    {
+        tracing::warn!(error = %e, dir = %dir.display(), "cannot record the broker's group for later sweeps");
+    }
     Ok(RunningProcess {
         child: Mutex::new(child),
         pgid,
@@ -240,13 +267,13 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
         },
         tls: tls.map(|(t, _)| t),
         stopped: false,
+        _cleanup: cleanup,
     })
 }
 
 /// Sends `signal` to every process of the group; false once the group is gone.
 fn signal_group(pgid: i32, signal: libc::c_int) -> bool {
-    // SAFETY: kill(2) with a negative pid only sends a signal; no memory is involved.
-    unsafe { libc::kill(-pgid, signal) == 0 }
+    crate::cleanup::kill_group(pgid, signal)
 }
 
 impl RunningProcess {
