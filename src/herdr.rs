@@ -34,7 +34,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,6 +66,63 @@ pub const HERDR_BIN_PATH: &str = "/usr/local/bin/herdr";
 const INITIAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest socket path the kernel accepts (`sun_path` is 108 bytes with its NUL).
 const MAX_SOCKET_PATH_BYTES: usize = 107;
+/// Where sockets go whose natural path is too long: short whatever `TMPDIR` says.
+const SHORT_SOCKET_ROOT: &str = "/tmp";
+
+/// A socket directory of our own under [`SHORT_SOCKET_ROOT`], in the cleanup registry (and
+/// marked for later sweeps) so an interrupted run does not leave it behind.
+struct ShortDir {
+    path: PathBuf,
+    _cleanup: crate::cleanup::Registration,
+}
+
+/// Where the socket of a fake serving `dir` goes: `<dir>/herdr.sock`, unless that path is longer
+/// than a `sockaddr_un` takes (a long `TMPDIR`); then `/tmp/fleet-sock-<random>/herdr.sock`, a
+/// fresh 0700 directory removed at shutdown. The gateway learns the path from
+/// [`FakeHerdr::socket_path`] either way.
+fn socket_path_for(dir: &Path) -> Result<(PathBuf, Option<ShortDir>), HerdrError> {
+    let natural = dir.join(SOCKET_FILE_NAME);
+    if natural.as_os_str().len() <= MAX_SOCKET_PATH_BYTES {
+        return Ok((natural, None));
+    }
+    let short = Path::new(SHORT_SOCKET_ROOT).join(format!(
+        "fleet-sock-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    ));
+    let socket_path = short.join(SOCKET_FILE_NAME);
+    let len = socket_path.as_os_str().len();
+    if len > MAX_SOCKET_PATH_BYTES {
+        return Err(HerdrError::PathTooLong {
+            path: natural,
+            len,
+            max: MAX_SOCKET_PATH_BYTES,
+        });
+    }
+    let too_long = |source: io::Error| HerdrError::NoShortDir {
+        path: natural.clone(),
+        len: natural.as_os_str().len(),
+        max: MAX_SOCKET_PATH_BYTES,
+        short: short.clone(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&short)
+        .map_err(too_long)?;
+    let cleanup = crate::cleanup::register(crate::cleanup::Action::RemoveDir(short.clone()));
+    if let Err(e) = crate::cleanup::Marker::mine().removing_dir().write(&short, "herdr") {
+        let _ = std::fs::remove_dir_all(&short);
+        return Err(too_long(e));
+    }
+    tracing::debug!(natural = %natural.display(), socket = %socket_path.display(), "socket path too long: using a short dir");
+    Ok((
+        socket_path,
+        Some(ShortDir {
+            path: short,
+            _cleanup: cleanup,
+        }),
+    ))
+}
 /// The methods the fake serves; anything else is an unknown variant to herdr.
 const METHODS: &[&str] = &[
     "ping",
@@ -278,6 +335,24 @@ pub enum HerdrError {
         /// The limit.
         max: usize,
     },
+    /// The socket path is too long and no short directory could be made for it instead.
+    #[error(
+        "socket path {path} is {len} bytes (unix sockets take at most {max}) and no short directory \
+         {short} could be made instead: {source}; use a shorter TMPDIR"
+    )]
+    NoShortDir {
+        /// The natural path, under the directory given.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+        /// The short directory tried.
+        short: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
     /// Another server answers on the socket path.
     #[error("another server is already listening on {0}")]
     InUse(PathBuf),
@@ -332,21 +407,15 @@ impl std::fmt::Debug for FakeHerdr {
 impl FakeHerdr {
     /// Binds `<dir>/herdr.sock` (mode 0600; `dir` is created if missing, a stale socket file
     /// replaced) and serves until dropped or stopped. Must be called inside a tokio runtime.
+    /// When that path is too long for a unix socket (a long `TMPDIR`), the socket goes to a short
+    /// directory of its own under `/tmp` instead: read the path from [`FakeHerdr::socket_path`].
     pub async fn start(dir: &Path) -> Result<FakeHerdr, HerdrError> {
         let runtime = tokio::runtime::Handle::try_current()?;
         std::fs::create_dir_all(dir).map_err(|source| HerdrError::Prepare {
             path: dir.to_path_buf(),
             source,
         })?;
-        let socket_path = dir.join(SOCKET_FILE_NAME);
-        let len = socket_path.as_os_str().len();
-        if len > MAX_SOCKET_PATH_BYTES {
-            return Err(HerdrError::PathTooLong {
-                path: socket_path,
-                len,
-                max: MAX_SOCKET_PATH_BYTES,
-            });
-        }
+        let (socket_path, short_dir) = socket_path_for(dir)?;
         match std::fs::symlink_metadata(&socket_path) {
             Ok(meta) if meta.file_type().is_socket() => {
                 if std::os::unix::net::UnixStream::connect(&socket_path).is_ok() {
@@ -377,6 +446,7 @@ impl FakeHerdr {
             down: watch::Sender::new(0),
             default_cwd: dir.display().to_string(),
             socket_path,
+            short_dir,
             runtime,
             accept: Mutex::new(None),
             stopped: AtomicBool::new(false),
@@ -389,7 +459,8 @@ impl FakeHerdr {
         })
     }
 
-    /// The socket's path (`<dir>/herdr.sock`), for `FLEET_HERDR_SOCKET` / `HERDR_SOCKET_PATH`.
+    /// The socket's path (`<dir>/herdr.sock`, or the short one, see [`FakeHerdr::start`]), for
+    /// `FLEET_HERDR_SOCKET` / `HERDR_SOCKET_PATH`.
     pub fn socket_path(&self) -> &Path {
         &self.shared.socket_path
     }
@@ -622,6 +693,9 @@ struct Shared {
     /// Bumped when the server goes down; open connections drop.
     down: watch::Sender<u64>,
     socket_path: PathBuf,
+    /// The short directory holding the socket when `<dir>/herdr.sock` was too long (see
+    /// [`socket_path_for`]); removed at shutdown.
+    short_dir: Option<ShortDir>,
     default_cwd: String,
     runtime: tokio::runtime::Handle,
     accept: Mutex<Option<JoinHandle<()>>>,
@@ -705,7 +779,11 @@ impl Shared {
                 return None;
             }
         }
-        self.go_down()
+        let accept = self.go_down();
+        if let Some(short) = &self.short_dir {
+            let _ = std::fs::remove_dir_all(&short.path);
+        }
+        accept
     }
 
     /// Records an arriving request; the arrival time is taken under the lock so that the
@@ -1650,5 +1728,44 @@ async fn until_client_leaves<R: AsyncRead + Unpin>(reader: &mut R) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod socket_path_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dir_too_deep_for_a_unix_socket_gets_a_short_socket_dir_removed_at_stop() {
+        let root = std::env::temp_dir().join(format!("fleet-herdr-long-{}", uuid::Uuid::new_v4().simple()));
+        let dir = root.join("x".repeat(120));
+        let herdr = FakeHerdr::start(&dir).await.expect("starts despite the long dir");
+        let socket = herdr.socket_path().to_path_buf();
+        assert!(
+            socket.as_os_str().len() <= MAX_SOCKET_PATH_BYTES,
+            "{}",
+            socket.display()
+        );
+        assert!(socket.starts_with(SHORT_SOCKET_ROOT), "{}", socket.display());
+        let short = socket.parent().expect("a dir").to_path_buf();
+        let mut conn = tokio::net::UnixStream::connect(&socket).await.expect("connects");
+        conn.write_all(b"{\"id\":\"1\",\"method\":\"ping\",\"params\":{}}\n")
+            .await
+            .expect("writes");
+        let mut line = String::new();
+        BufReader::new(conn).read_line(&mut line).await.expect("answers");
+        assert!(line.contains("pong"), "{line}");
+        herdr.stop().await;
+        assert!(!short.exists(), "the short dir goes at stop");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[tokio::test]
+    async fn a_short_enough_dir_keeps_its_socket() {
+        let dir = std::env::temp_dir().join(format!("fleet-herdr-short-{}", uuid::Uuid::new_v4().simple()));
+        let herdr = FakeHerdr::start(&dir).await.expect("starts");
+        assert_eq!(herdr.socket_path(), dir.join(SOCKET_FILE_NAME));
+        herdr.stop().await;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
