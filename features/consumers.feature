@@ -39,3 +39,16 @@ Feature: Connections and consumers — one consumer per inbox, recovery after a 
     When "lead" sends "after the blip" to "w1"
     Then herdr on "b" records exactly 1 inject into "w1" with text "after the blip"
     And the send returns "injected" within 10 seconds
+
+  @FWD-5 @CON-3 @PUB-3
+  Scenario: sends in flight when the broker link is cut each end within the inject bound
+    Given gateways reach the broker through a link the suite can cut
+    And the gateways' inject bound is 8 seconds
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" is working
+    When "lead" sends 4 briefs "blip-1" to "blip-4" to "w1" at once
+    And the link to the broker is cut
+    Then sends 1, 2, 3 and 4 each end within the inject bound, whatever the outcome
+    And the gateway on "a" is ready within 20 seconds
+    And the gateway on "b" is ready within 20 seconds

@@ -127,6 +127,32 @@ async fn sends_return(w: &mut FleetWorld, which: String, status: String, reason:
     Ok(())
 }
 
+#[when(regex = r#"^"([^"]+)" sends (\d+) briefs "([^"]+)-1" to "[^"]+-\d+" to "([^"]+)" at once$"#)]
+async fn sends_at_once(w: &mut FleetWorld, from: String, n: usize, prefix: String, to: String) -> anyhow::Result<()> {
+    let to_gid = w.gid(&to)?;
+    for i in 1..=n {
+        let args = json!({"to": to_gid, "text": format!("{prefix}-{i}"), "wait_reply": false});
+        w.call_in_background(&format!("send-{i}"), &from, "bridge_send", args)
+            .await?;
+    }
+    Ok(())
+}
+
+#[then(regex = r#"^sends? ([\d, and]+) each ends? within the inject bound, whatever the outcome$"#)]
+async fn sends_end(w: &mut FleetWorld, which: String) -> anyhow::Result<()> {
+    // FWD-5 bounds every bridge_send at the inject bound, whatever happened underneath; the
+    // outcome itself (injected, failed, inject_timeout) may differ with the moment of a fault.
+    let bound = w.inject_bound() + Duration::from_secs(3);
+    for i in which.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse::<u32>().ok()) {
+        let v = w.call_result(&format!("send-{i}"), bound).await?;
+        ensure!(
+            ["injected", "failed", "inject_timeout"].contains(&v["status"].as_str().unwrap_or("")),
+            "send {i} returned {v}, expected a FWD-5 outcome"
+        );
+    }
+    Ok(())
+}
+
 #[then(regex = r#"^herdr on "([^"]+)" records no inject into "([^"]+)" with text "([^"]*)"$"#)]
 async fn no_inject_text(w: &mut FleetWorld, host: String, name: String, text: String) -> anyhow::Result<()> {
     let pane = w.entity(&name)?.pane.clone();
