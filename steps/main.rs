@@ -6,6 +6,15 @@
 //! skipped. Reports go to `target/fleet-e2e/<broker>/` (or `$FLEET_E2E_OUT/<broker>/`): cucumber
 //! JSON, JUnit XML, `broker.json` (label and version) and `logs/<feature>-<line>.log`, the gateway
 //! logs of each failed scenario — what `fleet-conformance run` reads back.
+//!
+//! Whatever `--tags` or `--name` selects, `@soak` runs only with `FLEET_E2E_SOAK=1` and `@cap-…`
+//! only for a declared capability (`FLEET_E2E_CAPABILITIES`, see
+//! `fleet_conformance::conformance::selection`): cucumber's own `--tags` would replace the filter
+//! that says so, so the runner takes the selection out of cucumber's options and applies it itself.
+//!
+//! SIGINT (Ctrl-C) and SIGTERM stop every gateway, broker process and broker container the run
+//! started, then exit with 130 / 143; so does a panic that unwinds out of the runner. A run first
+//! removes what earlier runs that died without cleaning up left behind (`fleet_conformance::cleanup`).
 
 mod ask;
 mod broadcast;
@@ -27,8 +36,12 @@ mod world;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use cucumber::tag::Ext as _;
 use cucumber::{World as _, WriterExt as _, writer};
-use fleet_conformance::broker::{Broker, BrokerSpec};
+use fleet_conformance::broker::{Broker, BrokerSpec, ProviderKind};
+use fleet_conformance::cleanup;
+use fleet_conformance::conformance::registry::{self, Registry};
+use fleet_conformance::conformance::selection::RunPolicy;
 use futures::FutureExt as _;
 
 use world::{FleetWorld, Suite};
@@ -85,7 +98,7 @@ fn gateway_command() -> anyhow::Result<String> {
     Ok(bin.display().to_string())
 }
 
-async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow::Result<bool> {
+async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &RunPolicy) -> anyhow::Result<bool> {
     let label = spec.label();
     eprintln!("== starting broker {label} ==");
     let started = std::time::Instant::now();
@@ -119,7 +132,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
-    let result = FleetWorld::cucumber()
+    let runner = FleetWorld::cucumber()
         .max_concurrent_scenarios(concurrency)
         .fail_on_skipped()
         .with_writer(
@@ -161,11 +174,26 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
                 }
             }
             .boxed_local()
-        })
-        .filter_run(workspace_root().join("features"), |feature, _, scenario| {
-            // The soak run is long: only on request (scripts/soak).
-            std::env::var("FLEET_E2E_SOAK").is_ok_and(|v| v == "1")
-                || !feature.tags.iter().chain(scenario.tags.iter()).any(|t| t == "soak")
+        });
+    // cucumber would evaluate `--tags` / `--name` *instead of* the filter below: take them out of
+    // its options and apply them here, together with the run policy.
+    let mut cli = cucumber::cli::Opts::<_, _, _, cucumber::cli::Empty>::parsed();
+    let (tags, name) = (cli.tags_filter.take(), cli.re_filter.take());
+    let policy = policy.clone();
+    let result = runner
+        .with_cli(cli)
+        .filter_run(workspace_root().join("features"), move |feature, rule, scenario| {
+            let all_tags = feature
+                .tags
+                .iter()
+                .chain(rule.iter().flat_map(|r| &r.tags))
+                .chain(&scenario.tags);
+            let selected = match (&name, &tags) {
+                (Some(re), _) => re.is_match(&scenario.name),
+                (None, Some(expr)) => expr.eval(all_tags.clone()),
+                (None, None) => true,
+            };
+            selected && policy.admits(all_tags.map(String::as_str))
         })
         .await;
     use cucumber::writer::Stats as _;
@@ -193,6 +221,43 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path) -> anyhow
     Ok(!failed)
 }
 
+/// Runs the cleanup registry when `main` ends, also by a panic unwinding out of the runner.
+/// (A panic *hook* would not do: cucumber catches a step's panic as that step's failure, and the
+/// other scenarios' gateways must live on.)
+struct CleanupOnExit;
+
+impl Drop for CleanupOnExit {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the runner panicked: stopping every gateway and broker it started");
+        }
+        cleanup::run_all();
+    }
+}
+
+/// Waits for SIGINT or SIGTERM, then stops everything the run started and exits 130 / 143
+/// without waiting for the scenarios in flight. The handlers are installed before this returns,
+/// so no signal falls back to the default action (which would leave gateways and brokers).
+fn exit_on_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::spawn(async move {
+        let (name, code) = tokio::select! {
+            _ = int.recv() => ("SIGINT", 130),
+            _ = term.recv() => ("SIGTERM", 143),
+        };
+        eprintln!("\n== {name}: stopping every gateway and broker this run started ==");
+        cleanup::run_all();
+        if let Some(s) = current_suite() {
+            eprintln!("scenario files kept in {}", s.work_dir.display());
+        }
+        eprintln!("== stopped; exiting with {code} ==");
+        std::process::exit(code);
+    });
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -201,10 +266,20 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    // Dropped before the runtime, whose own drop may wait for blocking tasks.
+    let _cleanup = CleanupOnExit;
     let outcome = rt.block_on(async {
+        exit_on_signal()?;
         let brokers = std::env::var("FLEET_E2E_BROKERS").unwrap_or_else(|_| "rabbitmq".into());
         let specs =
             BrokerSpec::parse_list(&brokers).map_err(|e| anyhow::anyhow!("FLEET_E2E_BROKERS={brokers:?}: {e}"))?;
+        let registry = Registry::load(&registry::default_path())?;
+        let policy = RunPolicy::from_env(&registry)?;
+        eprintln!("{}", policy.describe());
+        let swept = cleanup::sweep(specs.iter().any(|s| s.provider == ProviderKind::Container));
+        if !swept.is_empty() {
+            eprintln!("removed leftovers of earlier runs that died without cleaning up: {swept}");
+        }
         let cmd = gateway_command()?;
         let out_root = match std::env::var_os("FLEET_E2E_OUT") {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -212,7 +287,7 @@ fn main() -> std::process::ExitCode {
         };
         let mut all_ok = true;
         for spec in &specs {
-            all_ok &= run_on(spec, &cmd, &out_root).await?;
+            all_ok &= run_on(spec, &cmd, &out_root, &policy).await?;
         }
         anyhow::Ok(all_ok)
     });

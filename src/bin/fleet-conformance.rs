@@ -14,7 +14,9 @@
 //!
 //! Exit status: 0 the gateway passes, 1 it does not (a MUST failed or was not tested, a declared
 //! capability failed, a stale baseline entry, or a SHOULD under `--strict`), 2 the run itself
-//! could not be made (bad arguments, a broker that would not start, no report).
+//! could not be made (bad arguments, a broker that would not start, no report), 130 / 143
+//! interrupted by SIGINT / SIGTERM (passed on to the suite run, which stops its gateways and
+//! brokers before it exits).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -25,6 +27,7 @@ use fleet_conformance::broker::BrokerSpec;
 use fleet_conformance::conformance::catalogue::{self, Scenario};
 use fleet_conformance::conformance::registry::{self, Registry};
 use fleet_conformance::conformance::reports::{self, RunInfo};
+use fleet_conformance::conformance::selection;
 use fleet_conformance::conformance::tagexpr::TagExpr;
 use fleet_conformance::conformance::verdict::{self, Baseline, BrokerRun, Capabilities, Options};
 use fleet_conformance::conformance::{html, suite_root};
@@ -130,14 +133,14 @@ fn parse_args(args: &[String]) -> anyhow::Result<Cmd> {
 }
 
 /// The registry and the scenario catalogue of this checkout. Scenarios the suite never runs by
-/// default (`@soak`, only with `FLEET_E2E_SOAK=1`, see steps/main.rs) are left out.
+/// default (`@soak`, only with `FLEET_E2E_SOAK=1`, see `conformance::selection`) are left out.
 fn load_suite() -> anyhow::Result<(Registry, Vec<Scenario>)> {
     let reg = Registry::load(&registry::default_path())?;
     let mut cat = catalogue::load_dir(&suite_root().join("features"))?;
-    if std::env::var("FLEET_E2E_SOAK").is_ok_and(|v| v == "1") {
+    if selection::soak_requested() {
         return Ok((reg, cat));
     }
-    cat.retain(|s| !s.has_tag("soak"));
+    cat.retain(|s| !s.has_tag(selection::SOAK_TAG));
     Ok((reg, cat))
 }
 
@@ -232,8 +235,16 @@ fn broker_dir(out: &Path, spec: &BrokerSpec) -> PathBuf {
     out.join(spec.label().replace(':', "-"))
 }
 
-/// Runs the cucumber suite (the e2e test target) with the run's environment.
-fn run_suite(a: &RunArgs, specs: &[BrokerSpec], out: &Path, tags: Option<&str>) -> anyhow::Result<bool> {
+/// Runs the cucumber suite (the e2e test target) with the run's environment. The suite leaves out
+/// undeclared capabilities itself (`FLEET_E2E_CAPABILITIES`), whatever the tags say; the tags
+/// exclude them too, so the expression in the reports says what ran.
+fn run_suite(
+    a: &RunArgs,
+    specs: &[BrokerSpec],
+    out: &Path,
+    tags: Option<&str>,
+    caps: &Capabilities,
+) -> anyhow::Result<bool> {
     let mut cmd = match std::env::var_os("FLEET_E2E_BIN") {
         Some(bin) if !bin.is_empty() => Command::new(bin),
         _ => {
@@ -256,9 +267,71 @@ fn run_suite(a: &RunArgs, specs: &[BrokerSpec], out: &Path, tags: Option<&str>) 
     if let Some(f) = a.time_scale {
         cmd.env("FLEET_E2E_TIME_SCALE", f.to_string());
     }
+    let declared: Vec<&str> = caps.declared.iter().map(String::as_str).collect();
+    cmd.env(selection::CAPABILITIES_VAR, declared.join(","));
+    // Its own process group: a signal reaches the whole run (cargo and the suite binary) only
+    // through `supervise`, which then waits for the suite to stop what it started.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     eprintln!("fleet-conformance: running {cmd:?}");
-    let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
-    Ok(status.success())
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(supervise(cmd))
+}
+
+/// Kills the suite run's process group unless disarmed: a panic here must not leave the run.
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            fleet_conformance::cleanup::kill_group(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Runs `cmd` to its end. On SIGINT or SIGTERM the signal goes to the run's whole process group
+/// (cargo and the suite binary, which stops its gateways and brokers, then exits); once the
+/// group is gone (SIGKILL after a deadline) this process exits 130 / 143.
+async fn supervise(cmd: Command) -> anyhow::Result<bool> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let what = format!("{cmd:?}");
+    let mut child = tokio::process::Command::from(cmd)
+        .spawn()
+        .with_context(|| format!("starting {what}"))?;
+    let pgid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| anyhow!("the suite run has no pid"))?;
+    let mut guard = GroupGuard(Some(pgid));
+    let (sig, name, code) = tokio::select! {
+        status = child.wait() => {
+            guard.0 = None;
+            return Ok(status.with_context(|| format!("waiting for {what}"))?.success());
+        }
+        _ = int.recv() => (libc::SIGINT, "SIGINT", 130),
+        _ = term.recv() => (libc::SIGTERM, "SIGTERM", 143),
+    };
+    eprintln!("fleet-conformance: {name}: stopping the suite run and what it started");
+    fleet_conformance::cleanup::kill_group(pgid, sig);
+    let gone = fleet_conformance::timing::wait_for(
+        "the suite run to stop its gateways and brokers",
+        std::time::Duration::from_secs(60),
+        || {
+            let reaped = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
+            let done = reaped && !fleet_conformance::cleanup::kill_group(pgid, 0);
+            async move { Ok(done.then_some(())) }
+        },
+    )
+    .await;
+    if let Err(e) = gone {
+        eprintln!("fleet-conformance: {e}; killing it (the next run removes what it leaves)");
+    }
+    drop(guard);
+    std::process::exit(code);
 }
 
 /// What one broker's directory holds after the run.
@@ -351,7 +424,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             }
             let _ = std::fs::remove_dir_all(dir.join("logs"));
         }
-        let ok = run_suite(a, &specs, &out, tags.as_deref())?;
+        let ok = run_suite(a, &specs, &out, tags.as_deref(), &caps)?;
         eprintln!(
             "fleet-conformance: the suite {} after {:.0?}; judging",
             if ok { "passed" } else { "reported failures" },

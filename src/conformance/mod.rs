@@ -7,6 +7,7 @@
 //! - [`registry`] — `fixtures/requirements.toml`: every requirement id, its level, its section
 //! - [`catalogue`] — the scenarios of `features/` and their tags, without running them
 //! - [`tagexpr`] — cucumber tag expressions, to know what a `--tags` run selected
+//! - [`selection`] — what a run leaves out whatever `--tags` says (`@soak`, undeclared `@cap-…`)
 //! - [`verdict`] — pass / fail / skip / not-tested per requirement × broker, capabilities,
 //!   the known-failures baseline, and the exit decision
 //! - [`reports`] — `conformance.json`, the requirement JUnit XML, the text summary
@@ -16,6 +17,7 @@ pub mod catalogue;
 pub mod html;
 pub mod registry;
 pub mod reports;
+pub mod selection;
 pub mod tagexpr;
 pub mod verdict;
 
