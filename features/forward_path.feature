@@ -60,5 +60,6 @@ Feature: Forward path — a brief into a worker is delivered at most once (SPEC 
     And "lead" sends "rebase on main" to "w1"
     And the presence of "lead" outlives its TTL while the gateway on "b" is frozen
     And the gateway on "b" is thawed with SIGCONT
-    Then herdr on "b" records exactly 1 inject into "w1" with text "rebase on main"
+    Then the gateway on "b" has worked through its roster backlog
+    And herdr on "b" records exactly 1 inject into "w1" with text "rebase on main"
     And the inbox of "w1" holds no message
