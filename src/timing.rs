@@ -24,6 +24,47 @@ pub fn scaled(nominal: Duration) -> Duration {
     nominal.mul_f64(time_scale())
 }
 
+/// How long an absence ("no inject", "never received", "no pane") is watched before it counts:
+/// something that did not happen at one instant may still happen a moment later.
+pub const ABSENCE_WINDOW: Duration = Duration::from_secs(2);
+
+/// The error of an absence check that saw the thing happen.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: violated after {after:?} of a {window:?} window: {seen}")]
+pub struct Violated {
+    pub what: String,
+    pub after: Duration,
+    pub window: Duration,
+    pub seen: String,
+}
+
+/// Checks that `check` holds for the whole (scaled) `nominal` window, looking every 50–100 ms:
+/// the way every absence is judged. Fails at the first look that sees a violation (`Err`), with
+/// what that look saw.
+pub async fn hold_for<F, Fut>(what: &str, nominal: Duration, mut check: F) -> Result<(), Violated>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let window = scaled(nominal);
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Err(seen) = check().await {
+            return Err(Violated {
+                what: what.to_string(),
+                after: start.elapsed(),
+                window,
+                seen,
+            });
+        }
+        if start.elapsed() >= window {
+            return Ok(());
+        }
+        // The pace of the looks, not a wait for luck: the window is what is judged.
+        tokio::time::sleep(Duration::from_millis(75)).await;
+    }
+}
+
 /// The error of a wait that ran out of time: says what was awaited and the last observation.
 #[derive(Debug, thiserror::Error)]
 #[error("timed out after {waited:?} waiting for {what}; last observed: {last}")]
@@ -119,5 +160,23 @@ mod tests {
         .expect_err("must time out");
         assert!(t0.elapsed() < scaled(Duration::from_secs(5)), "{:?}", t0.elapsed());
         assert!(err.to_string().contains("abandoned"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn hold_for_watches_the_whole_window_and_reports_a_violation() {
+        let start = tokio::time::Instant::now();
+        hold_for("nothing", Duration::from_millis(200), || async { Ok(()) })
+            .await
+            .expect("holds");
+        assert!(start.elapsed() >= Duration::from_millis(200), "watched the window");
+        let mut n = 0;
+        let err = hold_for("no third look", Duration::from_secs(5), || {
+            n += 1;
+            let k = n;
+            async move { if k < 3 { Ok(()) } else { Err(format!("look {k}")) } }
+        })
+        .await
+        .expect_err("violated");
+        assert_eq!(err.seen, "look 3");
     }
 }

@@ -71,12 +71,30 @@ async fn never_received(w: &mut FleetWorld, name: String) -> anyhow::Result<()> 
     let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
-    let info = suite.broker.management().queue(&vhost, &q).await?;
-    let info = info.ok_or_else(|| anyhow::anyhow!("{q} does not exist"))?;
-    ensure!(
-        info.delivered_total == 0 && info.messages_ready == 0 && info.messages_unacknowledged == 0,
-        "{q} received something: {info:?}"
-    );
+    // The broker's counters lag by up to a second: the absence is watched over a window longer
+    // than that lag.
+    fleet_conformance::timing::hold_for(
+        &format!("{q} never receiving a message"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let (suite, vhost, q) = (suite.clone(), vhost.clone(), q.clone());
+            async move {
+                let info = suite
+                    .broker
+                    .management()
+                    .queue(&vhost, &q)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let info = info.ok_or_else(|| format!("{q} does not exist"))?;
+                if info.delivered_total == 0 && info.messages_ready == 0 && info.messages_unacknowledged == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{q} received something: {info:?}"))
+                }
+            }
+        },
+    )
+    .await?;
     Ok(())
 }
 

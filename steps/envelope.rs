@@ -752,24 +752,41 @@ fn count_id(drained: &[Value], id: &str) -> usize {
 
 #[then("no gateway published FAILED")]
 async fn no_failed(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let msgs = tap(&w.wire.msgs, "bridge.msg")?.fetch().await?;
+    // Watched over a window: a FAILED could still be on its way at any one instant (SIG-6).
+    let t = tap(&w.wire.msgs, "bridge.msg")?;
     let gateways: Vec<&String> = w.hosts.keys().collect();
-    let failed: Vec<String> = msgs
-        .iter()
-        .filter(|m| m.header_str("kind").as_deref() == Some("FAILED"))
-        .filter(|m| m.header_str("host").is_some_and(|h| gateways.iter().any(|g| **g == h)))
-        // The probe's own forgeries claim a gateway's host too: they are not the gateway's.
-        .filter(|m| !m.message_id().is_some_and(|id| w.wire.hostile_ids.contains(&id)))
-        .map(|m| {
-            format!(
-                "FAILED from host {:?} to {}: {}",
-                m.header_str("host"),
-                m.routing_key,
-                String::from_utf8_lossy(&m.body)
-            )
-        })
-        .collect();
-    ensure!(failed.is_empty(), "a gateway published FAILED: {failed:?}");
+    let hostile = &w.wire.hostile_ids;
+    fleet_conformance::timing::hold_for(
+        "no FAILED from a gateway",
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let (gateways, t) = (&gateways, &t);
+            async move {
+                let msgs = t.fetch().await.map_err(|e| e.to_string())?;
+                let failed: Vec<String> = msgs
+                    .iter()
+                    .filter(|m| m.header_str("kind").as_deref() == Some("FAILED"))
+                    .filter(|m| m.header_str("host").is_some_and(|h| gateways.iter().any(|g| **g == h)))
+                    // The probe's own forgeries claim a gateway's host too: they are not the gateway's.
+                    .filter(|m| !m.message_id().is_some_and(|id| hostile.contains(&id)))
+                    .map(|m| {
+                        format!(
+                            "FAILED from host {:?} to {}: {}",
+                            m.header_str("host"),
+                            m.routing_key,
+                            String::from_utf8_lossy(&m.body)
+                        )
+                    })
+                    .collect();
+                if failed.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("a gateway published FAILED: {failed:?}"))
+                }
+            }
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -143,7 +143,10 @@ async fn sends_end(w: &mut FleetWorld, which: String) -> anyhow::Result<()> {
     // FWD-5 bounds every bridge_send at the inject bound, whatever happened underneath; the
     // outcome itself (injected, failed, inject_timeout) may differ with the moment of a fault.
     let bound = w.inject_bound() + Duration::from_secs(3);
-    for i in which.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse::<u32>().ok()) {
+    for i in which
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse::<u32>().ok())
+    {
         let v = w.call_result(&format!("send-{i}"), bound).await?;
         ensure!(
             ["injected", "failed", "inject_timeout"].contains(&v["status"].as_str().unwrap_or("")),
@@ -156,12 +159,24 @@ async fn sends_end(w: &mut FleetWorld, which: String) -> anyhow::Result<()> {
 #[then(regex = r#"^herdr on "([^"]+)" records no inject into "([^"]+)" with text "([^"]*)"$"#)]
 async fn no_inject_text(w: &mut FleetWorld, host: String, name: String, text: String) -> anyhow::Result<()> {
     let pane = w.entity(&name)?.pane.clone();
-    let log = w.host(&host)?.herdr.input_log(&pane);
-    ensure!(
-        !log.iter().any(|r| r.text == text),
-        "herdr received {text:?} in {name}: {:?}",
-        log.iter().map(|r| &r.text).collect::<Vec<_>>()
-    );
+    let herdr = &w.host(&host)?.herdr;
+    fleet_conformance::timing::hold_for(
+        &format!("no inject of {text:?} into {name}"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let log = herdr.input_log(&pane);
+            let hit = log.iter().any(|r| r.text == text);
+            let texts: Vec<String> = log.into_iter().map(|r| r.text).collect();
+            async move {
+                if hit {
+                    Err(format!("herdr received {texts:?}"))
+                } else {
+                    Ok(())
+                }
+            }
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure};
 use cucumber::{then, when};
-use fleet_conformance::timing::wait_for;
+use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, wait_for};
 use serde_json::json;
 
 use crate::world::FleetWorld;
@@ -51,11 +51,17 @@ async fn records_injects(w: &mut FleetWorld, host: String, n: usize, name: Strin
 
 #[then(expr = "herdr on {string} records no inject into {string}")]
 async fn records_no_inject(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
-    let seen = injects(w, &host, &name)?;
-    ensure!(
-        seen.is_empty(),
-        "expected no inject into {name}, herdr recorded {seen:?}"
-    );
+    hold_for(&format!("no inject into {name}"), ABSENCE_WINDOW, || {
+        let r = injects(w, &host, &name);
+        async move {
+            match r {
+                Ok(v) if v.is_empty() => Ok(()),
+                Ok(v) => Err(format!("herdr recorded {v:?}")),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await?;
     Ok(())
 }
 

@@ -150,8 +150,22 @@ async fn stops(w: &mut FleetWorld, main: String, name: String) -> anyhow::Result
 
 #[then(expr = "herdr on {string} created no pane")]
 async fn no_pane(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
-    let n = w.host(&host)?.herdr.created_panes().len();
-    ensure!(n == 0, "herdr on {host} created {n} pane(s)");
+    let herdr = &w.host(&host)?.herdr;
+    fleet_conformance::timing::hold_for(
+        &format!("no pane created on {host}"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let n = herdr.created_panes().len();
+            async move {
+                if n == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{n} pane(s) created"))
+                }
+            }
+        },
+    )
+    .await?;
     Ok(())
 }
 
