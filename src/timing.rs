@@ -1,22 +1,69 @@
 //! Deadlines instead of sleeps.
 //!
 //! Every wait in the suite is "until a condition holds, or fail at a deadline". Deadlines are
-//! written at their nominal value and stretched by one knob, `FLEET_E2E_TIME_SCALE` (default 1.0),
-//! so a slow machine scales every deadline at once instead of tuning scenarios one by one.
+//! written at their nominal value and stretched by one knob, `FLEET_E2E_TIME_SCALE`, so a slow
+//! machine scales every deadline at once instead of tuning scenarios one by one. Unset, the knob is
+//! calibrated at start from the machine's measured slowness (see [`calibrate`]).
 
 use std::future::Future;
 use std::time::Duration;
 
-/// The suite's one time-scale knob, read once from `FLEET_E2E_TIME_SCALE`.
+/// The suite's one time-scale knob: `FLEET_E2E_TIME_SCALE` when set, else calibrated once at
+/// start from this machine's measured slowness ([`calibrate`]), never below 1.
 pub fn time_scale() -> f64 {
     static SCALE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *SCALE.get_or_init(|| {
-        std::env::var("FLEET_E2E_TIME_SCALE")
+    *SCALE.get_or_init(|| match std::env::var("FLEET_E2E_TIME_SCALE") {
+        Ok(v) => v
+            .parse::<f64>()
             .ok()
-            .and_then(|v| v.parse::<f64>().ok())
             .filter(|v| v.is_finite() && *v > 0.0)
-            .unwrap_or(1.0)
+            .unwrap_or(1.0),
+        Err(_) => calibrate().scale,
     })
+}
+
+/// What the start-up calibration measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Calibration {
+    /// Median time of [`WORK`] here.
+    pub measured: Duration,
+    /// The scale it implies: measured / [`REFERENCE`], within 1.0..=[`MAX_AUTO_SCALE`].
+    pub scale: f64,
+}
+
+/// A fixed CPU workload (integer mixing, kept from being optimised away).
+const WORK: u64 = 3_000_000;
+
+/// How long [`WORK`] takes on the quiet 2-core machine the nominal deadlines were written on
+/// (median of the debug-built suite; a release build is faster and gets 1.0).
+pub const REFERENCE: Duration = Duration::from_millis(13);
+
+/// The most an automatic calibration stretches deadlines; beyond that, say so with the knob.
+pub const MAX_AUTO_SCALE: f64 = 4.0;
+
+/// Measures how slow this machine is right now (CPU speed and contention: a loaded machine gives
+/// the suite's threads less time) by timing a fixed workload nine times (the median counts); deadlines written for a
+/// quiet machine are stretched by the ratio to [`REFERENCE`]. Deterministic waits ("until the
+/// condition holds") are unaffected; only how long a failure takes to be declared changes.
+pub fn calibrate() -> Calibration {
+    let mut times: Vec<Duration> = (0..9)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            for i in 0..WORK {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x = x.wrapping_add(i);
+            }
+            std::hint::black_box(x);
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    let measured = times[times.len() / 2];
+    let scale = (measured.as_secs_f64() / REFERENCE.as_secs_f64()).clamp(1.0, MAX_AUTO_SCALE);
+    Calibration { measured, scale }
 }
 
 /// A nominal duration stretched by the time-scale knob.
@@ -178,5 +225,13 @@ mod tests {
         .await
         .expect_err("violated");
         assert_eq!(err.seen, "look 3");
+    }
+
+    #[test]
+    fn calibration_is_at_least_one_and_bounded() {
+        let c = calibrate();
+        eprintln!("calibration here: {c:?}");
+        assert!(c.scale >= 1.0 && c.scale <= MAX_AUTO_SCALE, "{c:?}");
+        assert!(c.measured > Duration::ZERO);
     }
 }

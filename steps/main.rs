@@ -276,6 +276,16 @@ fn main() -> std::process::ExitCode {
         let registry = Registry::load(&registry::default_path())?;
         let policy = RunPolicy::from_env(&registry)?;
         eprintln!("{}", policy.describe());
+        match std::env::var("FLEET_E2E_TIME_SCALE") {
+            Ok(v) => eprintln!(
+                "deadlines ×{:.2} (FLEET_E2E_TIME_SCALE={v})",
+                fleet_conformance::timing::time_scale()
+            ),
+            Err(_) => eprintln!(
+                "deadlines ×{:.2} (calibrated from this machine's speed now; FLEET_E2E_TIME_SCALE overrides)",
+                fleet_conformance::timing::time_scale()
+            ),
+        }
         let swept = cleanup::sweep(specs.iter().any(|s| s.provider == ProviderKind::Container));
         if !swept.is_empty() {
             eprintln!("removed leftovers of earlier runs that died without cleaning up: {swept}");
