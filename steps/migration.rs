@@ -299,6 +299,7 @@ async fn polls_until(w: &mut FleetWorld, main: String, from: String, n: usize, s
         }
     }
     w.drained = got;
+    w.last_poll = Some((main, json!({"from": from_gid})));
     Ok(())
 }
 

@@ -25,17 +25,42 @@ async fn polls(w: &mut FleetWorld, main: String, from: String) -> anyhow::Result
     if !from.is_empty() {
         args["from"] = json!(w.gid(&from)?);
     }
-    let v = w.mcp(&main).await?.call("bridge_poll", args).await?;
-    w.drained = v["messages"]
-        .as_array()
-        .cloned()
-        .ok_or_else(|| anyhow!("bridge_poll returned {v}"))?;
+    w.drained = poll_once(w, &main, &args).await?;
+    w.last_poll = Some((main, args));
     Ok(())
 }
 
+async fn poll_once(w: &mut FleetWorld, main: &str, args: &Value) -> anyhow::Result<Vec<Value>> {
+    let v = w.mcp(main).await?.call("bridge_poll", args.clone()).await?;
+    v["messages"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| anyhow!("bridge_poll returned {v}"))
+}
+
+/// "gets exactly N": a message the broker shows as delivered may still be under the gateway's
+/// verification (SIG-2's grace) and not yet held, so the step polls again, with the same
+/// arguments, until N have been drained or the deadline passes. "gets no message" is judged over
+/// a window of further polls. Either way, one drain more than N fails.
 #[then(regex = r#"^"([^"]+)" gets (no message|exactly (\d+) messages?)$"#)]
 async fn gets_n(w: &mut FleetWorld, _main: String, _what: String, n: String) -> anyhow::Result<()> {
     let n: usize = if n.is_empty() { 0 } else { n.parse()? };
+    let (main, args) = w
+        .last_poll
+        .clone()
+        .ok_or_else(|| anyhow!("no bridge_poll step came before"))?;
+    let window = if n == 0 {
+        fleet_conformance::timing::ABSENCE_WINDOW
+    } else {
+        std::time::Duration::from_secs(10)
+    };
+    let end = tokio::time::Instant::now() + fleet_conformance::timing::scaled(window);
+    while w.drained.len() < n.max(1) && tokio::time::Instant::now() < end {
+        // The pace of the re-polls; the deadline is what is judged.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let more = poll_once(w, &main, &args).await?;
+        w.drained.extend(more);
+    }
     ensure!(
         w.drained.len() == n,
         "expected {n} drained message(s), got {}: {:?}",

@@ -59,6 +59,9 @@ pub struct FleetWorld {
     pub results: BTreeMap<String, Value>,
     /// The last drained messages.
     pub drained: Vec<Value>,
+    /// The main and arguments of the last `bridge_poll` step, so a "gets" step can poll again
+    /// while a message is still being judged by the gateway (it is only "held" once judged).
+    pub last_poll: Option<(String, Value)>,
     /// Tunables for gateways started from now on.
     pub gateway_env: BTreeMap<String, String>,
     /// Second gateway processes started for a host (CON-1/CON-2 takeover scenarios).
@@ -116,6 +119,7 @@ impl FleetWorld {
             calls: BTreeMap::new(),
             results: BTreeMap::new(),
             drained: Vec::new(),
+            last_poll: None,
             gateway_env,
             host_env: BTreeMap::new(),
             talk: Default::default(),
