@@ -146,7 +146,7 @@ impl GatewayProcess {
             log_path: spec.dir.join("gateway.log"),
             spec,
             child: None,
-            http: reqwest::Client::new(),
+            http: local_api_client(),
             starts: 0,
             owned: None,
         })
@@ -420,4 +420,16 @@ impl GatewayProcess {
         let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Ok((status, v))
     }
+}
+
+/// The HTTP client for a gateway's local API: every request has a deadline (a frozen gateway
+/// accepts the connection and never answers; the kernel does that for it), scaled by the suite's
+/// time knob. The local API answers at once by contract: none of its calls blocks.
+fn local_api_client() -> reqwest::Client {
+    let timeout = crate::timing::scaled(Duration::from_secs(10));
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .build()
+        .unwrap_or_default()
 }
