@@ -191,22 +191,8 @@ impl Publisher {
             mandatory: out.mandatory,
             ..BasicPublishOptions::default()
         };
-        let handed = tokio::time::timeout(
-            self.confirm_timeout,
-            ch.basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props),
-        )
-        .await;
-        let confirm = match handed {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                self.failed(env.kind, "broker");
-                return Err(e.into());
-            }
-            Err(_) => {
-                self.failed(env.kind, "confirm_timeout");
-                return Err(PublishError::ConfirmTimeout(self.confirm_timeout));
-            }
-        };
+        let handed = ch.basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props);
+        let confirm = self.bounded(env.kind, handed).await?;
         Ok(Sent { env, confirm })
     }
 
@@ -214,17 +200,7 @@ impl Publisher {
     /// unroutable) or lost with the connection, it fails (PUB-2, PUB-3).
     pub async fn confirmed(&self, sent: Sent) -> Result<Envelope, PublishError> {
         let Sent { env, confirm } = sent;
-        let confirm = match tokio::time::timeout(self.confirm_timeout, confirm).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                self.failed(env.kind, "broker");
-                return Err(e.into());
-            }
-            Err(_) => {
-                self.failed(env.kind, "confirm_timeout");
-                return Err(PublishError::ConfirmTimeout(self.confirm_timeout));
-            }
-        };
+        let confirm = self.bounded(env.kind, confirm).await?;
         if confirm.is_nack() {
             self.failed(env.kind, "nack");
             return Err(PublishError::Nacked);
@@ -236,6 +212,25 @@ impl Publisher {
         self.metrics
             .inc("fleet_published_total", &[("kind", env.kind.as_str())]);
         Ok(env)
+    }
+
+    /// Awaits one broker step of a publish within the confirm bound, counting a failure.
+    async fn bounded<T>(
+        &self,
+        kind: Kind,
+        step: impl std::future::Future<Output = lapin::Result<T>>,
+    ) -> Result<T, PublishError> {
+        match tokio::time::timeout(self.confirm_timeout, step).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                self.failed(kind, "broker");
+                Err(e.into())
+            }
+            Err(_) => {
+                self.failed(kind, "confirm_timeout");
+                Err(PublishError::ConfirmTimeout(self.confirm_timeout))
+            }
+        }
     }
 
     fn failed(&self, kind: Kind, reason: &str) {
