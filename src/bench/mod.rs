@@ -10,10 +10,13 @@
 //! - [`paths`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
 //! - [`presence`] — roster convergence after a gateway start
 //! - [`scale`] — gateway RSS and CPU with 1, 100, 1000 local entities
+//! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a
+//!   raw get → publish → ack move of the same messages, then checked for losses
 //! - [`stats`] — percentiles and `/proc` CPU accounting
 //! - [`fleet`] — the hosts (gateway processes + fake herdrs) the paths run through
 
 pub mod fleet;
+pub mod migration;
 pub mod paths;
 pub mod presence;
 pub mod raw;
@@ -47,12 +50,13 @@ pub struct Options {
     pub paths: paths::PathSettings,
     pub presence_trials: usize,
     pub scale: scale::ScaleSettings,
+    pub migration: migration::MigrationSettings,
     /// Keep the work directory (gateway logs) after the run.
     pub keep: bool,
 }
 
 /// The sections a run may include.
-pub const SECTIONS: [&str; 5] = ["raw", "forward", "pull", "presence", "scale"];
+pub const SECTIONS: [&str; 6] = ["raw", "forward", "pull", "presence", "scale", "migration"];
 
 /// Runs the selected sections and returns the report (also written to `opts.out`).
 pub async fn run(opts: &Options) -> anyhow::Result<Value> {
@@ -112,6 +116,10 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Value> {
             "paths": {"pairs": opts.paths.pairs, "briefs": opts.paths.briefs, "replies": opts.paths.replies,
                       "latency_samples": opts.paths.latency_samples},
             "heartbeat_ms": "gateway default (SPEC: 5000)",
+            "migration": {"replies": opts.migration.replies, "message_bytes": opts.migration.size,
+                          "outstanding_confirms": opts.migration.outstanding,
+                          "raw_move_batch": migration::RAW_MOVE_BATCH,
+                          "poll_ms": opts.migration.poll.as_millis() as u64},
         },
     });
     let raw_cpu = CpuProbe::default().with("bench", me).with("broker", broker_pid);
@@ -124,6 +132,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Value> {
         .iter()
         .map(|s| s.to_string())
         .chain((1..=opts.presence_trials).map(|i| format!("c{i}")))
+        .chain([migration::HOST.to_string()])
         .collect();
     let mut fleet = Fleet::new(work.clone(), url.clone(), opts.gateway_cmd.clone(), &hosts);
     let env = BTreeMap::new();
@@ -161,6 +170,12 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Value> {
         }
         fleet.stop_host("a").await;
         fleet.stop_host("b").await;
+        if on(opts, "migration") {
+            eprintln!("fleet-bench: migration of {} legacy replies …", opts.migration.replies);
+            let r = migration::run(&mut fleet, &url, &opts.migration, me, broker_pid).await;
+            fleet.stop_host(migration::HOST).await;
+            report["migration"] = serde_json::to_value(r?)?;
+        }
         if on(opts, "scale") {
             eprintln!("fleet-bench: scale {:?} …", opts.scale.levels);
             fleet.start_host("s", &env).await?;
@@ -251,11 +266,18 @@ fn add_ratios(report: &mut Value) {
         "forward_p50_minus_raw_round_trip_ms": delta(fwd_p50),
         "forward_p50_to_raw_round_trip": Some(fwd_p50.zip(rtt).map(|(a, b)| a / b)).flatten(),
         "pull_p50_minus_raw_round_trip_ms": delta(pull_p50),
+        "migration_replies_to_raw_publish": report["migration"]["ratio_to_raw_publish"].as_f64(),
+        "migration_move_to_raw_move": report["migration"]["move_ratio_to_raw_move"].as_f64(),
     });
+    let migration_goal = report["migration"]["replies_per_s"]
+        .as_f64()
+        .map(|v| goal(Some(v), migration::GOAL_MIGRATION_REPLIES_PER_S, true))
+        .unwrap_or(Value::Null);
     report["goals"] = json!({
         "forward_ratio": goal(ratio(fwd), GOAL_FORWARD_RATIO, true),
         "pull_ratio": goal(ratio(pull), GOAL_PULL_RATIO, true),
         "forward_p50_within_ms_of_raw_round_trip": goal(delta(fwd_p50), GOAL_FORWARD_P50_DELTA_MS, false),
+        "migration_replies_per_s": migration_goal,
     });
 }
 
@@ -286,6 +308,80 @@ fn cpu_line(label: &str, v: &Value) -> Option<String> {
     let m = v.as_object()?;
     let parts: Vec<String> = m.iter().map(|(k, x)| format!("{k} {}", f(x))).collect();
     Some(format!("  {label:<28} {}", parts.join(" · ")))
+}
+
+/// Whether the report shows replies lost (or duplicated, reordered, altered) by the migration.
+pub fn migration_lost(r: &Value) -> bool {
+    r["migration"]["verified"]["ok"].as_bool() == Some(false)
+}
+
+/// The migration section's rows: its raw baselines, the move, its check.
+fn migration_rows(out: &mut Vec<String>, m: &Value, goal: &Value) {
+    let row = |out: &mut Vec<String>, name: &str, value: String, vs: String, goal: String| {
+        out.push(format!("{name:<40} {value:>22} {vs:>14} {goal:>14}"));
+    };
+    row(
+        out,
+        &format!("migration raw publish msgs/s ({})", m["replies"]),
+        f(&m["raw_publish_msgs_per_s_used"]),
+        "1".into(),
+        format!(
+            "(runs: {}, {})",
+            f(&m["raw_publish"]["msgs_per_s"]),
+            f(&m["seed"]["msgs_per_s"])
+        ),
+    );
+    row(
+        out,
+        &format!("migration raw get+publish+ack/s (×{})", m["raw_move_batch"]),
+        f(&m["raw_move"]["msgs_per_s"]),
+        String::new(),
+        String::new(),
+    );
+    row(
+        out,
+        "migration replies/s (register → gone)",
+        f(&m["replies_per_s"]),
+        format!("{}×", f(&m["ratio_to_raw_publish"])),
+        format!("≥1000/s {}", met(goal)),
+    );
+    row(
+        out,
+        "  move alone, vs the raw get+publish+ack",
+        f(&m["move_replies_per_s"]),
+        format!("{}×", f(&m["move_ratio_to_raw_move"])),
+        format!("start +{} ms", f(&m["start_delay_ms"])),
+    );
+    row(
+        out,
+        "  registration call ms (plain worker)",
+        format!("{} ({})", f(&m["register_call_ms"]), f(&m["plain_register_ms"])),
+        String::new(),
+        String::new(),
+    );
+    let v = &m["verified"];
+    if v["ok"].as_bool() == Some(true) {
+        row(
+            out,
+            "  main's inbox after the move",
+            format!("{}/{} ok", v["found"], v["expected"]),
+            String::new(),
+            "in order".into(),
+        );
+    } else {
+        out.push(format!(
+            "!!! MIGRATION LOST OR DAMAGED REPLIES: main's inbox holds {} of {}; missing {}, duplicated {}, \
+             unexpected {}, malformed {}, in order {}; first problem: {}",
+            v["found"],
+            v["expected"],
+            v["missing"],
+            v["duplicates"],
+            v["unexpected"],
+            v["malformed"],
+            v["in_order"],
+            v["first_problem"].as_str().unwrap_or("-")
+        ));
+    }
 }
 
 /// The human-readable table of a report.
@@ -465,6 +561,9 @@ pub fn table(r: &Value) -> String {
             String::new(),
         );
     }
+    if !r["migration"].is_null() {
+        migration_rows(&mut out, &r["migration"], &g["migration_replies_per_s"]);
+    }
     if let Some(points) = r["scale"].as_array() {
         out.push(format!(
             "{:<12} {:>10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>12} {:>16}",
@@ -516,6 +615,11 @@ pub fn table(r: &Value) -> String {
             &r["forward"]["cpu"],
         ),
         ("pull (per reply)", &r["pull"]["cpu_ms_per_reply"], &r["pull"]["cpu"]),
+        (
+            "migration (per reply)",
+            &r["migration"]["cpu_ms_per_reply"],
+            &r["migration"]["cpu"],
+        ),
     ] {
         if let Some(l) = cpu_line(label, v) {
             let busy = match (cpu["machine_s"].as_f64(), cpu["capacity_s"].as_f64()) {
@@ -563,6 +667,12 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
             settle: Duration::from_secs(5),
             concurrency: 8,
         },
+        migration: migration::MigrationSettings {
+            replies: 2_000,
+            size: 1024,
+            outstanding: 1_000,
+            poll: Duration::from_millis(10),
+        },
         keep: false,
     };
     let mut it = args.iter();
@@ -580,13 +690,19 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
                 let n = num(it.next(), a)?;
                 o.raw.size = n;
                 o.paths.size = n;
+                o.migration.size = n;
             }
             "--raw-msgs" => o.raw.messages = num(it.next(), a)?,
-            "--outstanding" => o.raw.outstanding = num(it.next(), a)?,
+            "--outstanding" => {
+                let n = num(it.next(), a)?;
+                o.raw.outstanding = n;
+                o.migration.outstanding = n;
+            }
             "--pairs" => o.paths.pairs = num(it.next(), a)?,
             "--briefs" => o.paths.briefs = num(it.next(), a)?,
             "--echo-rounds" => o.raw.echo_rounds = num(it.next(), a)?,
             "--replies" => o.paths.replies = num(it.next(), a)?,
+            "--migration-replies" => o.migration.replies = num(it.next(), a)?.max(1),
             "--latency-samples" => {
                 let n = num(it.next(), a)?;
                 o.paths.latency_samples = n;
@@ -627,6 +743,7 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
                 o.presence_trials = 1;
                 o.scale.levels = vec![1, 100];
                 o.scale.window = Duration::from_secs(6);
+                o.migration.replies = 500;
             }
             "--keep" => o.keep = true,
             other => return Err(format!("unknown argument {other:?}")),
@@ -654,11 +771,12 @@ fleet-bench [options]   gateway paths against the raw broker, in one run (issue 
   --briefs N              forward briefs in the throughput run (default 8000)
   --echo-rounds N         raw echo round trips, in --pairs flows (default 6000)
   --replies N             pull replies in the throughput run (default 12000)
+  --migration-replies N   legacy replies the migration section moves (default 2000)
   --latency-samples N     one-at-a-time samples for latencies (default 500)
   --presence-trials N     gateway starts timed for presence (default 3)
   --scale LIST            entity counts for the footprint run (default 1,100,1000)
   --scale-window-s S      CPU sampling window per level (default 15)
-  --only LIST | --skip LIST   sections: raw,forward,pull,presence,scale
+  --only LIST | --skip LIST   sections: raw,forward,pull,presence,scale,migration
   --quick                 small counts, for a smoke check of the bench itself
   --out PATH              JSON report (default <target>/fleet-bench/bench.json)
   --keep                  keep the work directory with the gateway logs
@@ -703,5 +821,19 @@ mod tests {
         assert_eq!(r["goals"]["forward_ratio"]["met"], true);
         assert_eq!(r["goals"]["forward_p50_within_ms_of_raw_round_trip"]["met"], true);
         assert!(table(&r).contains("forward briefs/s"));
+    }
+
+    #[test]
+    fn a_migration_that_lost_replies_says_so() {
+        let mut r = json!({
+            "migration": {"replies": 10, "replies_per_s": 1200.0, "ratio_to_raw_publish": 0.1,
+                          "verified": {"ok": true, "found": 10, "expected": 10}},
+        });
+        add_ratios(&mut r);
+        assert_eq!(r["goals"]["migration_replies_per_s"]["met"], true);
+        assert!(!migration_lost(&r) && table(&r).contains("10/10 ok"));
+        r["migration"]["verified"] = json!({"ok": false, "found": 9, "expected": 10, "missing": 1});
+        assert!(migration_lost(&r) && table(&r).contains("MIGRATION LOST"));
+        assert!(parse_args(&args(&["--only", "migration"]), "gw".into(), "o".into()).is_ok());
     }
 }
