@@ -13,10 +13,14 @@ async fn a_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
     w.vhost().await.map(|_| ())
 }
 
+/// The inject bound is nominal like every deadline: a scenario's steps run inside it (a brief is
+/// sent, the broker is read, an absence is watched, then the worker turns idle), so on a slow
+/// machine it stretches with the time knob, or the gateway's bound would fire between two steps.
 #[given(expr = "the gateways' inject bound is {int} seconds")]
 async fn inject_bound(w: &mut FleetWorld, secs: u64) {
+    let bound = fleet_conformance::timing::scaled(std::time::Duration::from_secs(secs));
     w.gateway_env
-        .insert("FLEET_INJECT_TIMEOUT_MS".into(), (secs * 1000).to_string());
+        .insert("FLEET_INJECT_TIMEOUT_MS".into(), bound.as_millis().to_string());
 }
 
 #[given(expr = "host {string} runs a gateway")]
