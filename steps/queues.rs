@@ -164,20 +164,36 @@ async fn inbox_exclusive(w: &mut FleetWorld, name: String) -> anyhow::Result<()>
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
     let probe = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
-    let r = probe.try_consume(&q, true).await?;
+    // The probe asks for a *plain* consume: RabbitMQ and LavinMQ both refuse any second consumer
+    // on a queue with an exclusive one, and neither refuses it next to a plain one (asking for an
+    // exclusive consume proves nothing: RabbitMQ refuses it next to any consumer). The broker's
+    // consumer count lags, and after a reconnect the gateway may re-attach a moment later, so
+    // an accepted probe is retried until the deadline: a gateway whose consumer is exclusive is
+    // refused as soon as it is attached; one whose consumer is not is never refused.
+    let r = wait_for(
+        &format!("a second consumer on {q} refused"),
+        Duration::from_secs(10),
+        || {
+            let (probe, q) = (&probe, q.clone());
+            async move {
+                match probe.try_consume(&q, false).await {
+                    Ok(Err(refusal)) => Ok(Some(refusal)),
+                    Ok(Ok(())) => {
+                        Err("the broker accepted a second consumer: the gateway's consumer is not exclusive".into())
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        },
+    )
+    .await;
     probe.close().await;
-    match r {
-        Ok(()) => Err(anyhow!(
-            "the broker accepted a second exclusive consumer on {q}: the gateway's consumer is not exclusive"
-        )),
-        Err(e) => {
-            ensure!(
-                e.contains("ACCESS_REFUSED") || e.contains("403"),
-                "unexpected refusal: {e}"
-            );
-            Ok(())
-        }
-    }
+    let refusal = r?;
+    ensure!(
+        refusal.contains("ACCESS_REFUSED") || refusal.contains("403"),
+        "unexpected refusal: {refusal}"
+    );
+    Ok(())
 }
 
 #[then(expr = "host {string} has its control and roster queues")]
