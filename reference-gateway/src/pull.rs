@@ -159,11 +159,31 @@ impl PullState {
     }
 
     /// Registers a waiter, unless a held message already matches (then it is returned at once).
+    /// Take-or-register is one step under the lock: a message arriving between a look at the
+    /// held list and the registration would otherwise stay held while the waiter takes the one
+    /// after it — drained out of order.
     pub fn wait(&self, main: &str, want: Want) -> Result<Held, WaitTicket> {
-        if let Some(h) = self.take(main, &want, 1).pop() {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let Ok(mut m) = self.mains.lock() else {
+            return Err(WaitTicket {
+                id,
+                main: main.to_string(),
+                rx,
+            });
+        };
+        let b = m.entry(main.to_string()).or_default();
+        if let Some(pos) = b.held.iter().position(|h| want.takes(&h.env))
+            && let Some(h) = b.held.remove(pos)
+        {
             return Ok(h);
         }
-        Err(self.register(main, want))
+        b.waiters.push(Waiter { id, want, tx });
+        Err(WaitTicket {
+            id,
+            main: main.to_string(),
+            rx,
+        })
     }
 
     /// Registers a waiter for messages arriving from now on (held ones are left for a drain).
