@@ -6,8 +6,8 @@
 //! it arrives (RPL-2); otherwise it is held, in arrival order, within the prefetch window (RPL-5).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use lapin::Acker;
 use lapin::options::BasicAckOptions;
@@ -104,27 +104,49 @@ struct MainBox {
     waiters: Vec<Waiter>,
 }
 
+type Mains = Arc<Mutex<HashMap<String, MainBox>>>;
+
 /// Held messages and open waiters of every local main.
 #[derive(Default)]
 pub struct PullState {
-    mains: Mutex<HashMap<String, MainBox>>,
+    mains: Mains,
     next_id: AtomicU64,
 }
 
-/// A registered waiter; dropping it without `cancel` loses nothing (see `cancel`).
+/// A registered waiter. Dropping it — also when its MCP call is cancelled or its client goes
+/// away mid-wait — withdraws the waiter and puts a message that already reached it back at the
+/// head of the held list: a message handed to a waiter that is gone is never stranded unacked.
 pub struct WaitTicket {
     pub id: u64,
     pub main: String,
     pub rx: oneshot::Receiver<Held>,
+    mains: Mains,
+}
+
+impl Drop for WaitTicket {
+    fn drop(&mut self) {
+        // Under the lock: `offer` sends to waiters while holding it, so once the waiter is
+        // withdrawn here nothing more can reach this receiver.
+        let mut m = self.mains.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(b) = m.get_mut(&self.main) else { return };
+        b.waiters.retain(|w| w.id != self.id);
+        if let Ok(h) = self.rx.try_recv() {
+            b.held.push_front(h);
+        }
+    }
 }
 
 impl PullState {
+    /// The state, even after a panic elsewhere poisoned the lock: a held message must never be
+    /// dropped on the floor because of it (it would sit unacked until the next reconnect).
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, MainBox>> {
+        self.mains.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Offers an arriving message: an open waiter that wants it takes it; otherwise it is held.
     /// Returns true when a waiter took it.
     pub fn offer(&self, main: &str, mut held: Held) -> bool {
-        let Ok(mut m) = self.mains.lock() else {
-            return false;
-        };
+        let mut m = self.lock();
         let b = m.entry(main.to_string()).or_default();
         while let Some(pos) = b.waiters.iter().position(|w| w.want.takes(&held.env)) {
             let w = b.waiters.remove(pos);
@@ -139,9 +161,7 @@ impl PullState {
 
     /// Takes held messages matching `want`, oldest first, at most `max`.
     pub fn take(&self, main: &str, want: &Want, max: usize) -> Vec<Held> {
-        let Ok(mut m) = self.mains.lock() else {
-            return Vec::new();
-        };
+        let mut m = self.lock();
         let Some(b) = m.get_mut(main) else {
             return Vec::new();
         };
@@ -165,32 +185,30 @@ impl PullState {
     pub fn wait(&self, main: &str, want: Want) -> Result<Held, WaitTicket> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let Ok(mut m) = self.mains.lock() else {
-            return Err(WaitTicket {
-                id,
-                main: main.to_string(),
-                rx,
-            });
+        let ticket = WaitTicket {
+            id,
+            main: main.to_string(),
+            rx,
+            mains: Arc::clone(&self.mains),
         };
+        let mut m = self.lock();
         let b = m.entry(main.to_string()).or_default();
         if let Some(pos) = b.held.iter().position(|h| want.takes(&h.env))
             && let Some(h) = b.held.remove(pos)
         {
-            return Ok(h);
+            drop(m);
+            return Ok(h); // the unused ticket's drop finds no waiter to withdraw
         }
         b.waiters.push(Waiter { id, want, tx });
-        Err(WaitTicket {
-            id,
-            main: main.to_string(),
-            rx,
-        })
+        Err(ticket)
     }
 
     /// Registers a waiter for messages arriving from now on (held ones are left for a drain).
     pub fn register(&self, main: &str, want: Want) -> WaitTicket {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        if let Ok(mut m) = self.mains.lock() {
+        {
+            let mut m = self.lock();
             m.entry(main.to_string())
                 .or_default()
                 .waiters
@@ -200,22 +218,24 @@ impl PullState {
             id,
             main: main.to_string(),
             rx,
+            mains: Arc::clone(&self.mains),
         }
     }
 
     /// Withdraws a waiter; a message that reached it in the meantime is returned (never lost).
     pub fn cancel(&self, mut ticket: WaitTicket) -> Option<Held> {
-        if let Ok(mut m) = self.mains.lock()
-            && let Some(b) = m.get_mut(&ticket.main)
-        {
+        let mut m = self.lock();
+        if let Some(b) = m.get_mut(&ticket.main) {
             b.waiters.retain(|w| w.id != ticket.id);
         }
-        ticket.rx.try_recv().ok()
+        let got = ticket.rx.try_recv().ok();
+        drop(m);
+        got // the ticket's drop then finds nothing left to do
     }
 
     /// Takes the held message with that msgId, if any.
     pub fn take_msg(&self, main: &str, msg_id: &str) -> Option<Held> {
-        let mut m = self.mains.lock().ok()?;
+        let mut m = self.lock();
         let b = m.get_mut(main)?;
         let pos = b.held.iter().position(|h| h.env.msg_id == msg_id)?;
         b.held.remove(pos)
@@ -223,9 +243,7 @@ impl PullState {
 
     /// Takes every held ASK of a turn (ABANDONED withdraws it).
     pub fn take_turn(&self, main: &str, turn_id: &str) -> Vec<Held> {
-        let Ok(mut m) = self.mains.lock() else {
-            return Vec::new();
-        };
+        let mut m = self.lock();
         let Some(b) = m.get_mut(main) else { return Vec::new() };
         let (out, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut b.held)
             .into_iter()
@@ -244,9 +262,7 @@ impl PullState {
 
     /// Takes every held message whose `expiresAt` has passed (CAP-3).
     pub fn take_expired(&self, now_ms: u64) -> Vec<Held> {
-        let Ok(mut m) = self.mains.lock() else {
-            return Vec::new();
-        };
+        let mut m = self.lock();
         let mut out = Vec::new();
         for b in m.values_mut() {
             let (gone, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut b.held)
@@ -260,7 +276,8 @@ impl PullState {
 
     /// Puts a message back at the head (a waiter that could not deliver it).
     pub fn put_back(&self, main: &str, held: Held) {
-        if let Ok(mut m) = self.mains.lock() {
+        {
+            let mut m = self.lock();
             m.entry(main.to_string()).or_default().held.push_front(held);
         }
     }
@@ -296,7 +313,8 @@ impl PullState {
     /// Returns the seen-set keys of what was forgotten.
     pub fn forget_held(&self) -> Vec<String> {
         let mut keys = Vec::new();
-        if let Ok(mut m) = self.mains.lock() {
+        {
+            let mut m = self.lock();
             for b in m.values_mut() {
                 keys.extend(
                     b.held
@@ -310,7 +328,8 @@ impl PullState {
 
     /// Drops a main's state (entity stopped).
     pub fn remove(&self, main: &str) {
-        if let Ok(mut m) = self.mains.lock() {
+        {
+            let mut m = self.lock();
             m.remove(main);
         }
     }
