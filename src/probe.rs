@@ -255,6 +255,48 @@ impl Probe {
         })
     }
 
+    /// A named, durable tap queue bound to each `(exchange, routing key)` of `bindings`: unlike
+    /// [`Probe::tap`] it is not tied to this connection, and it lives through a broker restart
+    /// (with the persistent messages it holds), so it copies what gateways publish right across
+    /// the restart. [`Probe::reattach`] reads it from a later connection. Gone with the vhost.
+    pub async fn durable_tap(&self, queue: &str, bindings: &[(&str, &str)]) -> Result<Tap, ProbeError> {
+        let ch = self.conn.create_channel().await?;
+        ch.queue_declare(
+            queue.into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+        for (exchange, routing_key) in bindings {
+            ch.queue_bind(
+                queue.into(),
+                (*exchange).into(),
+                (*routing_key).into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        }
+        Ok(Tap {
+            ch,
+            queue: queue.to_string(),
+            seen: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A tap on an existing queue (a [`Probe::durable_tap`] made earlier, on any connection).
+    pub async fn reattach(&self, queue: &str) -> Result<Tap, ProbeError> {
+        let ch = self.conn.create_channel().await?;
+        Ok(Tap {
+            ch,
+            queue: queue.to_string(),
+            seen: Mutex::new(Vec::new()),
+        })
+    }
+
     /// A tap on `bridge.dlx`: a copy of every dead letter of the vhost, with its `x-death`.
     pub async fn watch_dead_letters(&self) -> Result<Tap, ProbeError> {
         self.tap("bridge.dlx", "").await

@@ -18,6 +18,7 @@
 
 mod ask;
 mod broadcast;
+mod broker_restart;
 mod broker_side;
 mod envelope;
 mod faults;

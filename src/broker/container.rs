@@ -4,7 +4,10 @@
 //! machine with docker. The image is taken as found locally (testcontainers pulls only when it is
 //! missing); on machines without a registry, `scripts/setup` builds `fleet-rabbitmq:3.10-debian`
 //! from Debian packages and `FLEET_RABBITMQ_IMAGE` names it. Ports are published on 127.0.0.1
-//! only, on host ports docker picks.
+//! only, on free host ports the suite picks and pins: docker would pick new ones when the container
+//! is started again, and a restart ([`RunningContainer::halt`], `docker stop`, then
+//! [`RunningContainer::resume`], `docker start` of the same container, its data kept in the
+//! container's filesystem) must leave every URL handed out to gateways valid.
 
 use std::time::Duration;
 
@@ -91,6 +94,8 @@ pub(crate) struct RunningContainer {
     container: ContainerAsync<GenericImage>,
     image: String,
     endpoint: Endpoint,
+    /// The management API's pinned host port (the AMQP one is in `endpoint`).
+    http_port: u16,
     /// The `amqps://` listener (SEC-1, RabbitMQ only); its certificates live in `tls.files.dir`.
     tls: Option<super::TlsListener>,
     /// The container and its TLS dir in the cleanup registry, for a run that ends by a signal or
@@ -123,8 +128,53 @@ fn container_tls_files() -> Option<crate::tls::TlsFiles> {
     }
 }
 
-/// Starts a container of `image` and reads its published ports; readiness is the caller's.
+/// Free loopback ports for AMQP, management and AMQPS. They are released before docker binds them;
+/// a clash in between fails the container's start, which [`start`] then retries on new ports.
+fn free_host_ports() -> Result<[u16; 3], BrokerError> {
+    let bind = || {
+        std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|source| BrokerError::Io {
+            context: "binding a free loopback port".into(),
+            source,
+        })
+    };
+    let listeners = [bind()?, bind()?, bind()?];
+    let mut ports = [0u16; 3];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener
+            .local_addr()
+            .map_err(|source| BrokerError::Io {
+                context: "reading a free port".into(),
+                source,
+            })?
+            .port();
+    }
+    Ok(ports)
+}
+
+/// Whether a container start failed because a host port was taken meanwhile.
+fn port_clash(e: &TestcontainersError) -> bool {
+    let text = e.to_string();
+    text.contains("port is already allocated") || text.contains("address already in use")
+}
+
+/// Starts a container of `image` on pinned host ports and checks them; readiness is the caller's.
 pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContainer, BrokerError> {
+    const ATTEMPTS: usize = 3;
+    let mut attempt = 1;
+    loop {
+        let ports = free_host_ports()?;
+        match start_on(kind, image, ports).await {
+            Err(BrokerError::Docker { source, .. }) if attempt < ATTEMPTS && port_clash(&source) => {
+                tracing::warn!(error = %source, attempt, "a host port was taken before docker bound it: new ports");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result<RunningContainer, BrokerError> {
+    let [amqp_host_port, http_host_port, amqps_host_port] = host_ports;
     let (name, tag) = split_image(image);
     let mut request = GenericImage::new(name, tag)
         .with_exposed_port(AMQP_PORT.tcp())
@@ -136,20 +186,20 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
         .with_label(crate::cleanup::CONTAINER_LABEL, "1")
         .with_label(crate::cleanup::CONTAINER_OWNER_LABEL, crate::cleanup::owner_id())
         .with_startup_timeout(crate::timing::scaled(Duration::from_secs(60)))
-        .with_host_config_modifier(|host: &mut HostConfig| {
-            // Loopback only, on ports docker picks, instead of every interface.
-            let loopback = || {
+        .with_host_config_modifier(move |host: &mut HostConfig| {
+            // Loopback only, on the pinned ports, instead of every interface.
+            let loopback = |port: u16| {
                 Some(vec![PortBinding {
                     host_ip: Some("127.0.0.1".into()),
-                    host_port: Some(String::new()),
+                    host_port: Some(port.to_string()),
                 }])
             };
             host.publish_all_ports = Some(false);
             host.port_bindings = Some(
                 [
-                    (format!("{AMQP_PORT}/tcp"), loopback()),
-                    (format!("{HTTP_PORT}/tcp"), loopback()),
-                    (format!("{AMQPS_PORT}/tcp"), loopback()),
+                    (format!("{AMQP_PORT}/tcp"), loopback(amqp_host_port)),
+                    (format!("{HTTP_PORT}/tcp"), loopback(http_host_port)),
+                    (format!("{AMQPS_PORT}/tcp"), loopback(amqps_host_port)),
                 ]
                 .into_iter()
                 .collect(),
@@ -208,7 +258,21 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
                 })
         }
     };
-    let ports = async { Ok::<_, BrokerError>((port(AMQP_PORT).await?, port(HTTP_PORT).await?)) }.await;
+    let ports = async {
+        let got = (port(AMQP_PORT).await?, port(HTTP_PORT).await?);
+        if got != (amqp_host_port, http_host_port) {
+            return Err(BrokerError::Unavailable {
+                provider: format!("container:{kind}"),
+                reason: format!(
+                    "docker published AMQP and management on host ports {got:?}, not the pinned \
+                     ({amqp_host_port}, {http_host_port})"
+                ),
+                hint: "check the docker daemon's port publishing (userland proxy, rootless mode)".into(),
+            });
+        }
+        Ok(got)
+    }
+    .await;
     let (amqp_port, http_port) = match ports {
         Ok(p) => p,
         Err(e) => {
@@ -251,6 +315,7 @@ pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContai
         container,
         image: image.to_string(),
         endpoint,
+        http_port,
         tls,
         _cleanup: cleanup,
     })
@@ -287,6 +352,57 @@ impl RunningContainer {
         let mut out = self.container.stdout_to_vec().await.unwrap_or_default();
         out.extend(self.container.stderr_to_vec().await.unwrap_or_default());
         super::tail(&String::from_utf8_lossy(&out), lines)
+    }
+
+    /// `docker stop` (SIGTERM: the broker shuts down cleanly; SIGKILL after 30 s, scaled). The
+    /// container and its data stay for [`RunningContainer::resume`].
+    pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
+        let what = self.describe();
+        let started = std::time::Instant::now();
+        let grace = i32::try_from(crate::timing::scaled(Duration::from_secs(30)).as_secs()).unwrap_or(30);
+        self.container
+            .stop_with_timeout(Some(grace))
+            .await
+            .map_err(|source| BrokerError::Docker {
+                context: format!("stopping the {what}"),
+                source: Box::new(source),
+            })?;
+        tracing::info!(%what, took = ?started.elapsed(), "broker container stopped");
+        Ok(())
+    }
+
+    /// `docker start` of the container [`RunningContainer::halt`] stopped: same filesystem (the
+    /// broker's data), same hostname (its node name), same pinned host ports — checked, since
+    /// gateways hold URLs with them. Readiness is the caller's.
+    pub(crate) async fn resume(&self) -> Result<(), BrokerError> {
+        let what = self.describe();
+        let docker = |context: String| {
+            move |source| BrokerError::Docker {
+                context,
+                source: Box::new(source),
+            }
+        };
+        self.container
+            .start()
+            .await
+            .map_err(docker(format!("starting the {what} again")))?;
+        for (inside, pinned) in [(AMQP_PORT, self.endpoint.amqp_port), (HTTP_PORT, self.http_port)] {
+            let now = self
+                .container
+                .get_host_port_ipv4(inside.tcp())
+                .await
+                .map_err(docker(format!(
+                    "reading the host port of {inside}/tcp after the restart"
+                )))?;
+            if now != pinned {
+                return Err(BrokerError::Unavailable {
+                    provider: what.clone(),
+                    reason: format!("after the restart {inside}/tcp is published on {now}, not on {pinned}"),
+                    hint: "check the docker daemon's port publishing (userland proxy, rootless mode)".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Removes the container (killing the broker).

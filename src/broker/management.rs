@@ -381,6 +381,12 @@ impl Management {
         }
     }
 
+    /// `GET /api/vhosts`: the names of every vhost of the broker.
+    pub async fn vhosts(&self) -> Result<Vec<String>, BrokerError> {
+        let v = self.get("/api/vhosts").await?;
+        list(v, "vhosts", "/api/vhosts", |v| string(v, "name"))
+    }
+
     /// `DELETE /api/vhosts/{vhost}`; a vhost that does not exist counts as deleted.
     pub async fn delete_vhost(&self, vhost: &str) -> Result<(), BrokerError> {
         let path = format!("/api/vhosts/{}", percent_encode(vhost));

@@ -7,12 +7,23 @@
 //! hides the difference: every provider ends as an AMQP address plus a management API
 //! ([`management`]), checked to answer before the first scenario, and each scenario gets its own
 //! vhost so scenarios never see each other's queues.
+//!
+//! A scenario that restarts the broker ([`Broker::restart`]) breaks every connection into it, so it
+//! must have the broker to itself: it takes its vhost with [`Broker::create_exclusive_vhost`],
+//! which waits until every other scenario's vhost is deleted and holds back new ones
+//! ([`Broker::create_vhost`] waits) until its own is deleted. That is enforced here, not left to
+//! cucumber's `@serial`: cucumber 0.23 starts a queued serial scenario one at a time but without
+//! waiting for concurrent scenarios already running (it only happens to queue serial ones first
+//! when every feature is parsed before the first start, as in this suite's runs today). Only the
+//! process and container providers can restart their broker; scenarios tagged [`RESTART_TAG`] are
+//! left out on the url provider ([`BrokerSpec::cannot_run`]) and reported not tested there.
 
 pub mod container;
 pub mod management;
 pub mod process;
 pub mod url;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -85,6 +96,10 @@ pub enum BrokerError {
     },
     #[error("management API {url}: unexpected answer: {reason}")]
     Decode { url: String, reason: String },
+    #[error("broker {spec} cannot be restarted: {reason}")]
+    CannotRestart { spec: String, reason: String },
+    #[error("broker {spec}: {reason}")]
+    NotExclusive { spec: String, reason: String },
 }
 
 /// Which broker product.
@@ -113,6 +128,22 @@ pub enum ProviderKind {
     /// A broker run by someone else, at `FLEET_BROKER_URL` / `FLEET_BROKER_HTTP`.
     Url,
 }
+
+impl ProviderKind {
+    /// Why the suite cannot restart a broker of this provider, if it cannot.
+    pub fn cannot_restart(&self) -> Option<&'static str> {
+        match self {
+            ProviderKind::Container | ProviderKind::Process => None,
+            ProviderKind::Url => {
+                Some("the url: provider attaches to a broker someone else runs; the suite cannot stop and start it")
+            }
+        }
+    }
+}
+
+/// The tag of scenarios that restart the broker ([`Broker::restart`]); they are not run on a
+/// provider that cannot ([`BrokerSpec::cannot_run`]).
+pub const RESTART_TAG: &str = "broker-restart";
 
 impl fmt::Display for ProviderKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -200,6 +231,16 @@ impl BrokerSpec {
         Ok(specs)
     }
 
+    /// Why a scenario carrying `tags` (without `@`) cannot run on this broker, if it cannot: such
+    /// a scenario is left out of the run and reported not tested on this broker, never passed.
+    pub fn cannot_run<'a>(&self, tags: impl IntoIterator<Item = &'a str>) -> Option<String> {
+        let restarts = tags.into_iter().any(|t| t.trim_start_matches('@') == RESTART_TAG);
+        match (restarts, self.provider.cannot_restart()) {
+            (true, Some(why)) => Some(format!("it restarts the broker (@{RESTART_TAG}), and {why}")),
+            _ => None,
+        }
+    }
+
     /// `provider:kind`, e.g. `container:rabbitmq`.
     pub fn label(&self) -> String {
         format!("{}:{}", self.provider, self.kind)
@@ -276,7 +317,141 @@ impl Provider {
             Provider::Url => Ok(()),
         }
     }
+
+    /// Stops the broker, keeping its data for [`Provider::resume`].
+    async fn halt(&self, spec: &BrokerSpec) -> Result<(), BrokerError> {
+        match self {
+            Provider::Container(c) => c.halt().await,
+            Provider::Process(p) => p.halt().await,
+            Provider::Url => Err(cannot_restart(spec)),
+        }
+    }
+
+    /// Starts the broker [`Provider::halt`] stopped again, on its data; readiness is the caller's.
+    async fn resume(&self, spec: &BrokerSpec) -> Result<(), BrokerError> {
+        match self {
+            Provider::Container(c) => c.resume().await,
+            Provider::Process(p) => p.resume().await,
+            Provider::Url => Err(cannot_restart(spec)),
+        }
+    }
 }
+
+fn cannot_restart(spec: &BrokerSpec) -> BrokerError {
+    BrokerError::CannotRestart {
+        spec: spec.label(),
+        reason: spec.provider.cannot_restart().unwrap_or("unknown").into(),
+    }
+}
+
+/// Who uses the broker: the vhosts of running scenarios, and the one (if any) that has the broker
+/// to itself (see the module doc).
+#[derive(Debug, Default, Clone)]
+struct Usage {
+    vhosts: BTreeSet<String>,
+    /// The vhost of the scenario that has the broker to itself.
+    exclusive: Option<String>,
+    /// Scenarios waiting to have the broker to themselves: new vhosts wait behind them.
+    waiting: usize,
+}
+
+/// The broker's users, and the rules of sharing it (see the module doc).
+struct Users {
+    usage: tokio::sync::watch::Sender<Usage>,
+}
+
+impl Default for Users {
+    fn default() -> Self {
+        Users {
+            usage: tokio::sync::watch::Sender::new(Usage::default()),
+        }
+    }
+}
+
+impl Users {
+    /// Records `vhost` as in use once no scenario has the broker to itself or waits for that
+    /// (`exclusive`: once nothing else is in use, and then as the one that has it to itself).
+    /// Fails after the (scaled) `nominal` bound, saying who held the broker.
+    async fn reserve(&self, vhost: &str, exclusive: bool, nominal: Duration) -> Result<(), String> {
+        let mut changes = self.usage.subscribe();
+        if exclusive {
+            self.usage.send_modify(|u| u.waiting += 1);
+        }
+        let started = std::time::Instant::now();
+        let took = tokio::time::timeout(scaled(nominal), async {
+            loop {
+                let reserved = self.usage.send_if_modified(|u| {
+                    let free = u.exclusive.is_none() && if exclusive { u.vhosts.is_empty() } else { u.waiting == 0 };
+                    if free {
+                        u.vhosts.insert(vhost.to_string());
+                        if exclusive {
+                            u.exclusive = Some(vhost.to_string());
+                            u.waiting -= 1;
+                        }
+                    }
+                    free
+                });
+                if reserved {
+                    return;
+                }
+                // The sender lives in `self`: `changed` cannot fail while we wait.
+                let _ = changes.changed().await;
+            }
+        })
+        .await;
+        if took.is_err() {
+            let now = self.usage.borrow().clone();
+            if exclusive {
+                self.usage.send_modify(|u| u.waiting -= 1);
+            }
+            return Err(format!(
+                "waited {:.0?} for the broker to be {} (in use by {:?}, to itself: {:?}, waiting to have it alone: {})",
+                started.elapsed(),
+                if exclusive {
+                    "this scenario's alone"
+                } else {
+                    "shared again"
+                },
+                now.vhosts,
+                now.exclusive,
+                now.waiting
+            ));
+        }
+        let waited = started.elapsed();
+        if waited > Duration::from_millis(100) {
+            tracing::info!(%vhost, exclusive, ?waited, "waited for the broker's other users");
+        }
+        Ok(())
+    }
+
+    /// `vhost` is no longer in use (nor has the broker to itself).
+    fn release(&self, vhost: &str) {
+        self.usage.send_modify(|u| {
+            u.vhosts.remove(vhost);
+            if u.exclusive.as_deref() == Some(vhost) {
+                u.exclusive = None;
+            }
+        });
+    }
+
+    fn exclusive(&self) -> Option<String> {
+        self.usage.borrow().exclusive.clone()
+    }
+
+    fn others(&self, mine: &str) -> Vec<String> {
+        self.usage
+            .borrow()
+            .vhosts
+            .iter()
+            .filter(|v| *v != mine)
+            .cloned()
+            .collect()
+    }
+}
+
+/// How long a scenario waits for the broker to be shared again, or to be its alone (nominal):
+/// a bound for a run that would otherwise hang, far above any scenario's length.
+const SHARE_WAIT: Duration = Duration::from_secs(30 * 60);
 
 /// Management statistics sampled every second instead of every 5 s. The management agent
 /// collects at its smallest retention interval, whatever `collect_statistics_interval` says, so
@@ -294,6 +469,8 @@ pub(crate) fn tail(text: &str, lines: usize) -> String {
 const CONTAINER_BOOT: Duration = Duration::from_secs(120);
 const PROCESS_BOOT: Duration = Duration::from_secs(90);
 const URL_ATTACH: Duration = Duration::from_secs(30);
+/// Nominal deadline of a broker's boot after a restart.
+const RESTART_BOOT: Duration = Duration::from_secs(90);
 
 /// An AMQP 0-9-1 server answers the protocol header with `connection.start`, a method frame
 /// (frame type 1). A bare TCP connect is not enough: docker's port proxy accepts connections
@@ -330,6 +507,9 @@ pub struct Broker {
     management: Management,
     provider: Provider,
     tls: Option<TlsListener>,
+    users: Users,
+    /// Stopped by [`Broker::halt`] and not yet resumed.
+    down: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Broker {
@@ -394,6 +574,8 @@ impl Broker {
                     management,
                     tls: provider.tls(),
                     provider,
+                    users: Users::default(),
+                    down: std::sync::atomic::AtomicBool::new(false),
                 })
             }
             Err(e) => {
@@ -462,17 +644,159 @@ impl Broker {
     }
 
     /// Creates a fresh vhost `fleet-<uuid>` and grants the admin user full permissions on it
-    /// (RabbitMQ and LavinMQ grant the creator already; explicit is harmless).
+    /// (RabbitMQ and LavinMQ grant the creator already; explicit is harmless). Waits while a
+    /// scenario has the broker to itself, or waits for it ([`Broker::create_exclusive_vhost`]).
     pub async fn create_vhost(&self) -> Result<String, BrokerError> {
-        let vhost = format!("fleet-{}", uuid::Uuid::new_v4().simple());
-        self.management.create_vhost(&vhost).await?;
-        self.management.grant_all(&vhost, &self.endpoint.user).await?;
-        Ok(vhost)
+        self.new_vhost(false).await
     }
 
-    /// Deletes a vhost and everything in it; an already deleted vhost is fine.
+    /// [`Broker::create_vhost`] for a scenario that needs the broker to itself (it restarts it):
+    /// waits until every other vhost made through this broker is deleted, and keeps new ones
+    /// waiting until this one is deleted ([`Broker::delete_vhost`]).
+    pub async fn create_exclusive_vhost(&self) -> Result<String, BrokerError> {
+        self.new_vhost(true).await
+    }
+
+    async fn new_vhost(&self, exclusive: bool) -> Result<String, BrokerError> {
+        let vhost = format!("fleet-{}", uuid::Uuid::new_v4().simple());
+        self.reserve(&vhost, exclusive).await?;
+        let made = async {
+            self.management.create_vhost(&vhost).await?;
+            self.management.grant_all(&vhost, &self.endpoint.user).await
+        }
+        .await;
+        match made {
+            Ok(()) => Ok(vhost),
+            Err(e) => {
+                self.release(&vhost);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records `vhost` as in use once the broker is shared (or, `exclusive`, once it is free).
+    async fn reserve(&self, vhost: &str, exclusive: bool) -> Result<(), BrokerError> {
+        self.users
+            .reserve(vhost, exclusive, SHARE_WAIT)
+            .await
+            .map_err(|reason| BrokerError::NotExclusive {
+                spec: self.spec.label(),
+                reason,
+            })
+    }
+
+    fn release(&self, vhost: &str) {
+        self.users.release(vhost);
+    }
+
+    /// Deletes a vhost and everything in it; an already deleted vhost is fine. The vhost is no
+    /// longer in use afterwards, even if the broker could not delete it. A scenario that stopped
+    /// the broker ([`Broker::halt`]) and ended before starting it again (a failed step) gets it
+    /// started here, so the scenarios after it find a broker.
     pub async fn delete_vhost(&self, vhost: &str) -> Result<(), BrokerError> {
-        self.management.delete_vhost(vhost).await
+        if self.is_down() && self.users.exclusive().as_deref() == Some(vhost) {
+            tracing::warn!(%vhost, "the scenario that stopped the broker ended without starting it: starting it");
+            if let Err(e) = self.resume(vhost).await {
+                tracing::error!(error = %e, "the broker did not come back");
+            }
+        }
+        let r = self.management.delete_vhost(vhost).await;
+        self.release(vhost);
+        r
+    }
+
+    /// Vhosts made through this broker that are in use right now, other than `mine`.
+    pub fn other_users(&self, mine: &str) -> Vec<String> {
+        self.users.others(mine)
+    }
+
+    /// Why this broker cannot be restarted by the suite, if it cannot.
+    pub fn cannot_restart(&self) -> Option<&'static str> {
+        self.spec.provider.cannot_restart()
+    }
+
+    /// Restarts the broker on its data ([`Broker::halt`], then [`Broker::resume`]); only the
+    /// scenario that has the broker to itself may, from its vhost `vhost`. Returns how long the
+    /// broker was away.
+    pub async fn restart(&self, vhost: &str) -> Result<Duration, BrokerError> {
+        let started = std::time::Instant::now();
+        self.halt(vhost).await?;
+        self.resume(vhost).await?;
+        Ok(started.elapsed())
+    }
+
+    /// Stops the broker — the process node with SIGTERM, the container with `docker stop` — and
+    /// keeps its data. Every connection into it breaks, so only the scenario that has the broker
+    /// to itself may do this, from its vhost `vhost` ([`Broker::create_exclusive_vhost`]).
+    pub async fn halt(&self, vhost: &str) -> Result<(), BrokerError> {
+        self.check_exclusive(vhost)?;
+        if self.down.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(BrokerError::NotExclusive {
+                spec: self.spec.label(),
+                reason: "the broker is already down".into(),
+            });
+        }
+        tracing::info!(spec = %self.spec.label(), "stopping the broker (its data kept)");
+        self.provider.halt(&self.spec).await
+    }
+
+    /// Starts the broker [`Broker::halt`] stopped — the same node on the same data dir and ports,
+    /// the same container — and waits (scaled deadline) until management and AMQP answer again on
+    /// the same addresses and `vhost` is still there.
+    pub async fn resume(&self, vhost: &str) -> Result<(), BrokerError> {
+        self.check_exclusive(vhost)?;
+        if !self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(BrokerError::NotExclusive {
+                spec: self.spec.label(),
+                reason: "the broker is not down".into(),
+            });
+        }
+        let started = std::time::Instant::now();
+        self.provider.resume(&self.spec).await?;
+        Broker::wait_ready(
+            &self.spec,
+            &self.provider,
+            &self.endpoint,
+            &self.management,
+            RESTART_BOOT,
+        )
+        .await?;
+        self.down.store(false, std::sync::atomic::Ordering::SeqCst);
+        let vhosts = self.management.vhosts().await?;
+        if !vhosts.iter().any(|v| v == vhost) {
+            return Err(BrokerError::Died {
+                spec: self.spec.label(),
+                reason: format!("the broker came back without vhost {vhost}: its data was lost (vhosts: {vhosts:?})"),
+                log: self.provider.log_tail().await,
+            });
+        }
+        tracing::info!(spec = %self.spec.label(), took = ?started.elapsed(), "broker back");
+        Ok(())
+    }
+
+    /// Whether the broker is stopped by [`Broker::halt`] and not yet back ([`Broker::resume`]).
+    pub fn is_down(&self) -> bool {
+        self.down.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn check_exclusive(&self, vhost: &str) -> Result<(), BrokerError> {
+        if let Some(why) = self.cannot_restart() {
+            return Err(BrokerError::CannotRestart {
+                spec: self.spec.label(),
+                reason: why.into(),
+            });
+        }
+        let holder = self.users.exclusive();
+        if holder.as_deref() != Some(vhost) {
+            return Err(BrokerError::NotExclusive {
+                spec: self.spec.label(),
+                reason: format!(
+                    "vhost {vhost} does not have the broker to itself (that is {holder:?}): stopping it would \
+                     break other scenarios' connections; make the vhost with create_exclusive_vhost"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// `amqp://user:pass@host:port/<percent-encoded vhost>`.
@@ -595,6 +919,77 @@ mod tests {
         assert_eq!(BrokerKind::RabbitMq.to_string(), "rabbitmq");
         assert_eq!(BrokerKind::LavinMq.to_string(), "lavinmq");
         assert_eq!(ProviderKind::Process.to_string(), "process");
+    }
+
+    #[test]
+    fn only_restarting_scenarios_on_the_url_provider_cannot_run() {
+        let url = BrokerSpec::parse("url:rabbitmq").expect("valid");
+        let why = url.cannot_run(["CON-3", "serial", RESTART_TAG]).expect("left out");
+        assert!(why.contains("url:") && why.contains(RESTART_TAG), "{why}");
+        assert_eq!(url.cannot_run(["CON-3", "serial"]), None);
+        for s in ["process:rabbitmq", "container:rabbitmq", "container:lavinmq"] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run(["@broker-restart", "RPL-1"]), None, "{s}");
+        }
+    }
+
+    /// Polls `f` until it is true (a short deadline: these are in-memory state changes).
+    async fn soon(what: &str, f: impl Fn() -> bool) {
+        wait_for(what, Duration::from_secs(5), || {
+            let ok = f();
+            async move { Ok(ok.then_some(())) }
+        })
+        .await
+        .expect(what);
+    }
+
+    #[tokio::test]
+    async fn an_exclusive_user_waits_for_the_others_and_holds_new_ones_back() {
+        let users = std::sync::Arc::new(Users::default());
+        users
+            .reserve("c1", false, Duration::from_secs(5))
+            .await
+            .expect("shared");
+        users
+            .reserve("c2", false, Duration::from_secs(5))
+            .await
+            .expect("shared");
+        let u = users.clone();
+        let exclusive = tokio::spawn(async move { u.reserve("x", true, Duration::from_secs(10)).await });
+        soon("the exclusive user to wait", || users.usage.borrow().waiting == 1).await;
+        // A newcomer waits behind the exclusive user, which waits for c1 and c2.
+        let u = users.clone();
+        let newcomer = tokio::spawn(async move { u.reserve("c3", false, Duration::from_secs(10)).await });
+        users.release("c1");
+        assert!(!exclusive.is_finished(), "c2 still uses the broker");
+        users.release("c2");
+        exclusive.await.expect("joined").expect("exclusive");
+        assert_eq!(users.exclusive().as_deref(), Some("x"));
+        assert_eq!(users.others("x"), Vec::<String>::new());
+        assert!(!newcomer.is_finished(), "the newcomer must wait while x has the broker");
+        users.release("x");
+        newcomer.await.expect("joined").expect("shared again");
+        assert_eq!(users.exclusive(), None);
+        assert_eq!(users.others("x"), vec!["c3".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_the_broker_alone_ends_at_its_deadline_and_says_who_held_it() {
+        let users = Users::default();
+        users
+            .reserve("busy", false, Duration::from_secs(5))
+            .await
+            .expect("shared");
+        let err = users
+            .reserve("x", true, Duration::from_millis(50))
+            .await
+            .expect_err("busy holds the broker");
+        assert!(err.contains("busy"), "{err}");
+        // Given up: it no longer holds newcomers back.
+        users
+            .reserve("c", false, Duration::from_millis(50))
+            .await
+            .expect("shared");
     }
 
     #[test]
@@ -731,6 +1126,84 @@ mod tests {
             spec.label(),
             t2.elapsed()
         );
+    }
+
+    /// A durable queue with one persistent message survives a restart; the addresses stay the same.
+    /// Run with `cargo test -p fleet-conformance --lib -- --ignored broker_restart --nocapture`.
+    async fn restart_keeps_data(spec: BrokerSpec, image: Option<String>) {
+        use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+        use lapin::types::FieldTable;
+        use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+        let broker = Broker::start_with_image(&spec, image).await.expect("broker starts");
+        let before = broker.endpoint().clone();
+        let vhost = broker.create_exclusive_vhost().await.expect("vhost");
+        let conn = Connection::connect(&broker.amqp_url(&vhost), ConnectionProperties::default())
+            .await
+            .expect("AMQP connection");
+        let channel = conn.create_channel().await.expect("channel");
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare("kept".into(), durable, FieldTable::default())
+            .await
+            .expect("declare");
+        for (body, mode) in [(&b"persistent"[..], 2), (&b"transient"[..], 1)] {
+            channel
+                .basic_publish(
+                    "".into(),
+                    "kept".into(),
+                    BasicPublishOptions::default(),
+                    body,
+                    BasicProperties::default().with_delivery_mode(mode),
+                )
+                .await
+                .expect("publish")
+                .await
+                .expect("publish sent");
+        }
+        let took = broker.restart(&vhost).await.expect("restart");
+        assert_eq!(broker.endpoint(), &before, "the addresses must not change");
+        let conn = Connection::connect(&broker.amqp_url(&vhost), ConnectionProperties::default())
+            .await
+            .expect("AMQP connection after the restart");
+        let channel = conn.create_channel().await.expect("channel");
+        let q = channel
+            .queue_declare(
+                "kept".into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("the durable queue survived");
+        assert_eq!(
+            q.message_count(),
+            1,
+            "the persistent message survives, the transient one not"
+        );
+        let _ = conn.close(200, "bye".into()).await;
+        broker.delete_vhost(&vhost).await.expect("delete vhost");
+        eprintln!("{}: restarted in {took:.1?}", spec.label());
+        broker.stop().await.expect("stop");
+    }
+
+    #[tokio::test]
+    #[ignore = "starts a real rabbitmq-server process; needs the Debian package"]
+    async fn broker_restart_process_rabbitmq() {
+        restart_keeps_data(BrokerSpec::parse("process:rabbitmq").expect("valid"), None).await;
+    }
+
+    #[tokio::test]
+    #[ignore = "starts a real broker container; needs docker and a local RabbitMQ image"]
+    async fn broker_restart_container_rabbitmq() {
+        let image = std::env::var(container::RABBITMQ_IMAGE_VAR)
+            .unwrap_or_else(|_| container::LOCAL_RABBITMQ_IMAGE.to_string());
+        restart_keeps_data(BrokerSpec::parse("container:rabbitmq").expect("valid"), Some(image)).await;
     }
 
     #[tokio::test]

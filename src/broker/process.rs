@@ -8,6 +8,11 @@
 //! user) is run in its own process group; stopping signals the whole group. The group and the
 //! dir are in the cleanup registry (and the dir carries an owner marker) so a run that ends by a
 //! signal or a SIGKILL leaves no node behind ([`crate::cleanup`]).
+//!
+//! [`RunningProcess::halt`] stops the node cleanly (SIGTERM, as an operator's restart would) and
+//! [`RunningProcess::resume`] starts it again with the same node name, data dir
+//! (`RABBITMQ_MNESIA_BASE`), config and ports, so durable queues, persistent messages, vhosts and
+//! users survive and every URL handed out before stays valid.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -34,19 +39,31 @@ const MARKER_NAME: &str = "broker";
 
 /// A `rabbitmq-server` this run started.
 pub(crate) struct RunningProcess {
-    child: Mutex<Child>,
-    /// The process group: the child's pid (it leads its own group).
-    pgid: i32,
+    /// The start script to run (again, at a restart).
+    server: String,
+    /// The node's current life: replaced by [`RunningProcess::restart`].
+    launch: Mutex<Launch>,
     dir: PathBuf,
     log: PathBuf,
     node: String,
     endpoint: Endpoint,
+    /// The Erlang distribution port, kept across restarts.
+    dist_port: u16,
     /// The `amqps://` listener (SEC-1); `None` when certificates could not be made.
     tls: Option<super::TlsListener>,
     stopped: bool,
-    /// The group and the dir in the cleanup registry, for a run that ends by a signal or a panic
-    /// (dropped, so forgotten, once [`RunningProcess::stop`] or `drop` did the job itself).
-    _cleanup: [crate::cleanup::Registration; 2],
+    /// The dir in the cleanup registry, for a run that ends by a signal or a panic (dropped, so
+    /// forgotten, once [`RunningProcess::stop`] or `drop` did the job itself).
+    _cleanup_dir: crate::cleanup::Registration,
+}
+
+/// One start of the node: the start script and its process group.
+struct Launch {
+    child: Child,
+    /// The process group: the child's pid (it leads its own group).
+    pgid: i32,
+    /// The group in the cleanup registry.
+    _cleanup_group: crate::cleanup::Registration,
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
@@ -197,7 +214,36 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
     for sub in ["mnesia", "log"] {
         std::fs::create_dir(dir.join(sub)).map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
     }
-    let out = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
+    let launch = launch(server, node, dir, amqp_port, dist_port)?;
+    Ok(RunningProcess {
+        server: server.to_string(),
+        launch: Mutex::new(launch),
+        dir: dir.to_path_buf(),
+        log,
+        node: node.to_string(),
+        endpoint: Endpoint {
+            amqp_host: "127.0.0.1".into(),
+            amqp_port,
+            http_base: format!("http://127.0.0.1:{http_port}"),
+            user: "guest".into(),
+            password: "guest".into(),
+        },
+        dist_port,
+        tls: tls.map(|(t, _)| t),
+        stopped: false,
+        _cleanup_dir: crate::cleanup::register(crate::cleanup::Action::RemoveDir(dir.to_path_buf())),
+    })
+}
+
+/// Runs the start script for `node` on the files [`spawn`] wrote in `dir` (appending to its log),
+/// in a process group of its own, registered for cleanup and recorded in the dir's owner marker.
+fn launch(server: &str, node: &str, dir: &Path, amqp_port: u16, dist_port: u16) -> Result<Launch, BrokerError> {
+    let log = dir.join("rabbitmq.log");
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(io_err(format!("opening {}", log.display())))?;
     let err = out.try_clone().map_err(io_err("duplicating the log file handle"))?;
 
     let mut cmd = Command::new(server);
@@ -220,10 +266,10 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
         .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
         .env("RABBITMQ_LOG_BASE", dir.join("log"))
         .env("RABBITMQ_LOGS", "-")
-        .env("RABBITMQ_CONFIG_FILE", &conf)
-        .env("RABBITMQ_ADVANCED_CONFIG_FILE", &advanced)
-        .env("RABBITMQ_ENABLED_PLUGINS_FILE", &plugins)
-        .env("RABBITMQ_CONF_ENV_FILE", &env_file)
+        .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq.conf"))
+        .env("RABBITMQ_ADVANCED_CONFIG_FILE", dir.join("advanced.config"))
+        .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
+        .env("RABBITMQ_CONF_ENV_FILE", dir.join("rabbitmq-env.conf"))
         .env("ERL_EPMD_ADDRESS", "127.0.0.1")
         .env(
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
@@ -234,16 +280,13 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
         .stdout(out)
         .stderr(err)
         .process_group(0);
-    tracing::info!(%node, amqp_port, http_port, dir = %dir.display(), "starting rabbitmq-server");
+    tracing::info!(%node, amqp_port, dir = %dir.display(), "starting rabbitmq-server");
     let child = cmd.spawn().map_err(io_err(format!("starting {server}")))?;
     let pgid = i32::try_from(child.id()).map_err(|_| BrokerError::Io {
         context: "reading the broker's pid".into(),
         source: std::io::Error::other("pid out of range"),
     })?;
-    let cleanup = [
-        crate::cleanup::register(crate::cleanup::Action::KillGroup(pgid)),
-        crate::cleanup::register(crate::cleanup::Action::RemoveDir(dir.to_path_buf())),
-    ];
+    let cleanup_group = crate::cleanup::register(crate::cleanup::Action::KillGroup(pgid));
     // Now with the group: a later run kills it if this one dies without cleaning up.
     if let Err(e) = crate::cleanup::Marker::mine()
         .with_group(pgid)
@@ -252,22 +295,10 @@ fn spawn(server: &str, node: &str, dir: &Path) -> Result<RunningProcess, BrokerE
     {
         tracing::warn!(error = %e, dir = %dir.display(), "cannot record the broker's group for later sweeps");
     }
-    Ok(RunningProcess {
-        child: Mutex::new(child),
+    Ok(Launch {
+        child,
         pgid,
-        dir: dir.to_path_buf(),
-        log,
-        node: node.to_string(),
-        endpoint: Endpoint {
-            amqp_host: "127.0.0.1".into(),
-            amqp_port,
-            http_base: format!("http://127.0.0.1:{http_port}"),
-            user: "guest".into(),
-            password: "guest".into(),
-        },
-        tls: tls.map(|(t, _)| t),
-        stopped: false,
-        _cleanup: cleanup,
+        _cleanup_group: cleanup_group,
     })
 }
 
@@ -289,13 +320,18 @@ impl RunningProcess {
         format!("rabbitmq-server node {}", self.node)
     }
 
+    fn launch(&self) -> std::sync::MutexGuard<'_, Launch> {
+        self.launch.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn pgid(&self) -> i32 {
+        self.launch().pgid
+    }
+
     /// Reaps the start script if it exited; `Some(status)` then.
     fn exit_status(&self) -> Option<String> {
-        let mut child = match self.child.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        match child.try_wait() {
+        let mut launch = self.launch();
+        match launch.child.try_wait() {
             Ok(Some(status)) => Some(status.to_string()),
             Ok(None) => None,
             Err(e) => Some(format!("cannot be waited for: {e}")),
@@ -319,21 +355,19 @@ impl RunningProcess {
     /// Waits until the start script is reaped and nothing of its group is left.
     async fn wait_gone(&self, nominal: Duration) -> Result<(), crate::timing::WaitTimeout> {
         crate::timing::wait_for(&format!("{} to exit", self.node), nominal, || {
-            let gone = self.exit_status().is_some() && !signal_group(self.pgid, 0);
+            let gone = self.exit_status().is_some() && !signal_group(self.pgid(), 0);
             async move { Ok(gone.then_some(())) }
         })
         .await
     }
 
-    /// SIGTERM to the group (RabbitMQ shuts down cleanly), SIGKILL if that takes too long, then
-    /// the temp dir is deleted.
-    pub(crate) async fn stop(mut self) -> Result<(), BrokerError> {
-        self.stopped = true;
+    /// SIGTERM to the group (RabbitMQ shuts down cleanly), SIGKILL if that takes too long.
+    async fn shut_down(&self) -> Result<(), BrokerError> {
         let started = std::time::Instant::now();
-        signal_group(self.pgid, libc::SIGTERM);
+        signal_group(self.pgid(), libc::SIGTERM);
         if let Err(timeout) = self.wait_gone(Duration::from_secs(30)).await {
             tracing::warn!(%timeout, node = %self.node, "rabbitmq-server ignored SIGTERM: killing it");
-            signal_group(self.pgid, libc::SIGKILL);
+            signal_group(self.pgid(), libc::SIGKILL);
             self.wait_gone(Duration::from_secs(10))
                 .await
                 .map_err(|source| BrokerError::Stuck {
@@ -342,6 +376,42 @@ impl RunningProcess {
                 })?;
         }
         tracing::info!(node = %self.node, took = ?started.elapsed(), "rabbitmq-server stopped");
+        Ok(())
+    }
+
+    /// Stops the node cleanly (SIGTERM, SIGKILL only if that takes too long), keeping its data
+    /// dir for [`RunningProcess::resume`].
+    pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
+        self.shut_down().await
+    }
+
+    /// Starts the node [`RunningProcess::halt`] stopped again, on the same data dir, node name,
+    /// config and ports. Readiness is the caller's.
+    pub(crate) async fn resume(&self) -> Result<(), BrokerError> {
+        // A line in the broker's log between its two lives, for whoever reads a failure's tail.
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&self.log) {
+            let _ = writeln!(
+                f,
+                "===== fleet-conformance: starting {} again on the same data =====",
+                self.node
+            );
+        }
+        let next = launch(
+            &self.server,
+            &self.node,
+            &self.dir,
+            self.endpoint.amqp_port,
+            self.dist_port,
+        )?;
+        // The old launch (reaped, its group gone) leaves the cleanup registry as it is replaced.
+        *self.launch() = next;
+        Ok(())
+    }
+
+    /// Stops the node (as [`RunningProcess::halt`] does), then deletes the temp dir.
+    pub(crate) async fn stop(mut self) -> Result<(), BrokerError> {
+        self.stopped = true;
+        self.shut_down().await?;
         tokio::fs::remove_dir_all(&self.dir)
             .await
             .map_err(io_err(format!("deleting {}", self.dir.display())))
@@ -354,10 +424,10 @@ impl Drop for RunningProcess {
         if self.stopped {
             return;
         }
-        signal_group(self.pgid, libc::SIGKILL);
-        if let Ok(mut child) = self.child.lock() {
-            let _ = child.wait();
-        }
+        let mut launch = self.launch();
+        signal_group(launch.pgid, libc::SIGKILL);
+        let _ = launch.child.wait();
+        drop(launch);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
