@@ -181,6 +181,10 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
     let mut cli = cucumber::cli::Opts::<_, _, _, cucumber::cli::Empty>::parsed();
     let (tags, name) = (cli.tags_filter.take(), cli.re_filter.take());
     let policy = policy.clone();
+    // Scenarios this broker cannot run (a restart on the url provider): left out, said so below.
+    let broker_spec = *spec;
+    let left_out = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let left_out_by_filter = left_out.clone();
     let result = runner
         .with_cli(cli)
         .filter_run(workspace_root().join("features"), move |feature, rule, scenario| {
@@ -194,9 +198,21 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                 (None, Some(expr)) => expr.eval(all_tags.clone()),
                 (None, None) => true,
             };
-            selected && policy.admits(all_tags.map(String::as_str))
+            let admitted = selected && policy.admits(all_tags.clone().map(String::as_str));
+            match broker_spec.cannot_run(all_tags.map(String::as_str)) {
+                Some(why) if admitted => {
+                    if let Ok(mut l) = left_out_by_filter.lock() {
+                        l.insert(format!("{} ({})", scenario.name, scenario.position.line), why);
+                    }
+                    false
+                }
+                _ => admitted,
+            }
         })
         .await;
+    for (scenario, why) in left_out.lock().map(|l| l.clone()).unwrap_or_default() {
+        println!("NOT TESTED on {label}: \"{scenario}\": {why}");
+    }
     use cucumber::writer::Stats as _;
     let failed = result.execution_has_failed() || result.skipped_steps() > 0;
     if let Ok(mut g) = CURRENT.write() {
