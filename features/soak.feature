@@ -1,12 +1,22 @@
 @soak
-Feature: Soak — at most once into workers and at least once into mains, under a nemesis (SPEC §5, §6, §12)
+Feature: Soak — at most once into workers and at least once into mains, under a nemesis (SPEC §5, §6, §12, [C-16])
 
-  Not in the default run: `scripts/soak` runs it (FLEET_E2E_SOAK=1). Gateways are killed, frozen
-  and cut off from the broker while briefs and replies flow; a history checker then classifies
-  every operation and fails on anything lost, unexpected or duplicated.
+  Not in the default run: `scripts/soak` runs it (FLEET_E2E_SOAK=1). While briefs and replies
+  flow, a nemesis SIGKILLs and restarts gateways, freezes them (SIGSTOP/SIGCONT), cuts their link
+  to the broker, closes one of their broker connections from the broker side and restarts the
+  broker on its data (process and container providers; the url provider cannot, so that strike is
+  off there and the summary says so). A scenario that restarts the broker has it to itself: other
+  scenarios wait. A history checker then classifies every operation ok / failed / unknown and
+  fails on anything lost (ok, never arrived), duplicated (a brief injected twice; a reply drained
+  twice within one life of the main's gateway), unexpected (arrived, never sent) or failed but
+  delivered. Unknown operations (inject_timeout, a publish lost with its connection, an MCP call
+  that errored) may or may not arrive. The summary goes to `<reports>/<broker>/soak.json`.
+  Operations are spread over at least two rounds of the nemesis cycle. FLEET_SOAK_OPS=N replaces
+  the operation counts below (N/4 briefs to and N/4 replies from each worker); FLEET_SOAK_NEMESIS
+  (e.g. kill,pause,cut,close,restart) the nemesis cycle.
 
   Background:
-    Given a broker
+    Given a broker the soak's nemesis may restart
     And the gateways' inject bound is 6 seconds
     And gateways use an AMQP heartbeat of 2 seconds
     And gateways reach the broker through a link the suite can cut
@@ -17,6 +27,6 @@ Feature: Soak — at most once into workers and at least once into mains, under 
     And "w2" finishes each brief quickly
 
   @FWD-1 @FWD-5 @FWD-6 @RPL-1 @CON-3
-  Scenario: 1000+ operations across three hosts under kills, freezes and cuts
+  Scenario: 1000 operations across three hosts under kills, freezes, cuts, connection closes and broker restarts
     When "lead" sends 250 briefs to each of "w1" and "w2", which reply 250 times each, while a nemesis strikes every 2500 ms
     Then after healing, the history of "lead" with "w1" and "w2" shows nothing lost, unexpected or duplicated
