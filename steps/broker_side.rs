@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure};
 use cucumber::{then, when};
+use fleet_conformance::broker::DelayedExchange;
 use fleet_conformance::probe::Probe;
 use fleet_conformance::timing::wait_for;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection, ConnectionProperties, ExchangeKind};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::world::FleetWorld;
 
@@ -158,24 +159,30 @@ async fn delay_exchange(w: &mut FleetWorld) -> anyhow::Result<()> {
     let supported = broker_has_delayed_type(&suite.broker.amqp_url(&vhost)).await?;
     let exchanges = suite.broker.management().exchanges(&vhost).await?;
     let delay = exchanges.iter().find(|e| e.name == "bridge.delay");
+    // Each broker shows a delayed exchange its own way (RabbitMQ: type x-delayed-message and
+    // x-delayed-type; LavinMQ: the delayed type as the type, x-delayed-exchange: true).
+    let read = delay.map(|e| (e, DelayedExchange::read(e)));
     if supported {
-        let e = delay.ok_or_else(|| {
+        let (e, d) = read.ok_or_else(|| {
             anyhow!("the broker knows x-delayed-message but the gateway declared no bridge.delay (capability delay)")
         })?;
+        let d = d.ok_or_else(|| {
+            anyhow!(
+                "bridge.delay is a plain {} exchange (arguments {:?}), not an x-delayed-message one as {} shows it",
+                e.kind,
+                e.arguments,
+                suite.broker.product()
+            )
+        })?;
+        ensure!(d.durable, "bridge.delay is not durable: {e:?}");
         ensure!(
-            e.kind == "x-delayed-message" && e.durable,
-            "bridge.delay is {} durable={}, expected a durable x-delayed-message",
-            e.kind,
-            e.durable
-        );
-        let t = e.arguments.get("x-delayed-type").and_then(Value::as_str);
-        ensure!(
-            t == Some("topic"),
-            "bridge.delay has x-delayed-type {t:?}, expected \"topic\""
+            d.delayed_type.as_deref() == Some("topic"),
+            "bridge.delay delays into {:?}, expected \"topic\" (x-delayed-type, SPEC §1): {e:?}",
+            d.delayed_type
         );
     } else {
         ensure!(
-            delay.is_none_or(|e| e.kind == "x-delayed-message"),
+            read.is_none_or(|(_, d)| d.is_some()),
             "the broker lacks x-delayed-message, yet bridge.delay exists as {delay:?}"
         );
     }

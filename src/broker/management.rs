@@ -146,7 +146,7 @@ pub struct ExchangeInfo {
 }
 
 impl ExchangeInfo {
-    fn from_json(v: &Value) -> ExchangeInfo {
+    pub(crate) fn from_json(v: &Value) -> ExchangeInfo {
         ExchangeInfo {
             name: string(v, "name"),
             kind: string(v, "type"),
@@ -154,6 +154,41 @@ impl ExchangeInfo {
             auto_delete: flag(v, "auto_delete"),
             internal: flag(v, "internal"),
             arguments: object(v, "arguments"),
+        }
+    }
+}
+
+/// One consumer as `GET /api/consumers/{vhost}` shows it (same keys on RabbitMQ and LavinMQ:
+/// `fixtures/brokers/`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerInfo {
+    /// The queue it consumes.
+    pub queue: String,
+    pub tag: String,
+    /// Whether it was made with `exclusive` (no other consumer may attach to its queue).
+    pub exclusive: bool,
+    /// Manual acknowledgement (not `no_ack`).
+    pub ack_required: bool,
+    /// Its own `basic.qos` prefetch (0: unlimited, or a channel-wide prefetch: [`Management::channel_prefetch`]).
+    pub prefetch_count: u64,
+    /// The broker's name of its channel.
+    pub channel: Option<String>,
+}
+
+impl ConsumerInfo {
+    pub(crate) fn from_json(v: &Value) -> ConsumerInfo {
+        let queue = v.get("queue").unwrap_or(&Value::Null);
+        ConsumerInfo {
+            queue: string(queue, "name"),
+            tag: string(v, "consumer_tag"),
+            exclusive: flag(v, "exclusive"),
+            ack_required: flag(v, "ack_required"),
+            prefetch_count: count(v, "prefetch_count"),
+            channel: v
+                .get("channel_details")
+                .and_then(|c| c.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }
     }
 }
@@ -358,6 +393,24 @@ impl Management {
         let path = format!("/api/vhosts/{}/connections", percent_encode(vhost));
         let v = self.get(&path).await?;
         list(v, "connections", &path, ConnectionInfo::from_json)
+    }
+
+    /// `GET /api/consumers/{vhost}`: every consumer of the vhost.
+    pub async fn consumers(&self, vhost: &str) -> Result<Vec<ConsumerInfo>, BrokerError> {
+        let path = format!("/api/consumers/{}", percent_encode(vhost));
+        let v = self.get(&path).await?;
+        list(v, "consumers", &path, ConsumerInfo::from_json)
+    }
+
+    /// The prefetch bound of channel `name` (`GET /api/channels/{name}`): the larger of its
+    /// per-consumer default (`prefetch_count`) and its channel-wide one (`global_prefetch_count`);
+    /// `None` when the channel is gone.
+    pub async fn channel_prefetch(&self, name: &str) -> Result<Option<u64>, BrokerError> {
+        let path = format!("/api/channels/{}", percent_encode(name));
+        Ok(self
+            .request(Method::GET, &path, None)
+            .await?
+            .map(|v| count(&v, "prefetch_count").max(count(&v, "global_prefetch_count"))))
     }
 
     /// `DELETE /api/connections/{name}`: the broker closes that client connection (320

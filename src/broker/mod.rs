@@ -19,6 +19,7 @@
 //! left out on the url provider ([`BrokerSpec::cannot_run`]) and reported not tested there.
 
 pub mod container;
+pub mod flavour;
 pub mod management;
 pub mod process;
 pub mod url;
@@ -31,7 +32,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::timing::{WaitTimeout, scaled, wait_for};
-pub use management::{Binding, ConnectionInfo, ExchangeInfo, Management, Overview, QueueInfo};
+pub use flavour::{DelayedExchange, Product, ServerIdentity};
+pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, Overview, QueueInfo};
 pub use url::Endpoint;
 
 /// Everything that can go wrong bringing up, using or tearing down a broker. Messages say what to
@@ -474,8 +476,9 @@ const RESTART_BOOT: Duration = Duration::from_secs(90);
 
 /// An AMQP 0-9-1 server answers the protocol header with `connection.start`, a method frame
 /// (frame type 1). A bare TCP connect is not enough: docker's port proxy accepts connections
-/// before the broker listens.
-async fn amqp_answers(addr: &str) -> Result<(), String> {
+/// before the broker listens. The frame names the broker (its `product` and `version` server
+/// properties); `None` when they cannot be read (the listener still answered).
+async fn amqp_answers(addr: &str) -> Result<Option<ServerIdentity>, String> {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(addr)
             .await
@@ -484,14 +487,30 @@ async fn amqp_answers(addr: &str) -> Result<(), String> {
             .write_all(b"AMQP\x00\x00\x09\x01")
             .await
             .map_err(|e| format!("write: {e}"))?;
-        let mut frame_type = [0u8; 1];
+        let mut header = [0u8; 7];
         stream
-            .read_exact(&mut frame_type)
+            .read_exact(&mut header)
             .await
             .map_err(|e| format!("read: {e}"))?;
-        match frame_type[0] {
-            1 => Ok(()),
-            other => Err(format!("answered frame type {other}, not a method frame")),
+        if header[0] != 1 {
+            return Err(format!("answered frame type {}, not a method frame", header[0]));
+        }
+        let size = u32::from_be_bytes([header[3], header[4], header[5], header[6]]) as usize;
+        // A connection.start is a few hundred bytes; a larger size is not one, the listener answered.
+        if size > 64 * 1024 {
+            return Ok(None);
+        }
+        let mut frame = header.to_vec();
+        frame.resize(7 + size + 1, 0);
+        if stream.read_exact(&mut frame[7..]).await.is_err() {
+            return Ok(None);
+        }
+        match ServerIdentity::from_connection_start(&frame) {
+            Ok(id) => Ok(Some(id)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the broker's connection.start could not be read; its product comes from the management API");
+                Ok(None)
+            }
         }
     };
     tokio::time::timeout(scaled(Duration::from_secs(5)), attempt)
@@ -503,6 +522,8 @@ async fn amqp_answers(addr: &str) -> Result<(), String> {
 pub struct Broker {
     spec: BrokerSpec,
     endpoint: Endpoint,
+    /// What the broker says it is ([`flavour`]): steps read its forms through this.
+    product: Product,
     version: String,
     management: Management,
     provider: Provider,
@@ -560,16 +581,29 @@ impl Broker {
         };
         let management = Management::new(&endpoint.http_base, &endpoint.user, &endpoint.password)?;
         match Broker::wait_ready(spec, &provider, &endpoint, &management, deadline).await {
-            Ok(overview) => {
-                let version = overview.label();
+            Ok((overview, identity)) => {
+                // The broker's own word first (AMQP server properties), the management API's else.
+                let (product, version) = match identity {
+                    Some(id) if id.product != "unknown" => (Product::from_name(&id.product), id.label()),
+                    _ => (Product::from_name(&overview.product), overview.label()),
+                };
                 tracing::info!(spec = %spec.label(), %version, took = ?started.elapsed(), "broker ready");
-                if spec.provider == ProviderKind::Url && !overview.product.eq_ignore_ascii_case(&spec.kind.to_string())
-                {
-                    tracing::warn!(spec = %spec.label(), %version, "the broker at the URL reports another product");
+                let named = match spec.kind {
+                    BrokerKind::RabbitMq => Product::RabbitMq,
+                    BrokerKind::LavinMq => Product::LavinMq,
+                };
+                if product != named {
+                    // Steps follow what the broker says it is, not what the run named.
+                    tracing::warn!(spec = %spec.label(), %version, "the broker reports another product than the one named");
+                    eprintln!(
+                        "warning: {} was named, but the broker says it is {version}; its checks follow what it says",
+                        spec.label()
+                    );
                 }
                 Ok(Broker {
                     spec: *spec,
                     endpoint,
+                    product,
                     version,
                     management,
                     tls: provider.tls(),
@@ -593,7 +627,7 @@ impl Broker {
         endpoint: &Endpoint,
         management: &Management,
         deadline: Duration,
-    ) -> Result<Overview, BrokerError> {
+    ) -> Result<(Overview, Option<ServerIdentity>), BrokerError> {
         let addr = endpoint.amqp_addr();
         let what = format!(
             "management GET {}/api/overview and AMQP on {addr} to answer",
@@ -606,15 +640,15 @@ impl Broker {
                     return Ok(Some(Err(dead)));
                 }
                 let overview = management.overview().await.map_err(|e| e.to_string())?;
-                amqp_answers(addr)
+                let identity = amqp_answers(addr)
                     .await
                     .map_err(|e| format!("management answers ({}), AMQP not yet: {e}", overview.label()))?;
-                Ok(Some(Ok(overview)))
+                Ok(Some(Ok((overview, identity))))
             }
         })
         .await;
         match outcome {
-            Ok(Ok(overview)) => Ok(overview),
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(reason)) => Err(BrokerError::Died {
                 spec: spec.label(),
                 reason,
@@ -633,9 +667,15 @@ impl Broker {
         &self.spec
     }
 
-    /// Product and version from `/api/overview`, e.g. "RabbitMQ 3.10.8", for reports.
+    /// Product and version as the broker names itself (AMQP `connection.start`, else
+    /// `/api/overview`), e.g. "RabbitMQ 3.10.8", for reports.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// The broker's product, whose forms the steps accept ([`flavour`]).
+    pub fn product(&self) -> &Product {
+        &self.product
     }
 
     /// Where the broker listens and who administers it.
