@@ -8,7 +8,7 @@ Feature: Broker security — TLS and least-privilege logins (SPEC §14)
   Background:
     Given a broker
 
-  @SEC-1 @SEC-2 @smoke
+  @SEC-1 @SEC-2 @smoke @broker-tls
   Scenario: gateways with their own logins over amqps carry a brief end to end
     Given host "a" connects over amqps, trusting the broker's CA, with its own login
     And host "b" connects over amqps, trusting the broker's CA, with its own login
@@ -21,7 +21,7 @@ Feature: Broker security — TLS and least-privilege logins (SPEC §14)
     And the broker shows the gateway of "a" connected over TLS as its own login
     And the broker shows the gateway of "b" connected over TLS as its own login
 
-  @SEC-1
+  @SEC-1 @broker-tls
   Scenario: a gateway given the wrong CA refuses the broker, says why, and is not ready
     Given host "c" connects over amqps, trusting a CA that did not sign the broker's certificate
     When the gateway on "c" starts

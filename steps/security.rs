@@ -83,8 +83,8 @@ async fn configure_host(
         .url_as(&vhost, login.as_ref().map(|(u, p)| (u.as_str(), p.as_str())), tls)
         .ok_or_else(|| {
             anyhow!(
-                "broker {} has no amqps:// listener (the suite adds one to the RabbitMQ brokers it \
-                 starts: process and container)",
+                "broker {} has no amqps:// listener (the suite adds one to the brokers it starts; \
+                 the url: provider needs FLEET_BROKER_AMQPS_URL and FLEET_BROKER_CA_FILE)",
                 suite.broker.spec()
             )
         })?;
@@ -102,7 +102,7 @@ fn broker_ca(w: &FleetWorld) -> anyhow::Result<std::path::PathBuf> {
         .broker
         .tls()
         .ok_or_else(|| anyhow!("broker {} has no amqps:// listener", suite.broker.spec()))?;
-    Ok(tls.files.ca_cert.clone())
+    Ok(tls.ca_cert.clone())
 }
 
 #[given(regex = r#"^host "([^"]+)" connects over amqps, trusting the broker's CA(, with its own login)?$"#)]

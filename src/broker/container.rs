@@ -96,7 +96,7 @@ pub(crate) struct RunningContainer {
     endpoint: Endpoint,
     /// The management API's pinned host port (the AMQP one is in `endpoint`).
     http_port: u16,
-    /// The `amqps://` listener (SEC-1, RabbitMQ only); its certificates live in `tls.files.dir`.
+    /// The `amqps://` listener (SEC-1); its certificates live in `tls.files.dir`.
     tls: Option<super::TlsListener>,
     /// The container and its TLS dir in the cleanup registry, for a run that ends by a signal or
     /// a panic (forgotten once [`RunningContainer::stop`] removed them).
@@ -108,8 +108,24 @@ const AMQPS_PORT: u16 = 5671;
 /// after `rabbitmq.conf`, in the Debian-built and the official images alike.
 const TLS_DIR_IN_CONTAINER: &str = "/etc/rabbitmq/fleet-tls";
 const TLS_CONF_IN_CONTAINER: &str = "/etc/rabbitmq/conf.d/90-fleet-tls.conf";
+/// Where the TLS files go inside a LavinMQ container (named on its command line: the official
+/// image's entrypoint is `lavinmq -b 0.0.0.0 --guest-only-loopback=false`, and arguments given to
+/// the container are appended to it).
+const LAVINMQ_TLS_DIR_IN_CONTAINER: &str = "/etc/lavinmq/fleet-tls";
 
-/// Certificates for a RabbitMQ container, made on the host; `None` (logged) when that fails.
+/// The arguments that make LavinMQ serve AMQPS on [`AMQPS_PORT`] with the files in `dir`
+/// (`--amqps-port`, `--cert`, `--key`: LavinMQ's command line since 1.0).
+fn lavinmq_tls_args(dir: &str) -> Vec<String> {
+    vec![
+        format!("--amqps-port={AMQPS_PORT}"),
+        "--cert".into(),
+        format!("{dir}/server.pem"),
+        "--key".into(),
+        format!("{dir}/server.key"),
+    ]
+}
+
+/// Certificates for a broker container, made on the host; `None` (logged) when that fails.
 fn container_tls_files() -> Option<crate::tls::TlsFiles> {
     let dir = std::env::temp_dir().join(format!("fleet-broker-tls-{}", uuid::Uuid::new_v4().simple()));
     match crate::tls::generate(&dir, &[]) {
@@ -205,10 +221,23 @@ async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result
                 .collect(),
             );
         });
-    let mut tls_files = None;
+    let tls_files = container_tls_files();
+    if kind == BrokerKind::LavinMq
+        && let Some(files) = &tls_files
+    {
+        let inside = |f: &str| format!("{LAVINMQ_TLS_DIR_IN_CONTAINER}/{f}");
+        request = request
+            .with_copy_to(inside("server.pem"), files.server_cert.clone())
+            .with_copy_to(inside("server.key"), files.server_key.clone());
+    }
+    let request = if kind == BrokerKind::LavinMq && tls_files.is_some() {
+        request.with_cmd(lavinmq_tls_args(LAVINMQ_TLS_DIR_IN_CONTAINER))
+    } else {
+        request
+    };
+    let mut request = request;
     if kind == BrokerKind::RabbitMq {
         request = request.with_env_var("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", rabbitmq_erl_args());
-        tls_files = container_tls_files();
         if let Some(files) = &tls_files {
             let inside = |f: &str| format!("{TLS_DIR_IN_CONTAINER}/{f}");
             let conf = super::process::tls_conf(
@@ -292,11 +321,7 @@ async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result
     };
     let tls = match tls_files {
         Some(files) => match container.get_host_port_ipv4(AMQPS_PORT.tcp()).await {
-            Ok(port) => Some(super::TlsListener {
-                host: "127.0.0.1".into(),
-                port,
-                files,
-            }),
+            Ok(port) => Some(super::TlsListener::generated("127.0.0.1", port, files)),
             Err(e) => {
                 tracing::warn!(error = %e, "no host port for the TLS listener");
                 let _ = std::fs::remove_dir_all(&files.dir);
@@ -306,9 +331,9 @@ async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result
         None => None,
     };
     let mut cleanup = vec![registration];
-    if let Some(t) = &tls {
+    if let Some(files) = tls.as_ref().and_then(|t| t.files.as_ref()) {
         cleanup.push(crate::cleanup::register(crate::cleanup::Action::RemoveDir(
-            t.files.dir.clone(),
+            files.dir.clone(),
         )));
     }
     Ok(RunningContainer {
@@ -408,8 +433,8 @@ impl RunningContainer {
     /// Removes the container (killing the broker).
     pub(crate) async fn stop(self) -> Result<(), BrokerError> {
         let what = self.describe();
-        if let Some(t) = &self.tls {
-            let _ = std::fs::remove_dir_all(&t.files.dir);
+        if let Some(files) = self.tls.as_ref().and_then(|t| t.files.as_ref()) {
+            let _ = std::fs::remove_dir_all(&files.dir);
         }
         self.container.rm().await.map_err(|source| BrokerError::Docker {
             context: format!("removing the {what}"),
@@ -456,5 +481,20 @@ mod tests {
             hint.contains("scripts/setup") && hint.contains(LOCAL_RABBITMQ_IMAGE) && hint.contains(RABBITMQ_IMAGE_VAR)
         );
         assert!(missing_image_hint(BrokerKind::LavinMq).contains(LAVINMQ_IMAGE_VAR));
+    }
+
+    #[test]
+    fn lavinmq_is_told_where_its_tls_listener_and_files_are() {
+        let args = lavinmq_tls_args("/etc/lavinmq/fleet-tls");
+        assert_eq!(
+            args,
+            [
+                "--amqps-port=5671",
+                "--cert",
+                "/etc/lavinmq/fleet-tls/server.pem",
+                "--key",
+                "/etc/lavinmq/fleet-tls/server.key"
+            ]
+        );
     }
 }

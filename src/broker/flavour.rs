@@ -159,7 +159,9 @@ impl ServerIdentity {
         let mut r = Reader { bytes: r.take(size)? };
         let (class, method) = (r.u16()?, r.u16()?);
         if (class, method) != (10, 10) {
-            return Err(StartFrameError(format!("method {class}.{method}, not connection.start (10.10)")));
+            return Err(StartFrameError(format!(
+                "method {class}.{method}, not connection.start (10.10)"
+            )));
         }
         let _version = (r.u8()?, r.u8()?);
         let table_len = r.u32()? as usize;

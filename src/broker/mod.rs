@@ -143,6 +143,9 @@ impl ProviderKind {
     }
 }
 
+/// The tag of scenarios that need the broker's amqps listener (SEC-1).
+pub const TLS_TAG: &str = "broker-tls";
+
 /// The tag of scenarios that restart the broker ([`Broker::restart`]); they are not run on a
 /// provider that cannot ([`BrokerSpec::cannot_run`]).
 pub const RESTART_TAG: &str = "broker-restart";
@@ -235,12 +238,23 @@ impl BrokerSpec {
 
     /// Why a scenario carrying `tags` (without `@`) cannot run on this broker, if it cannot: such
     /// a scenario is left out of the run and reported not tested on this broker, never passed.
+    /// A restart ([`RESTART_TAG`]) needs a provider that can restart its broker; TLS
+    /// ([`TLS_TAG`]) an amqps listener (the url provider has one only when given,
+    /// [`url::url_tls_missing`]).
     pub fn cannot_run<'a>(&self, tags: impl IntoIterator<Item = &'a str>) -> Option<String> {
-        let restarts = tags.into_iter().any(|t| t.trim_start_matches('@') == RESTART_TAG);
-        match (restarts, self.provider.cannot_restart()) {
-            (true, Some(why)) => Some(format!("it restarts the broker (@{RESTART_TAG}), and {why}")),
-            _ => None,
+        let tags: Vec<&str> = tags.into_iter().map(|t| t.trim_start_matches('@')).collect();
+        if tags.contains(&RESTART_TAG)
+            && let Some(why) = self.provider.cannot_restart()
+        {
+            return Some(format!("it restarts the broker (@{RESTART_TAG}), and {why}"));
         }
+        if tags.contains(&TLS_TAG)
+            && self.provider == ProviderKind::Url
+            && let Some(why) = url::url_tls_missing()
+        {
+            return Some(format!("it needs the broker's amqps listener (@{TLS_TAG}), and {why}"));
+        }
+        None
     }
 
     /// `provider:kind`, e.g. `container:rabbitmq`.
@@ -266,7 +280,8 @@ impl FromStr for BrokerSpec {
 enum Provider {
     Container(Box<container::RunningContainer>),
     Process(Box<process::RunningProcess>),
-    Url,
+    /// A broker someone else runs, with the amqps listener it was given, if any.
+    Url(Option<TlsListener>),
 }
 
 /// A broker's `amqps://` listener (SEC-1): where it is and the test CA that signed its
@@ -275,7 +290,23 @@ enum Provider {
 pub struct TlsListener {
     pub host: String,
     pub port: u16,
-    pub files: crate::tls::TlsFiles,
+    /// The CA certificate that signed the listener's certificate: what a gateway is told to trust.
+    pub ca_cert: std::path::PathBuf,
+    /// The CA, certificate and key the suite made for a broker it started (removed with it);
+    /// `None` for a broker someone else runs (url provider: `FLEET_BROKER_CA_FILE`).
+    pub files: Option<crate::tls::TlsFiles>,
+}
+
+impl TlsListener {
+    /// A listener whose certificates the suite generated.
+    pub(crate) fn generated(host: &str, port: u16, files: crate::tls::TlsFiles) -> TlsListener {
+        TlsListener {
+            host: host.to_string(),
+            port,
+            ca_cert: files.ca_cert.clone(),
+            files: Some(files),
+        }
+    }
 }
 
 impl Provider {
@@ -283,7 +314,7 @@ impl Provider {
         match self {
             Provider::Container(c) => c.tls().cloned(),
             Provider::Process(p) => p.tls().cloned(),
-            Provider::Url => None,
+            Provider::Url(tls) => tls.clone(),
         }
     }
 
@@ -291,7 +322,7 @@ impl Provider {
         match self {
             Provider::Container(c) => c.describe(),
             Provider::Process(p) => p.describe(),
-            Provider::Url => format!("amqp {} / {}", endpoint.amqp_addr(), endpoint.http_base),
+            Provider::Url(_) => format!("amqp {} / {}", endpoint.amqp_addr(), endpoint.http_base),
         }
     }
 
@@ -299,7 +330,7 @@ impl Provider {
         match self {
             Provider::Container(c) => c.failure().await,
             Provider::Process(p) => p.failure().await,
-            Provider::Url => None,
+            Provider::Url(_) => None,
         }
     }
 
@@ -308,7 +339,7 @@ impl Provider {
         match self {
             Provider::Container(c) => c.log_tail(LINES).await,
             Provider::Process(p) => p.log_tail(LINES).await,
-            Provider::Url => "(the url provider has no output of its own)".into(),
+            Provider::Url(_) => "(the url provider has no output of its own)".into(),
         }
     }
 
@@ -316,7 +347,7 @@ impl Provider {
         match self {
             Provider::Container(c) => c.stop().await,
             Provider::Process(p) => p.stop().await,
-            Provider::Url => Ok(()),
+            Provider::Url(_) => Ok(()),
         }
     }
 
@@ -325,7 +356,7 @@ impl Provider {
         match self {
             Provider::Container(c) => c.halt().await,
             Provider::Process(p) => p.halt().await,
-            Provider::Url => Err(cannot_restart(spec)),
+            Provider::Url(_) => Err(cannot_restart(spec)),
         }
     }
 
@@ -334,7 +365,7 @@ impl Provider {
         match self {
             Provider::Container(c) => c.resume().await,
             Provider::Process(p) => p.resume().await,
-            Provider::Url => Err(cannot_restart(spec)),
+            Provider::Url(_) => Err(cannot_restart(spec)),
         }
     }
 }
@@ -488,10 +519,7 @@ async fn amqp_answers(addr: &str) -> Result<Option<ServerIdentity>, String> {
             .await
             .map_err(|e| format!("write: {e}"))?;
         let mut header = [0u8; 7];
-        stream
-            .read_exact(&mut header)
-            .await
-            .map_err(|e| format!("read: {e}"))?;
+        stream.read_exact(&mut header).await.map_err(|e| format!("read: {e}"))?;
         if header[0] != 1 {
             return Err(format!("answered frame type {}, not a method frame", header[0]));
         }
@@ -577,7 +605,7 @@ impl Broker {
                 let endpoint = p.endpoint().clone();
                 (Provider::Process(Box::new(p)), endpoint, PROCESS_BOOT)
             }
-            ProviderKind::Url => (Provider::Url, Endpoint::from_env()?, URL_ATTACH),
+            ProviderKind::Url => (Provider::Url(url::tls_from_env()?), Endpoint::from_env()?, URL_ATTACH),
         };
         let management = Management::new(&endpoint.http_base, &endpoint.user, &endpoint.password)?;
         match Broker::wait_ready(spec, &provider, &endpoint, &management, deadline).await {
@@ -971,6 +999,27 @@ mod tests {
             let spec = BrokerSpec::parse(s).expect("valid");
             assert_eq!(spec.cannot_run(["@broker-restart", "RPL-1"]), None, "{s}");
         }
+    }
+
+    #[test]
+    fn tls_scenarios_need_a_listener_only_the_url_provider_may_lack() {
+        for s in ["process:rabbitmq", "container:rabbitmq", "container:lavinmq"] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run(["SEC-1", TLS_TAG]), None, "{s}");
+        }
+        let url = BrokerSpec::parse("url:lavinmq").expect("valid");
+        let given = std::env::var(url::BROKER_AMQPS_URL_VAR).is_ok_and(|v| !v.trim().is_empty());
+        match url.cannot_run(["SEC-1", "@broker-tls"]) {
+            Some(why) => {
+                assert!(!given);
+                assert!(
+                    why.contains(url::BROKER_AMQPS_URL_VAR) && why.contains(TLS_TAG),
+                    "{why}"
+                );
+            }
+            None => assert!(given, "no amqps listener was given, yet a TLS scenario would run"),
+        }
+        assert_eq!(url.cannot_run(["SEC-2"]), None);
     }
 
     /// Polls `f` until it is true (a short deadline: these are in-memory state changes).

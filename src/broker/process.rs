@@ -138,14 +138,7 @@ fn prepare_tls(dir: &Path) -> Option<(super::TlsListener, String)> {
         &files.server_cert.display().to_string(),
         &files.server_key.display().to_string(),
     );
-    Some((
-        super::TlsListener {
-            host: "127.0.0.1".into(),
-            port,
-            files,
-        },
-        conf,
-    ))
+    Some((super::TlsListener::generated("127.0.0.1", port, files), conf))
 }
 
 fn write_file(path: &Path, content: &str) -> Result<(), BrokerError> {

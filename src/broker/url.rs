@@ -14,6 +14,79 @@ pub const BROKER_URL_VAR: &str = "FLEET_BROKER_URL";
 /// Environment variable of the url provider: `http://host:port` of the management API.
 pub const BROKER_HTTP_VAR: &str = "FLEET_BROKER_HTTP";
 
+/// Environment variable of the url provider: `amqps://host[:port]` of the broker's TLS listener
+/// (SEC-1 scenarios; credentials and vhost in it are ignored: the suite logs in as it must).
+pub const BROKER_AMQPS_URL_VAR: &str = "FLEET_BROKER_AMQPS_URL";
+/// Environment variable of the url provider: the PEM file of the CA that signed the certificate
+/// of the listener at `FLEET_BROKER_AMQPS_URL`.
+pub const BROKER_CA_FILE_VAR: &str = "FLEET_BROKER_CA_FILE";
+
+/// The url provider's amqps listener, from `FLEET_BROKER_AMQPS_URL` and `FLEET_BROKER_CA_FILE`:
+/// `None` when neither is set (its TLS scenarios are then not tested, [`url_tls_missing`]); an
+/// error when only one is, or the CA file cannot be read.
+pub fn tls_from_env() -> Result<Option<super::TlsListener>, BrokerError> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let (url, ca) = match (var(BROKER_AMQPS_URL_VAR), var(BROKER_CA_FILE_VAR)) {
+        (None, None) => return Ok(None),
+        (Some(url), Some(ca)) => (url, ca),
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(BrokerError::Unavailable {
+                provider: "url".into(),
+                reason: format!("only one of {BROKER_AMQPS_URL_VAR} and {BROKER_CA_FILE_VAR} is set"),
+                hint: "set both (the amqps listener and the CA that signed its certificate), or neither".into(),
+            });
+        }
+    };
+    let (host, port) = parse_amqps_addr(&url).map_err(|reason| BrokerError::InvalidUrl {
+        var: BROKER_AMQPS_URL_VAR,
+        value: redact_url(&url),
+        reason,
+    })?;
+    let ca_cert = std::path::PathBuf::from(ca.trim());
+    let pem = std::fs::read_to_string(&ca_cert).map_err(|e| BrokerError::InvalidUrl {
+        var: BROKER_CA_FILE_VAR,
+        value: ca_cert.display().to_string(),
+        reason: format!("cannot read it: {e}"),
+    })?;
+    if !pem.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(BrokerError::InvalidUrl {
+            var: BROKER_CA_FILE_VAR,
+            value: ca_cert.display().to_string(),
+            reason: "not a PEM certificate (no BEGIN CERTIFICATE line)".into(),
+        });
+    }
+    Ok(Some(super::TlsListener {
+        host,
+        port,
+        ca_cert,
+        files: None,
+    }))
+}
+
+/// Why the url provider has no amqps listener to offer, if it has none: the scenarios that need
+/// one are then left out and reported not tested, never failed on the gateway.
+pub fn url_tls_missing() -> Option<String> {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    (!set(BROKER_AMQPS_URL_VAR)).then(|| {
+        format!(
+            "the url: provider was given no amqps listener ({BROKER_AMQPS_URL_VAR} and {BROKER_CA_FILE_VAR} are unset)"
+        )
+    })
+}
+
+/// `host` and `port` of `amqps://[user[:pass]@]host[:port][/vhost]` (port 5671 when absent).
+pub fn parse_amqps_addr(url: &str) -> Result<(String, u16), String> {
+    let url = url.trim();
+    let rest = match url.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("amqps") => rest,
+        Some((scheme, _)) => return Err(format!("scheme {scheme:?}: expected amqps://")),
+        None => return Err("expected amqps://host:port".into()),
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    split_host_port(hostport, 5671)
+}
+
 /// Where a running broker listens and who may administer it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -264,6 +337,24 @@ pub fn redact_url(url: &str) -> String {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    #[rstest]
+    #[case("amqps://broker.example:5671", "broker.example", 5671)]
+    #[case("amqps://u:p@10.0.0.5:15671/fleet", "10.0.0.5", 15671)]
+    #[case("AMQPS://lavinmq", "lavinmq", 5671)]
+    #[case("amqps://[::1]:5671/", "::1", 5671)]
+    fn amqps_listeners_parse(#[case] url: &str, #[case] host: &str, #[case] port: u16) {
+        assert_eq!(parse_amqps_addr(url), Ok((host.to_string(), port)));
+    }
+
+    #[rstest]
+    #[case("amqp://broker:5672")]
+    #[case("broker:5671")]
+    #[case("amqps://:5671")]
+    #[case("amqps://broker:tls")]
+    fn bad_amqps_listeners_are_refused(#[case] url: &str) {
+        assert!(parse_amqps_addr(url).is_err(), "{url}");
+    }
 
     fn endpoint() -> Endpoint {
         Endpoint {

@@ -9,7 +9,9 @@ use super::{DelayedExchange, Product, ServerIdentity};
 use crate::broker::management::{ConsumerInfo, ExchangeInfo};
 
 fn fixture(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/brokers").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/brokers")
+        .join(path)
 }
 
 fn json_fixture(path: &str) -> Value {
