@@ -29,7 +29,7 @@ Feature: Broker security — TLS and least-privilege logins (SPEC §14)
     And the broker shows no connection from the gateway of "c"
 
   @SEC-2
-  Scenario: a gateway's login cannot take another host's queues nor speak for another host
+  Scenario: a gateway's login cannot take another host's queues
     Given host "a" connects with its own login
     And host "b" connects with its own login
     And host "a" runs a gateway with a main "lead"
@@ -38,9 +38,19 @@ Feature: Broker security — TLS and least-privilege logins (SPEC §14)
     Then the login of "b" cannot consume the inbox of "w1"
     And the login of "b" cannot consume the queue "control.a"
     And the login of "b" cannot consume the queue "roster.a"
-    And the login of "b" cannot publish presence for host "a"
     And the gateway on "b" is ready within 5 seconds
     And the gateway on "a" is ready within 5 seconds
+
+  # Needs topic permissions, which LavinMQ 2.5 does not have: there this scenario fails as a
+  # documented broker limit (fixtures/baselines/lavinmq.toml, docs/RUNNER.md "Brokers").
+  @SEC-2
+  Scenario: a gateway's login cannot publish presence for another host
+    Given host "a" connects with its own login
+    And host "b" connects with its own login
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a main "boss"
+    Then the login of "b" cannot publish presence for host "a"
+    And the gateway on "b" is ready within 5 seconds
 
   @SEC-3
   Scenario: task text crosses the broker as plain text: the broker is inside the trust circle

@@ -299,5 +299,15 @@ async fn cannot_publish_presence(w: &mut FleetWorld, host: String, other: String
     }
     .await;
     let _ = conn.close(200, "bye".into()).await;
-    refused(&format!("{host}'s login published on bridge.roster with key {key}"), r)
+    let product = w.suite()?.broker.product().clone();
+    let what = if product.has_topic_permissions() {
+        format!("{host}'s login published on bridge.roster with key {key}")
+    } else {
+        format!(
+            "{host}'s login published on bridge.roster with key {key} — a broker limit, not the \
+             gateway's: {product} has no topic permissions, so no login can be kept to its own \
+             routing keys (fixtures/baselines/lavinmq.toml; docs/RUNNER.md, Brokers)"
+        )
+    };
+    refused(&what, r)
 }

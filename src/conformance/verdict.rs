@@ -581,6 +581,32 @@ mod tests {
     use rstest::rstest;
     use serde_json::json;
 
+    #[test]
+    fn the_shipped_broker_baselines_load_and_say_why() {
+        let registry = Registry::load(&super::super::registry::default_path()).expect("registry");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/baselines");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("fixtures/baselines") {
+            let path = entry.expect("entry").path();
+            let b = Baseline::load(&path, &registry).expect("a valid baseline");
+            for k in &b.known {
+                seen += 1;
+                assert!(
+                    k.broker.is_some(),
+                    "{}: a broker limit names its broker",
+                    path.display()
+                );
+                assert!(
+                    k.reason.as_deref().is_some_and(|r| r.len() > 40),
+                    "{}: {} needs its reason and reference",
+                    path.display(),
+                    k.requirement
+                );
+            }
+        }
+        assert!(seen > 0);
+    }
+
     fn registry() -> Registry {
         Registry::parse(
             "test",
