@@ -9,10 +9,11 @@ Feature: Topology — what a gateway declares on the broker (SPEC §1)
   Scenario: a booted gateway has declared the exchanges and the capped dead-letter queue
     Then the broker holds the exchanges and the dead-letter queue of SPEC §1
 
-  @TOP-2 @TOP-4 @CON-2
+  @TOP-2 @TOP-4 @CON-2 @CAP-1
   Scenario: an entity's inbox carries the four arguments, its bindings, and one exclusive consumer
     Then the inbox of "lead" is durable with the four arguments and bound to its gid and broadcast.all
     And the inbox of "lead" has one consumer, and a second exclusive consumer is refused
+    And the consumer of the inbox of "lead" is exclusive, acknowledges manually and is prefetch-bounded
 
   @TOP-3
   Scenario: a gateway declares and consumes its control and roster queues

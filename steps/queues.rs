@@ -196,6 +196,67 @@ async fn inbox_exclusive(w: &mut FleetWorld, name: String) -> anyhow::Result<()>
     Ok(())
 }
 
+#[then(expr = "the consumer of the inbox of {string} is exclusive, acknowledges manually and is prefetch-bounded")]
+async fn inbox_consumer_flags(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let entity = w.entity(&name)?;
+    let (host, q) = (entity.host.clone(), inbox(&entity.gid));
+    // TOP-2: "manual ack, exclusive, prefetch-bounded" with FLEET_PREFETCH as the bound (default 32).
+    let bound: u64 = w
+        .host_env
+        .get(&host)
+        .and_then(|e| e.get("FLEET_PREFETCH"))
+        .or_else(|| w.gateway_env.get("FLEET_PREFETCH"))
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(32);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    // Read from /api/consumers, whose keys RabbitMQ and LavinMQ share (fixtures/brokers/): no
+    // exclusive-consume probe, whose answer differs between them.
+    let consumer = wait_for(
+        &format!("the consumer of {q} in /api/consumers"),
+        Duration::from_secs(10),
+        || {
+            let (suite, vhost, q) = (suite.clone(), vhost.clone(), q.clone());
+            async move {
+                let all = suite
+                    .broker
+                    .management()
+                    .consumers(&vhost)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mine: Vec<_> = all.into_iter().filter(|c| c.queue == q).collect();
+                match mine.as_slice() {
+                    [one] => Ok(Some(one.clone())),
+                    other => Err(format!("{} consumers listed: {other:?}", other.len())),
+                }
+            }
+        },
+    )
+    .await?;
+    ensure!(
+        consumer.exclusive,
+        "the consumer of {q} is not exclusive (TOP-2, CON-2): {consumer:?}"
+    );
+    ensure!(
+        consumer.ack_required,
+        "the consumer of {q} does not acknowledge manually (no_ack; TOP-2): {consumer:?}"
+    );
+    // A per-consumer basic.qos shows on the consumer; a channel-wide one only on its channel.
+    let mut prefetch = consumer.prefetch_count;
+    if prefetch == 0
+        && let Some(channel) = &consumer.channel
+    {
+        prefetch = suite.broker.management().channel_prefetch(channel).await?.unwrap_or(0);
+    }
+    ensure!(
+        prefetch > 0 && prefetch <= bound,
+        "the consumer of {q} has prefetch {prefetch} (0 = unbounded), expected 1..={bound} \
+         (TOP-2: a basic.qos bound, FLEET_PREFETCH): {consumer:?}"
+    );
+    Ok(())
+}
+
 #[then(expr = "host {string} has its control and roster queues")]
 async fn control_roster(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let control = format!("control.{host}");
