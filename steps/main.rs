@@ -199,10 +199,18 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                 (None, None) => true,
             };
             let admitted = selected && policy.admits(all_tags.clone().map(String::as_str));
-            match broker_spec.cannot_run(all_tags.map(String::as_str)) {
+            match broker_spec.cannot_run(all_tags.clone().map(String::as_str)) {
                 Some(why) if admitted => {
                     if let Ok(mut l) = left_out_by_filter.lock() {
-                        l.insert(format!("{} ({})", scenario.name, scenario.position.line), why);
+                        l.insert(
+                            (feature.name.clone(), scenario.position.line),
+                            fleet_conformance::conformance::verdict::LeftOut {
+                                name: scenario.name.clone(),
+                                line: scenario.position.line,
+                                tags: all_tags.cloned().collect(),
+                                reason: why,
+                            },
+                        );
                     }
                     false
                 }
@@ -210,9 +218,15 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
             }
         })
         .await;
-    for (scenario, why) in left_out.lock().map(|l| l.clone()).unwrap_or_default() {
-        println!("NOT TESTED on {label}: \"{scenario}\": {why}");
+    let left_out: Vec<_> = left_out.lock().map(|l| l.values().cloned().collect()).unwrap_or_default();
+    for l in &left_out {
+        println!("NOT TESTED on {label}: \"{}\" ({}): {}", l.name, l.line, l.reason);
     }
+    // For the verdict: the requirements of these scenarios say why they were not tested here.
+    std::fs::write(
+        out_dir.join(fleet_conformance::conformance::verdict::LEFT_OUT_FILE),
+        serde_json::to_vec_pretty(&left_out)?,
+    )?;
     use cucumber::writer::Stats as _;
     let failed = result.execution_has_failed() || result.skipped_steps() > 0;
     if let Ok(mut g) = CURRENT.write() {

@@ -347,6 +347,10 @@ fn read_broker(out: &Path, spec: &BrokerSpec) -> BrokerRun {
         version: meta.get("version").and_then(|v| v.as_str()).map(str::to_string),
         error: None,
         scenarios: Vec::new(),
+        left_out: std::fs::read(dir.join(verdict::LEFT_OUT_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default(),
     };
     let report = std::fs::read(dir.join("cucumber.json"))
         .map_err(|e| e.to_string())
@@ -419,7 +423,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     if !a.no_run {
         for spec in &specs {
             let dir = broker_dir(&out, spec);
-            for f in ["cucumber.json", "junit.xml", "broker.json"] {
+            for f in ["cucumber.json", "junit.xml", "broker.json", verdict::LEFT_OUT_FILE] {
                 let _ = std::fs::remove_file(dir.join(f));
             }
             let _ = std::fs::remove_dir_all(dir.join("logs"));

@@ -302,6 +302,7 @@ mod tests {
                 version: Some("RabbitMQ 3.10.8".into()),
                 error: None,
                 scenarios: Vec::new(),
+                left_out: Vec::new(),
             }],
             requirements: vec![
                 row(

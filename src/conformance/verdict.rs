@@ -287,6 +287,20 @@ pub fn scenario_results(report: &Value) -> Vec<ScenarioResult> {
     out
 }
 
+/// A scenario the runner left out on one broker because that broker cannot run it (a restart on
+/// the url provider, TLS where no listener was given): written by the suite to
+/// `<broker dir>/left-out.json`, so its requirements' cells say why they were not tested.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    pub name: String,
+    pub line: usize,
+    pub tags: Vec<String>,
+    pub reason: String,
+}
+
+/// The file of [`LeftOut`] entries in a broker's report directory.
+pub const LEFT_OUT_FILE: &str = "left-out.json";
+
 /// What one broker's run produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BrokerRun {
@@ -301,6 +315,9 @@ pub struct BrokerRun {
     pub error: Option<String>,
     #[serde(skip)]
     pub scenarios: Vec<ScenarioResult>,
+    /// Scenarios this broker could not run, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
 }
 
 /// A requirement's state on one broker.
@@ -446,6 +463,12 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
                     "not selected by --tags".to_string()
                 } else if run.error.is_some() {
                     "this broker produced no result (see its error)".to_string()
+                } else if let Some(l) = run
+                    .left_out
+                    .iter()
+                    .find(|l| l.tags.iter().any(|t| t.trim_start_matches('@') == req.id))
+                {
+                    format!("left out on this broker: \"{}\" — {}", l.name, l.reason)
                 } else {
                     format!("{runnable} selected scenario(s) never reported a result")
                 };
@@ -582,6 +605,38 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
+        let reg = registry();
+        let c = caps(&[]);
+        let results: Vec<ScenarioResult> = everything_but(&[], &[])
+            .into_iter()
+            .filter(|s| s.name != "exchanges")
+            .collect();
+        let mut r = run(results);
+        r.left_out.push(LeftOut {
+            name: "exchanges".into(),
+            line: 1,
+            tags: vec!["@TOP-1".into(), "@broker-tls".into()],
+            reason: "it needs the broker's amqps listener (@broker-tls), and none was given".into(),
+        });
+        let opts = Options {
+            selection: None,
+            capabilities: &c,
+            baseline: &Baseline::default(),
+            strict: false,
+        };
+        let j = judge(&reg, &catalogue(), vec![r], opts);
+        let top = cell(&j, "TOP-1");
+        assert_eq!(top.verdict, Verdict::NotTested, "left out is never a pass");
+        assert!(top.counts, "a MUST left out still fails the run");
+        assert!(
+            top.reason.as_deref().is_some_and(|why| why.contains("left out") && why.contains("amqps")),
+            "{top:?}"
+        );
+        assert!(!j.passed);
+    }
+
+    #[test]
     fn the_shipped_broker_baselines_load_and_say_why() {
         let registry = Registry::load(&super::super::registry::default_path()).expect("registry");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/baselines");
@@ -695,6 +750,7 @@ text = "topology"
             version: Some("3.10.8".into()),
             error: None,
             scenarios: results,
+            left_out: Vec::new(),
         }
     }
 
