@@ -92,7 +92,7 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
     @SIG-4
     Examples: the message reached an inbox whose owner is not its to
       | message                                                     | to   | check     |
-      | a SEND through the default exchange straight into the inbox | w1   | not_owner |
+      | a SEND through the default exchange straight into the inbox | w1   | to_mismatch or not_owner |
       | a SEND through a rogue binding                              | lead | not_owner |
 
     @ENV-2 @SIG-4
@@ -100,7 +100,7 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | message                  | to   | check      |
       | a SEND to broadcast.all  | w1   | wrong_kind |
       | a SPAWN into an inbox    | lead | wrong_kind |
-      | a PRESENCE into an inbox | w1   | wrong_kind |
+      | a PRESENCE into an inbox | w1   | from_not_on_host or wrong_kind |
 
     @SIG-3
     Examples: replay bounds

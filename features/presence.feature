@@ -37,7 +37,7 @@ Feature: Presence — every gateway keeps the union roster from signed heartbeat
   Scenario: a second gateway registering a live entity's gid is refused loudly, the first keeps it
     Given host "c" runs a gateway
     When host "c" tries to register a worker with the gid of "w1"
-    Then the registration is refused naming the exclusive inbox
+    Then the registration is refused and logged at ERROR
     And the inbox of "w1" has one consumer, and a second exclusive consumer is refused
     And the roster of "a" lists "w1" on "b"
 

@@ -21,6 +21,7 @@ pub mod bench;
 pub mod broker;
 pub mod cleanup;
 pub mod conformance;
+pub mod contract;
 pub mod envelope;
 pub mod faults;
 pub mod gateway;

@@ -90,7 +90,7 @@ fn last_turn(w: &FleetWorld) -> anyhow::Result<String> {
         .results
         .get("wait")
         .ok_or_else(|| anyhow!("no wait has returned a question"))?;
-    v["message"]["turnId"]
+    fleet_conformance::contract::waited_message(v)?["turnId"]
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| anyhow!("the wait returned no turnId: {v}"))
@@ -211,10 +211,9 @@ async fn too_late_notice(w: &mut FleetWorld, main: String, secs: u64) -> anyhow:
         let (handle, turn) = (handle.clone(), turn.clone());
         async move {
             let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
-            let hit = v["messages"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let hit = fleet_conformance::contract::poll_messages(&v)
+                .map_err(|e| e.to_string())?
+                .iter()
                 .any(|m| m["kind"] == "TOO_LATE" && m["turnId"] == turn.as_str());
             if hit { Ok(Some(())) } else { Err(format!("polled {v}")) }
         }

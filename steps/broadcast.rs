@@ -118,7 +118,7 @@ async fn own_copy_dropped(w: &mut FleetWorld, name: String) -> anyhow::Result<()
     .await?;
     let v = w.mcp(&name).await?.call("bridge_poll", json!({})).await?;
     ensure!(
-        v["messages"].as_array().is_some_and(|m| m.is_empty()),
+        fleet_conformance::contract::poll_messages(&v)?.is_empty(),
         "{name} drained its own broadcast: {v}"
     );
     Ok(())

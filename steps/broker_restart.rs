@@ -427,10 +427,7 @@ async fn drain_until(
             args["from"] = json!(g);
         }
         let v = mcp.call("bridge_poll", args).await?;
-        let batch = v["messages"]
-            .as_array()
-            .cloned()
-            .ok_or_else(|| anyhow!("bridge_poll returned {v}"))?;
+        let batch = fleet_conformance::contract::poll_messages(&v)?;
         let fresh = !batch.is_empty();
         got.extend(batch);
         if enough(&got) {
@@ -448,8 +445,8 @@ async fn drain_until(
             args["from"] = json!(g);
         }
         let v = mcp.call("bridge_wait", args).await?;
-        if let Some(m) = v.get("message") {
-            got.push(m.clone());
+        if let fleet_conformance::contract::Waited::Message(m) = fleet_conformance::contract::waited(&v)? {
+            got.push(m);
         }
     }
 }

@@ -101,7 +101,7 @@ async fn send_returns(
     }
     if !reply.is_empty() {
         ensure!(
-            v["reply"]["text"] == json!(reply),
+            fleet_conformance::contract::send_text(&v, "reply").as_deref() == Some(reply.as_str()),
             "send returned {v}, expected reply {reply:?}"
         );
     }

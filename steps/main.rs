@@ -218,7 +218,10 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
             }
         })
         .await;
-    let left_out: Vec<_> = left_out.lock().map(|l| l.values().cloned().collect()).unwrap_or_default();
+    let left_out: Vec<_> = left_out
+        .lock()
+        .map(|l| l.values().cloned().collect())
+        .unwrap_or_default();
     for l in &left_out {
         println!("NOT TESTED on {label}: \"{}\" ({}): {}", l.name, l.line, l.reason);
     }

@@ -268,10 +268,7 @@ async fn polls_until(w: &mut FleetWorld, main: String, from: String, n: usize, s
     let mut got: Vec<Value> = Vec::new();
     while got.len() < n {
         let v = mcp.call("bridge_poll", json!({"from": from_gid, "max": 100})).await?;
-        let batch = v["messages"]
-            .as_array()
-            .cloned()
-            .ok_or_else(|| anyhow!("bridge_poll returned {v}"))?;
+        let batch = fleet_conformance::contract::poll_messages(&v)?;
         if !batch.is_empty() {
             got.extend(batch);
             continue;
@@ -294,8 +291,8 @@ async fn polls_until(w: &mut FleetWorld, main: String, from: String, n: usize, s
                 json!({"from": from_gid, "timeout_s": left.as_secs_f64().max(0.1)}),
             )
             .await?;
-        if let Some(m) = v.get("message") {
-            got.push(m.clone());
+        if let fleet_conformance::contract::Waited::Message(m) = fleet_conformance::contract::waited(&v)? {
+            got.push(m);
         }
     }
     w.drained = got;

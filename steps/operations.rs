@@ -135,10 +135,8 @@ async fn exited_by_itself(w: &mut FleetWorld, host: String, secs: u64) -> anyhow
 async fn roster(w: &FleetWorld, host: &str) -> anyhow::Result<Vec<(String, String)>> {
     let (status, v) = w.host(host)?.gateway.get("/v1/roster").await?;
     ensure!(status == 200, "GET /v1/roster of {host} answered {status}: {v}");
-    Ok(v["entries"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    Ok(fleet_conformance::contract::roster_entries("GET /v1/roster", &v)?
+        .iter()
         .map(|e| {
             let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
             (s("host"), s("gid"))

@@ -32,10 +32,7 @@ async fn polls(w: &mut FleetWorld, main: String, from: String) -> anyhow::Result
 
 async fn poll_once(w: &mut FleetWorld, main: &str, args: &Value) -> anyhow::Result<Vec<Value>> {
     let v = w.mcp(main).await?.call("bridge_poll", args.clone()).await?;
-    v["messages"]
-        .as_array()
-        .cloned()
-        .ok_or_else(|| anyhow!("bridge_poll returned {v}"))
+    Ok(fleet_conformance::contract::poll_messages(&v)?)
 }
 
 /// "gets exactly N": a message the broker shows as delivered may still be under the gateway's
@@ -109,9 +106,6 @@ async fn is_waiting(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
 #[then(regex = r#"^the wait returns an? ([A-Z_]+) from "([^"]+)" with text "([^"]*)" within (\d+) seconds$"#)]
 async fn wait_returns(w: &mut FleetWorld, kind: String, from: String, text: String, secs: u64) -> anyhow::Result<()> {
     let v = w.call_result("wait", Duration::from_secs(secs)).await?;
-    let m = v
-        .get("message")
-        .cloned()
-        .ok_or_else(|| anyhow!("bridge_wait returned {v}, expected a message"))?;
+    let m = fleet_conformance::contract::waited_message(&v)?;
     check_message(w, &m, &kind, &from, &text)
 }

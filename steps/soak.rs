@@ -412,7 +412,7 @@ async fn reply_paced(
 fn record_poll(v: &Result<Value, fleet_conformance::mcp::McpError>, life: u32, drains: &mut Vec<Drain>) -> bool {
     match v {
         Ok(v) => {
-            for m in v["messages"].as_array().into_iter().flatten() {
+            for m in fleet_conformance::contract::poll_messages(v).unwrap_or_default().iter() {
                 drains.push(Drain {
                     kind: m["kind"].as_str().unwrap_or("?").to_string(),
                     text: m["text"].as_str().unwrap_or_default().to_string(),

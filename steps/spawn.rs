@@ -112,7 +112,7 @@ async fn spawned_idle(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
 #[then(expr = "the spawned worker {string} answers MCP as itself")]
 async fn spawned_mcp(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let v = w.mcp(&name).await?.call("bridge_roster", json!({})).await?;
-    ensure!(v["entries"].is_array(), "bridge_roster returned {v}");
+    fleet_conformance::contract::roster_entries("bridge_roster", &v)?;
     Ok(())
 }
 
@@ -127,10 +127,9 @@ async fn spawn_notice(w: &mut FleetWorld, main: String, kind: String, name: Stri
             let (handle, gid, kind) = (handle.clone(), gid.clone(), kind.clone());
             async move {
                 let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
-                let hit = v["messages"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                let hit = fleet_conformance::contract::poll_messages(&v)
+                    .map_err(|e| e.to_string())?
+                    .iter()
                     .any(|m| m["kind"] == kind.as_str() && m["from"] == gid.as_str());
                 if hit { Ok(Some(())) } else { Err(format!("polled {v}")) }
             }

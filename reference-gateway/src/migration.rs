@@ -137,17 +137,35 @@ static MIGRATION_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(()
 /// Whether the background retry loop runs.
 static RETRYING: AtomicBool = AtomicBool::new(false);
 
-/// Passive declare on its own channel: `Ok(Some((messages, consumers)))`, `Ok(None)` for 404.
-async fn peek(ch: &Channel, queue: &str) -> Result<Option<(u32, u32)>, lapin::Error> {
+/// Passive declare on its own channel: `Ok(Some((messages, consumers)))`, `Ok(None)` for 404;
+/// bounded by `t`.
+async fn peek(ch: &Channel, queue: &str, t: Duration) -> Result<Option<(u32, u32)>, String> {
     let opts = QueueDeclareOptions {
         passive: true,
         ..QueueDeclareOptions::default()
     };
-    match ch.queue_declare(queue.into(), opts, FieldTable::default()).await {
-        Ok(q) => Ok(Some((q.message_count(), q.consumer_count()))),
-        Err(e) if amqp_code(&e) == Some(404) => Ok(None),
-        Err(e) => Err(e),
+    match tokio::time::timeout(t, ch.queue_declare(queue.into(), opts, FieldTable::default())).await {
+        Ok(Ok(q)) => Ok(Some((q.message_count(), q.consumer_count()))),
+        Ok(Err(e)) if amqp_code(&e) == Some(404) => Ok(None),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer from the broker within {t:?}")),
     }
+}
+
+/// One broker step of a move, bounded by `t` (the inject bound): a connection lost mid-move
+/// fails the step within one bound instead of holding the migration lock — and so the next
+/// connection's boot-time migration and readiness — until the lost connection is noticed.
+async fn bound<T, E: std::fmt::Display>(t: Duration, step: impl Future<Output = Result<T, E>>) -> Result<T, String> {
+    match tokio::time::timeout(t, step).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer from the broker within {t:?}")),
+    }
+}
+
+/// Closes a move's channel, waiting at most `t` (the channel may be on a lost connection).
+async fn close_quietly(ch: &Channel, reason: &str, t: Duration) {
+    let _ = tokio::time::timeout(t, ch.close(200, reason.into())).await;
 }
 
 impl Gateway {
@@ -267,17 +285,17 @@ impl Gateway {
     /// get → publish → ack until empty, then delete the empty, unused queue.
     async fn move_queue(self: &Arc<Self>, w: &Entity, queue: &str, parent: &str) -> Outcome {
         let failed = |moved: u64, why: String| Outcome::Failed { moved, why };
-        let ch = match self.channel().await {
+        let ch = match bound(self.cfg.inject_timeout, self.channel()).await {
             Ok(ch) => ch,
-            Err(e) => return failed(0, format!("{e:#}")),
+            Err(e) => return failed(0, e),
         };
-        let (messages, consumers) = match peek(&ch, queue).await {
+        let (messages, consumers) = match peek(&ch, queue, self.cfg.inject_timeout).await {
             Ok(Some(found)) => found,
             Ok(None) => return Outcome::Absent,
             Err(e) => return failed(0, format!("passive declare of {queue}: {e}")),
         };
         if consumers > 0 {
-            let _ = ch.close(200, "migration deferred".into()).await;
+            close_quietly(&ch, "migration deferred", self.cfg.inject_timeout).await;
             return Outcome::Deferred {
                 moved: 0,
                 why: format!("{consumers} consumer(s) still attached — is a v1.0.0 daemon running?"),
@@ -285,7 +303,7 @@ impl Gateway {
         }
         info!(%queue, messages, worker = %w.gid, %parent, "legacy queue found; moving its replies to the parent's v2 inbox (MIG-2)");
         if let Err(why) = self.prepare_move(w, parent).await {
-            let _ = ch.close(200, "migration failed".into()).await;
+            close_quietly(&ch, "migration failed", self.cfg.inject_timeout).await;
             return failed(0, why);
         }
         let mut moved = 0u64;
@@ -295,7 +313,7 @@ impl Gateway {
                 budget = match self.parent_budget(parent).await {
                     Ok(b) if b > 0 => b,
                     Ok(_) => {
-                        let _ = ch.close(200, "migration deferred".into()).await;
+                        close_quietly(&ch, "migration deferred", self.cfg.inject_timeout).await;
                         return Outcome::Deferred {
                             moved,
                             why: format!(
@@ -304,7 +322,7 @@ impl Gateway {
                         };
                     }
                     Err(why) => {
-                        let _ = ch.close(200, "migration deferred".into()).await;
+                        close_quietly(&ch, "migration deferred", self.cfg.inject_timeout).await;
                         return Outcome::Deferred { moved, why };
                     }
                 };
@@ -316,11 +334,16 @@ impl Gateway {
             let mut outs = Vec::with_capacity(want as usize);
             let mut left = 0;
             while (outs.len() as u32) < want {
-                let got = match ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }).await {
+                let got = match bound(
+                    self.cfg.inject_timeout,
+                    ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }),
+                )
+                .await
+                {
                     Ok(got) => got,
                     Err(e) => {
                         // Unacked gets return to the legacy queue with the channel, in order.
-                        let _ = ch.close(200, "migration failed".into()).await;
+                        close_quietly(&ch, "migration failed", self.cfg.inject_timeout).await;
                         return failed(moved, format!("basic.get on {queue}: {e}"));
                     }
                 };
@@ -349,9 +372,9 @@ impl Gateway {
             if ok > 0 {
                 // Acks every get up to and including the last confirmed one.
                 let upto = BasicAckOptions { multiple: true };
-                if let Err(e) = ackers[ok - 1].ack(upto).await {
+                if let Err(e) = bound(self.cfg.inject_timeout, ackers[ok - 1].ack(upto)).await {
                     // Unacked, they return to the legacy queue and move again with the same msgIds.
-                    let _ = ch.close(200, "migration failed".into()).await;
+                    close_quietly(&ch, "migration failed", self.cfg.inject_timeout).await;
                     return failed(moved, format!("ack on {queue}: {e}"));
                 }
                 let before = moved;
@@ -369,9 +392,9 @@ impl Gateway {
                     multiple: true,
                 };
                 if let Some(last) = ackers.last() {
-                    let _ = last.nack(rest).await;
+                    let _ = bound(self.cfg.inject_timeout, last.nack(rest)).await;
                 }
-                let _ = ch.close(200, "migration stopped".into()).await;
+                close_quietly(&ch, "migration stopped", self.cfg.inject_timeout).await;
                 return match e {
                     PublishError::NoRoute => Outcome::Deferred {
                         moved,
@@ -388,7 +411,7 @@ impl Gateway {
             if_unused: true,
             nowait: false,
         };
-        let outcome = match ch.queue_delete(queue.into(), opts).await {
+        let outcome = match bound(self.cfg.inject_timeout, ch.queue_delete(queue.into(), opts)).await {
             Ok(_) => Outcome::Migrated { moved },
             // 406 (TOP-5): a v1 publisher added a message, or a consumer attached, since the queue
             // was drained. The channel is closed by it; the next attempt uses a fresh one.
@@ -397,7 +420,7 @@ impl Gateway {
                 why: format!("not deleted: {e}"),
             },
         };
-        let _ = ch.close(200, "migration done".into()).await;
+        close_quietly(&ch, "migration done", self.cfg.inject_timeout).await;
         outcome
     }
 
@@ -408,8 +431,8 @@ impl Gateway {
     async fn parent_budget(&self, parent: &str) -> Result<u32, String> {
         let inbox = topology::inbox_queue(parent);
         let ch = self.channel().await.map_err(|e| format!("{e:#}"))?;
-        let found = peek(&ch, &inbox).await;
-        let _ = ch.close(200, "peek done".into()).await;
+        let found = peek(&ch, &inbox, self.cfg.inject_timeout).await;
+        close_quietly(&ch, "peek done", self.cfg.inject_timeout).await;
         let ready = match found {
             Ok(Some((ready, _))) => ready,
             Ok(None) => {
@@ -437,7 +460,7 @@ impl Gateway {
                 .await
                 .map_err(|e| format!("declaring {}: {e}", topology::inbox_queue(&p.gid)))?;
         }
-        let _ = ch.close(200, "migration prepared".into()).await;
+        close_quietly(&ch, "migration prepared", self.cfg.inject_timeout).await;
         self.announce_entity(w, "up")
             .await
             .map_err(|e| format!("presence of worker {} not confirmed: {e}", w.gid))?;
@@ -452,8 +475,8 @@ impl Gateway {
             let queue = legacy_queue(pane);
             let found = match self.channel().await {
                 Ok(ch) => {
-                    let r = peek(&ch, &queue).await;
-                    let _ = ch.close(200, "peek done".into()).await;
+                    let r = peek(&ch, &queue, self.cfg.inject_timeout).await;
+                    close_quietly(&ch, "peek done", self.cfg.inject_timeout).await;
                     r
                 }
                 Err(e) => {

@@ -138,15 +138,27 @@ impl Publisher {
 
     /// Publishes every message of `outs` in order, then waits for their confirms: one round trip
     /// for the batch instead of one per message (the migration's move). Results are in order.
+    ///
+    /// The whole batch shares one confirm bound: a connection lost mid-batch fails every
+    /// unconfirmed message within one bound, not one bound per message (a batch of 100 would
+    /// otherwise hold its caller, and the migration lock, for 100 bounds).
     pub async fn publish_batch(&self, outs: Vec<Outgoing>) -> Vec<Result<Envelope, PublishError>> {
+        let deadline = tokio::time::Instant::now() + self.confirm_timeout;
         let mut sent = Vec::with_capacity(outs.len());
         for out in outs {
-            sent.push(self.send(out).await);
+            let s = match tokio::time::timeout_at(deadline, self.send(out)).await {
+                Ok(s) => s,
+                Err(_) => Err(PublishError::ConfirmTimeout(self.confirm_timeout)),
+            };
+            sent.push(s);
         }
         let mut results = Vec::with_capacity(sent.len());
         for s in sent {
             results.push(match s {
-                Ok(s) => self.confirmed(s).await,
+                Ok(s) => match tokio::time::timeout_at(deadline, self.confirmed(s)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(PublishError::ConfirmTimeout(self.confirm_timeout)),
+                },
                 Err(e) => Err(e),
             });
         }

@@ -630,7 +630,9 @@ mod tests {
         assert_eq!(top.verdict, Verdict::NotTested, "left out is never a pass");
         assert!(top.counts, "a MUST left out still fails the run");
         assert!(
-            top.reason.as_deref().is_some_and(|why| why.contains("left out") && why.contains("amqps")),
+            top.reason
+                .as_deref()
+                .is_some_and(|why| why.contains("left out") && why.contains("amqps")),
             "{top:?}"
         );
         assert!(!j.passed);
