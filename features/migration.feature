@@ -80,10 +80,11 @@ Feature: Migration from v1.0.0 — sender-keyed legacy queues move into recipien
     And the gateway on "a" started 2 times, is ready, and logged no PRECONDITION_FAILED
 
   @MIG-2
-  Scenario: a legacy queue of a pane this host does not know is left alone and reported
+  Scenario: a legacy queue of a pane no local worker claims is left alone
     Given host "a" also runs a worker "W" whose parent is "P" and who was v1 pane "w1:p2"
     When the gateway on "a" is restarted
-    Then since its last start the gateway on "a" reported the legacy queue of v1 pane "w1:p7" left alone, and no other
+    Then the legacy queue of v1 pane "w1:p2" is gone
+    And the legacy queue of v1 pane "w1:p7" is left alone: 2 messages, no consumer and no arguments over a window
     And the legacy queue of v1 pane "w1:p7" still holds 2 messages, no consumer and no arguments
     And the legacy queue of v1 pane "w1:p2" is gone
 
