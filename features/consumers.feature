@@ -12,7 +12,7 @@ Feature: Connections and consumers — one consumer per inbox, recovery after a 
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     When the gateway on "b" is frozen with SIGSTOP
     And a second gateway for host "b" starts on the same state
-    Then the second gateway for "b" logs the refusal at ERROR and stays not ready
+    Then the second gateway for "b" logs the refusal at ERROR and is not ready
     And the second gateway for "b" becomes ready within 20 seconds
     When the first gateway for "b" is replaced by the second
     And "w1" becomes idle
