@@ -554,16 +554,37 @@ async fn restart_mid_move(w: &mut FleetWorld, k: u32, total: u32, pane: String) 
         Err(()) => bail!("{queue} was gone before the restart: the whole move finished first; seed more replies"),
     }
     go_down(w).await?;
+    // What the broker kept, read the moment it answers again: the look starts while the broker
+    // is still down and retries until it connects, so it comes before the gateways' own
+    // reconnect (backoff, then declares) can resume the move. (Read after `come_back`, which
+    // waits for every gateway's readiness, a fast gateway had already finished the move.)
+    let look = {
+        let (url, queue) = (url.clone(), queue.clone());
+        tokio::spawn(async move {
+            wait_for(
+                &format!("{queue} readable again after the restart"),
+                Duration::from_secs(120),
+                move || {
+                    let (url, queue) = (url.clone(), queue.clone());
+                    async move {
+                        let lb = tokio::time::timeout(scaled(Duration::from_secs(5)), LegacyBroker::connect(&url))
+                            .await
+                            .map_err(|_| "connect: no answer".to_string())?
+                            .map_err(|e| e.to_string())?;
+                        let s = lb.queue_state(&queue).await;
+                        // As with the probe (see `close_quietly`): what was read is complete.
+                        let _ = tokio::time::timeout(scaled(Duration::from_secs(5)), lb.close()).await;
+                        s.map(Some).map_err(|e| e.to_string())
+                    }
+                },
+            )
+            .await
+        })
+    };
     come_back(w).await?;
-    // Right away, before the gateways' reconnect backoff runs out: what the broker kept.
-    let s = bounded(&format!("looking at {queue}"), async {
-        let lb = LegacyBroker::connect(&url).await?;
-        let s = lb.queue_state(&queue).await;
-        // As with the probe (see `close_quietly`): what was read is complete.
-        let _ = tokio::time::timeout(scaled(Duration::from_secs(5)), lb.close()).await;
-        Ok(s?)
-    })
-    .await?;
+    let s = look
+        .await
+        .map_err(|e| anyhow!("the look at {pane}'s legacy queue: {e}"))??;
     w.results.insert(
         LEGACY_BACK.into(),
         json!({"pane": pane, "messages": s.map(|s| s.messages)}),
@@ -582,8 +603,8 @@ async fn legacy_held_when_back(w: &mut FleetWorld, pane: String) -> anyhow::Resu
     let n = v["messages"].as_u64().unwrap_or(0);
     ensure!(
         n > 0,
-        "{} held no reply when the broker was back ({v}): the move had finished before the restart, which \
-         then interrupted nothing",
+        "{} held no reply when the broker was back ({v}): the restart interrupted nothing (the move had \
+         finished, or resumed before the suite could look)",
         legacy_queue_name(&pane)
     );
     Ok(())
