@@ -444,26 +444,27 @@ async fn started_and_stayed_up(w: &mut FleetWorld, host: String, _how: String, t
 async fn left_alone(w: &mut FleetWorld, pane: String, n: u32) -> anyhow::Result<()> {
     legacy_untouched(w, pane.clone(), n).await?;
     let queue = legacy_queue_name(&pane);
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    fleet_conformance::timing::hold_for(
+    // Read by passive declare (exact), not from management counters (RabbitMQ's lag: a queue
+    // seeded a moment ago may still show 0 there).
+    let lb = legacy_broker(w).await?;
+    let held = fleet_conformance::timing::hold_for(
         &format!("{queue} left alone"),
         fleet_conformance::timing::ABSENCE_WINDOW,
         || {
-            let (suite, vhost, queue) = (suite.clone(), vhost.clone(), queue.clone());
+            let (lb, queue) = (&lb, queue.as_str());
             async move {
-                match suite.broker.management().queue(&vhost, &queue).await {
-                    Ok(Some(q)) if q.consumers == 0 && q.messages_ready + q.messages_unacknowledged == u64::from(n) => {
-                        Ok(())
-                    }
-                    Ok(Some(q)) => Err(format!("{queue}: {q:?}")),
+                match lb.queue_state(queue).await {
+                    Ok(Some(s)) if s.messages == n && s.consumers == 0 => Ok(()),
+                    Ok(Some(s)) => Err(format!("{queue}: {s:?}")),
                     Ok(None) => Err(format!("{queue} is gone")),
-                    Err(e) => Err(format!("the management API failed: {e}")),
+                    Err(e) => Err(format!("a passive declare of {queue} failed: {e}")),
                 }
             }
         },
     )
-    .await?;
+    .await;
+    lb.close().await;
+    held?;
     legacy_untouched(w, pane, n).await?;
     for host in w.hosts.keys().cloned().collect::<Vec<_>>() {
         let log = w.host(&host)?.gateway.log();
