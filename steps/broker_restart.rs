@@ -610,6 +610,32 @@ async fn legacy_held_when_back(w: &mut FleetWorld, pane: String) -> anyhow::Resu
     Ok(())
 }
 
+/// Waits until the management API lists every queue of `names` (it lists a queue a moment after
+/// its declaration), and returns every queue of the vhost as then listed.
+async fn queues_listed(
+    suite: &std::sync::Arc<crate::world::Suite>,
+    vhost: &str,
+    names: &BTreeSet<String>,
+    what: &str,
+) -> anyhow::Result<Vec<fleet_conformance::broker::QueueInfo>> {
+    Ok(wait_for(what, Duration::from_secs(10), || async move {
+        let qs = suite
+            .broker
+            .management()
+            .queues(vhost)
+            .await
+            .map_err(|e| e.to_string())?;
+        let listed: BTreeSet<&str> = qs.iter().map(|q| q.name.as_str()).collect();
+        let missing: Vec<&String> = names.iter().filter(|n| !listed.contains(n.as_str())).collect();
+        if missing.is_empty() {
+            Ok(Some(qs))
+        } else {
+            Err(format!("{missing:?} not listed; listed {listed:?}"))
+        }
+    })
+    .await?)
+}
+
 // ---- What gateways publish and declare ----
 
 #[given("the probe keeps a durable copy of what is published on bridge.msg, bridge.roster and bridge.control")]
@@ -743,29 +769,7 @@ async fn queues_durable(w: &mut FleetWorld) -> anyhow::Result<()> {
     let rosters: BTreeSet<String> = w.hosts.keys().map(|h| format!("roster.{h}")).collect();
     // The management API lists a queue a moment after its declaration: wait until every host's
     // roster queue is listed (after a restart the gateways declare them again).
-    let queues = wait_for(
-        "every host's roster queue to be listed",
-        Duration::from_secs(10),
-        || {
-            let (suite, vhost, rosters) = (suite.clone(), vhost.clone(), &rosters);
-            async move {
-                let qs = suite
-                    .broker
-                    .management()
-                    .queues(&vhost)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let listed: BTreeSet<&str> = qs.iter().map(|q| q.name.as_str()).collect();
-                let missing: Vec<&String> = rosters.iter().filter(|r| !listed.contains(r.as_str())).collect();
-                if missing.is_empty() {
-                    Ok(Some(qs))
-                } else {
-                    Err(format!("{missing:?} not listed; listed {listed:?}"))
-                }
-            }
-        },
-    )
-    .await?;
+    let queues = queues_listed(&suite, &vhost, &rosters, "every host's roster queue to be listed").await?;
     let mut wrong = Vec::new();
     let mut declared = Vec::new();
     for q in queues.iter().filter(|q| Some(&q.name) != copy.as_ref()) {
@@ -796,7 +800,7 @@ async fn queues_durable(w: &mut FleetWorld) -> anyhow::Result<()> {
 
 #[then("every queue the gateways declared before the restart is there again")]
 async fn queues_back(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let before: Vec<String> = w
+    let before: BTreeSet<String> = w
         .results
         .get(QUEUES_BEFORE)
         .and_then(|v| serde_json::from_value(v.clone()).ok())
@@ -804,24 +808,6 @@ async fn queues_back(w: &mut FleetWorld) -> anyhow::Result<()> {
     ensure!(!before.is_empty(), "no gateway queue was seen before the restart");
     let suite = w.suite()?;
     let vhost = vhost_of(w)?;
-    wait_for("the queues of before the restart", Duration::from_secs(10), || {
-        let (suite, vhost, before) = (suite.clone(), vhost.clone(), &before);
-        async move {
-            let qs = suite
-                .broker
-                .management()
-                .queues(&vhost)
-                .await
-                .map_err(|e| e.to_string())?;
-            let listed: BTreeSet<&str> = qs.iter().map(|q| q.name.as_str()).collect();
-            let missing: Vec<&String> = before.iter().filter(|q| !listed.contains(q.as_str())).collect();
-            if missing.is_empty() {
-                Ok(Some(()))
-            } else {
-                Err(format!("missing {missing:?}"))
-            }
-        }
-    })
-    .await?;
+    queues_listed(&suite, &vhost, &before, "the queues of before the restart").await?;
     Ok(())
 }

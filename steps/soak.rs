@@ -345,23 +345,27 @@ fn classify_reply(v: &Result<Value, fleet_conformance::mcp::McpError>) -> (Seen,
                 v["reason"].as_str().unwrap_or("-")
             ),
         ),
-        Err(e) => (Seen::Unknown, error_label(&anyhow!("{e}"))),
+        Err(e) => (Seen::Unknown, mcp_error_label(e)),
     }
 }
 
-/// A short, groupable label for an MCP error (its kind, not its arguments).
+/// A short, groupable label for an MCP error (its kind, not its arguments): read from the
+/// suite's own error type, never from its wording.
 fn error_label(e: &anyhow::Error) -> String {
-    let text = e.to_string();
-    let kind = if text.contains("got no answer within") {
-        "deadline"
-    } else if text.contains("session died mid-call") {
-        "session died"
-    } else if text.contains("cannot connect") {
-        "connect"
-    } else if text.contains("returned an error") {
-        "tool error"
-    } else {
-        "other"
+    match e.downcast_ref::<fleet_conformance::mcp::McpError>() {
+        Some(e) => mcp_error_label(e),
+        None => "error: other".into(),
+    }
+}
+
+fn mcp_error_label(e: &fleet_conformance::mcp::McpError) -> String {
+    use fleet_conformance::mcp::McpError;
+    let kind = match e {
+        McpError::Deadline { .. } => "deadline",
+        McpError::SessionDied { .. } => "session died",
+        McpError::Connect { .. } => "connect",
+        McpError::Tool { .. } => "tool error",
+        McpError::Call { .. } | McpError::Closed { .. } => "other",
     };
     format!("error: {kind}")
 }
