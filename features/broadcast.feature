@@ -42,6 +42,7 @@ Feature: Broadcast — one publish, one copy per member (SPEC §10)
     When "w2" is stopped through the local API of "c"
     And "lead" broadcasts "cut the release" to group "build"
     Then herdr on "b" records exactly 1 inject into "w1" with text "cut the release"
+    And no queue holds a copy of the broadcast for "w2" over a window
     And herdr on "c" records no inject into "w2"
 
   @BRD-2

@@ -5,7 +5,7 @@ Feature: Caps, expiry and dead letters — nothing vanishes (SPEC §11)
     Given a broker
     And the gateways' inject bound is 8 seconds
 
-  @CAP-1 @CAP-2 @CAP-4 @TOP-4 @FWD-5
+  @CAP-2 @CAP-4 @TOP-4 @FWD-5
   Scenario: overflow dead-letters the oldest briefs, reported to the sender as FAILED maxlen; the rest land once
     Given inboxes hold at most 3 messages
     And host "a" runs a gateway with a main "lead"
@@ -54,3 +54,11 @@ Feature: Caps, expiry and dead letters — nothing vanishes (SPEC §11)
     When "lead" polls messages from "w2"
     Then "lead" gets exactly 1 message
     And message 1 is a REPLY from "w2" with text "fresh"
+
+  @CAP-1 @RPL-5
+  Scenario: a main that does not drain keeps its backlog on the queue, beyond the prefetch bound
+    Given host "a" uses a prefetch of 2
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When "w1" sends 6 replies
+    Then the inbox of "lead" holds 6 messages, at most 2 of them unacknowledged, over a window

@@ -5,7 +5,7 @@ Feature: Publishing — confirmed, mandatory, and unroutable fails fast (SPEC §
     Given a broker
     And host "a" runs a gateway with a main "lead"
 
-  @PUB-2 @PUB-1 @smoke
+  @PUB-2 @smoke
   Scenario: a send to a gid with no inbox fails fast with no_route
     When "lead" sends "hello?" to an unknown gid
     Then the send fails fast, well under the inject bound
@@ -19,3 +19,9 @@ Feature: Publishing — confirmed, mandatory, and unroutable fails fast (SPEC §
     Then the send returns "failed" within 5 seconds
     And herdr on "b" records no inject into "w1"
     And the gateway on "a" is still ready
+
+  @PUB-1
+  Scenario: a gateway publishes on confirm-mode channels that hold none of its consumers
+    Given host "b" connects with its own login
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    Then the gateway of "b" publishes only on confirm-mode channels that hold no consumer

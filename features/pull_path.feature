@@ -47,3 +47,10 @@ Feature: Pull path — messages for a main are held until drained, at least once
     When "w1" replies "summary: two renames"
     Then the send returns "injected" with reply "summary: two renames" within 10 seconds
     And the inbox of "lead" holds no message within 10 seconds
+
+  @RPL-1 @FWD-6
+  Scenario: copies of a message that arrive while it is held, handed to a waiter or being drained are never drained again
+    Given the probe watches the wire
+    And the probe announces "p1" on host "probe"
+    When "p1" on the probe host sends 40 messages to "lead", each published twice in a row, while it drains
+    Then "lead" drained each of those messages exactly once

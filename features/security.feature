@@ -52,8 +52,9 @@ Feature: Broker security — TLS and least-privilege logins (SPEC §14)
     Then the login of "b" cannot publish presence for host "a"
     And the gateway on "b" is ready within 5 seconds
 
-  @SEC-3
-  Scenario: task text crosses the broker as plain text: the broker is inside the trust circle
+  # SEC-3 is a statement of the trust model, not a testable requirement (SPEC [C-11]); what this
+  # scenario judges is §2's body (UTF-8 text for the text kinds, sent as is), which has no id.
+  Scenario: task text crosses the broker as plain UTF-8 text, as §2 says of the text kinds
     Given host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     And "w1" is idle

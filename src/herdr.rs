@@ -18,8 +18,13 @@
 //! - unparseable JSON, a request without a string `id`/`method`, or an unknown method is answered
 //!   `{"id":"","error":{"code":"invalid_request","message":"invalid request: …"}}` (herdr parses
 //!   the whole request as one tagged enum, so the id is lost too).
-//! - params that do not fit a known method are answered with the request's id and code
-//!   `invalid_params` (a missing `params` member counts as `{}`).
+//! - a request without `params` (or with `null`), and params that do not fit the method (a
+//!   missing field, a wrong type, an `until` that names no status), are answered like any other
+//!   request that does not parse: id `""`, code `invalid_request`, a message ending "at line 1
+//!   column N" — real herdr v0.8.2 deserializes the whole request at once and never answered
+//!   `invalid_params` when measured. `agent.wait` with `until: []` waits for idle, done or blocked.
+//! - an unknown name in `pane.send_input` `keys` is refused with `invalid_key`; text holding a
+//!   newline is submitted line by line, as a program reading lines sees it, enter key or not.
 //!
 //! Model choices (documented here because tests depend on them):
 //! - ids are `wN`, `wN:tM`, `wN:pK`, counted per workspace and never reused. Closing a tab's
@@ -56,6 +61,35 @@ mod tests;
 pub const HERDR_VERSION: &str = "0.8.2";
 /// The socket protocol version the fake claims in `pong`.
 pub const PROTOCOL_VERSION: u32 = 20;
+/// Key names `pane.send_input` accepts (an unknown one is `invalid_key`, as in herdr).
+pub const KEY_NAMES: &[&str] = &[
+    "enter",
+    "return",
+    "tab",
+    "backtab",
+    "escape",
+    "esc",
+    "backspace",
+    "delete",
+    "space",
+    "up",
+    "down",
+    "left",
+    "right",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+    "insert",
+    "ctrl-c",
+    "ctrl-d",
+    "ctrl-u",
+    "ctrl-l",
+    "c-c",
+    "c-d",
+    "c-u",
+    "c-l",
+];
 /// Longest request line accepted, not counting its newline (herdr: 1 MiB).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 /// File name of the socket inside the directory given to [`FakeHerdr::start`].
@@ -829,11 +863,11 @@ impl Shared {
             "agent.get" => parse_params(params)
                 .and_then(|p: AgentTarget| self.probe_agent(&p.target).map(|agent| ResultBody::AgentInfo { agent })),
             "agent.wait" => match parse_params::<AgentWaitParams>(params) {
-                Ok(p) if p.until.is_empty() => Err(WireError::new(
-                    "invalid_params",
-                    "invalid params: `until` must name a status",
-                )),
-                Ok(p) => {
+                Ok(mut p) => {
+                    if p.until.is_empty() {
+                        // herdr's default for an empty list.
+                        p.until = vec![AgentStatus::Idle, AgentStatus::Done, AgentStatus::Blocked];
+                    }
                     let deadline = p
                         .timeout_ms
                         .map(|ms| tokio::time::Instant::from_std(received_at) + Duration::from_millis(ms));
@@ -851,6 +885,8 @@ impl Shared {
         };
         Outcome::Reply(Box::new(match result {
             Ok(body) => Envelope::ok(id, body),
+            // A request that did not parse has no id for herdr (see the module doc).
+            Err(e) if e.code == "invalid_request" => Envelope::error(String::new(), e),
             Err(e) => Envelope::error(id, e),
         }))
     }
@@ -917,7 +953,15 @@ impl Shared {
                 format!("failed to send input to pane {}", p.pane_id),
             ));
         }
-        let enter = p.keys.iter().any(|k| k.eq_ignore_ascii_case("enter"));
+        if let Some(k) = p
+            .keys
+            .iter()
+            .find(|k| !KEY_NAMES.contains(&k.to_ascii_lowercase().as_str()))
+        {
+            return Err(WireError::new("invalid_key", format!("unsupported key {k:?}")));
+        }
+        // A newline in the text submits too: a program that reads lines sees each line.
+        let enter = p.keys.iter().any(|k| k.eq_ignore_ascii_case("enter")) || p.text.contains(['\n', '\r']);
         let ready_agent = pane.agent.is_some() && pane.status.is_ready();
         let outcome = if !enter {
             InputOutcome::Typed
@@ -1429,7 +1473,13 @@ fn unknown_method_message(method: &str) -> String {
 }
 
 fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, WireError> {
-    serde_json::from_value(params).map_err(|e| WireError::new("invalid_params", format!("invalid params: {e}")))
+    let column = params.to_string().len();
+    serde_json::from_value(params).map_err(|e| {
+        WireError::new(
+            "invalid_request",
+            format!("invalid request: {e} at line 1 column {column}"),
+        )
+    })
 }
 
 /// Parses a request line the way herdr does; an unparseable request yields its error answer.
@@ -1447,7 +1497,7 @@ fn parse_request(line: &str) -> (CallHead, Result<Request, Envelope>) {
         return (head, Err(invalid_request("expected a JSON object")));
     };
     let params = match object.remove("params") {
-        None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
+        None | Some(Value::Null) => return (head, Err(invalid_request("missing field `params`"))),
         Some(p) => p,
     };
     head.params = params.clone();

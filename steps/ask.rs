@@ -224,13 +224,15 @@ async fn too_late_notice(w: &mut FleetWorld, main: String, secs: u64) -> anyhow:
 
 // ---- nudges ----
 
+/// When each nudge reached the main's pane. A main is fed by the pull path only, never by an
+/// inject, so every text a gateway writes into a main's pane is a nudge, whatever its wording
+/// (docs/CONTRACT.md, "Nudges": the wording is the gateway's own).
 fn nudges(w: &FleetWorld, host: &str, name: &str) -> anyhow::Result<Vec<std::time::Instant>> {
     let pane = w.entity(name)?.pane.clone();
     Ok(w.host(host)?
         .herdr
         .input_log(&pane)
         .into_iter()
-        .filter(|r| r.text.starts_with("[fleet]"))
         .map(|r| r.received_at)
         .collect())
 }

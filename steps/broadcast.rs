@@ -123,3 +123,34 @@ async fn own_copy_dropped(w: &mut FleetWorld, name: String) -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// BRD-3 on the broker, where a stopped entity's copy would be: a gateway that left the stopped
+/// entity's inbox (or its bindings) behind gets the broadcast routed into it, and a later
+/// consumer of that queue would be handed it. Read by passive declare (exact counts, no
+/// management lag) over a window, after the broadcast reached the other members.
+#[then(expr = "no queue holds a copy of the broadcast for {string} over a window")]
+async fn no_copy_for(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let lb = fleet_conformance::legacy::LegacyBroker::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let held = fleet_conformance::timing::hold_for(
+        &format!("no copy in {q} for the stopped {name}"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let (lb, q) = (&lb, q.as_str());
+            async move {
+                match lb.queue_state(q).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(s)) if s.messages == 0 => Ok(()),
+                    Ok(Some(s)) => Err(format!("{q} still exists and holds {} message(s): {s:?}", s.messages)),
+                    Err(e) => Err(format!("a passive declare of {q} failed: {e}")),
+                }
+            }
+        },
+    )
+    .await;
+    lb.close().await;
+    held?;
+    Ok(())
+}

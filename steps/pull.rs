@@ -19,6 +19,14 @@ async fn replies(w: &mut FleetWorld, worker: String, text: String) -> anyhow::Re
     Ok(())
 }
 
+#[when(expr = "{string} sends {int} replies")]
+async fn sends_replies(w: &mut FleetWorld, worker: String, n: usize) -> anyhow::Result<()> {
+    for i in 1..=n {
+        replies(w, worker.clone(), format!("reply {i} of {n}")).await?;
+    }
+    Ok(())
+}
+
 #[when(regex = r#"^"([^"]+)" polls (?:messages from "([^"]+)"|all messages)$"#)]
 async fn polls(w: &mut FleetWorld, main: String, from: String) -> anyhow::Result<()> {
     let mut args = json!({});

@@ -59,6 +59,44 @@ async fn inbox_holds(w: &mut FleetWorld, secs: String, name: String, ready: u64,
     .map(|_| ())
 }
 
+/// CAP-1 / RPL-5: the backlog of a main that does not drain stays on the broker. Once the broker
+/// counts all `n` messages (its counters lag), they are watched over a window: never more than
+/// the prefetch bound unacknowledged (held by the gateway), the rest ready on the queue.
+#[then(regex = r#"^the inbox of "([^"]+)" holds (\d+) messages, at most (\d+) of them unacknowledged, over a window$"#)]
+async fn backlog_on_queue(w: &mut FleetWorld, name: String, n: u64, bound: u64) -> anyhow::Result<()> {
+    let q = inbox(&w.gid(&name)?);
+    queue_until(w, &q, 10, &format!("{q} to count {n} messages"), |i| {
+        i.messages_ready + i.messages_unacknowledged == n
+    })
+    .await?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    fleet_conformance::timing::hold_for(
+        &format!("{q}: {n} messages, at most {bound} unacknowledged"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let (suite, vhost, q) = (suite.clone(), vhost.clone(), q.clone());
+            async move {
+                match suite.broker.management().queue(&vhost, &q).await {
+                    Ok(Some(i))
+                        if i.messages_ready + i.messages_unacknowledged == n && i.messages_unacknowledged <= bound =>
+                    {
+                        Ok(())
+                    }
+                    Ok(Some(i)) => Err(format!(
+                        "ready {} unacked {} (the gateway may hold at most {bound}: the backlog belongs on the queue)",
+                        i.messages_ready, i.messages_unacknowledged
+                    )),
+                    Ok(None) => Err(format!("{q} does not exist")),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 #[then(regex = r#"^the inbox of "([^"]+)" holds no message(?: within (\d+) seconds)?$"#)]
 async fn inbox_empty(w: &mut FleetWorld, name: String, secs: String) -> anyhow::Result<()> {
     let secs = secs.parse().unwrap_or(10);
@@ -301,4 +339,74 @@ async fn n_acked(w: &mut FleetWorld, secs: u64, n: u64, name: String) -> anyhow:
     })
     .await
     .map(|_| ())
+}
+
+/// PUB-1 on the broker: the channels of the gateway's own login that have published must all be
+/// in confirm mode and hold no consumer, and the gateway must have consuming channels too, so
+/// "separate" is judged against real consumers. The broker's channel statistics are sampled
+/// (a new channel is listed before its mode and counts are), so the good state is waited for,
+/// then held over a window: a channel that publishes only now and then is looked at again and
+/// again. The gateway's presence heartbeats make it publish without the scenario's help. Its
+/// channels are found by the login the scenario gave it (docs/CONTRACT.md §4).
+#[then(expr = "the gateway of {string} publishes only on confirm-mode channels that hold no consumer")]
+async fn publishes_on_confirm_channels(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let (user, _) = w.broker_logins.get(&host).cloned().ok_or_else(|| {
+        anyhow!("host {host:?} has no login of its own: add \"Given host {host:?} connects with its own login\"")
+    })?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let look = || {
+        let (suite, vhost, user) = (suite.clone(), vhost.clone(), user.clone());
+        async move {
+            let chans: Vec<_> = suite
+                .broker
+                .management()
+                .channels(&vhost)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|c| c.user == user)
+                .collect();
+            let bad: Vec<String> = chans
+                .iter()
+                .filter(|c| c.published > 0 && (!c.confirm || c.consumer_count > 0))
+                .map(|c| {
+                    format!(
+                        "{} published {} message(s), confirm mode {}, {} consumer(s)",
+                        c.name, c.published, c.confirm, c.consumer_count
+                    )
+                })
+                .collect();
+            let publishing = chans.iter().any(|c| c.published > 0);
+            let consuming = chans.iter().any(|c| c.consumer_count > 0);
+            if bad.is_empty() && publishing && consuming {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}publishing channel: {publishing}, consuming channel: {consuming}; channels of {user}: {chans:?}",
+                    if bad.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}; ", bad.join("; "))
+                    }
+                ))
+            }
+        }
+    };
+    wait_for(
+        &format!("PUB-1: the gateway of {host} publishing only on confirm-mode channels without consumers"),
+        Duration::from_secs(10),
+        || {
+            let l = look();
+            async move { l.await.map(Some) }
+        },
+    )
+    .await?;
+    fleet_conformance::timing::hold_for(
+        &format!("PUB-1: the gateway of {host} publishing only on confirm-mode channels without consumers"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        look,
+    )
+    .await?;
+    Ok(())
 }

@@ -193,6 +193,34 @@ impl ConsumerInfo {
     }
 }
 
+/// One channel as `GET /api/vhosts/{vhost}/channels` shows it (RabbitMQ and LavinMQ both list
+/// `confirm`, `consumer_count` and `message_stats.publish` there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelInfo {
+    /// The broker's name of the channel (`"<connection> (<number>)"`).
+    pub name: String,
+    /// The login of its connection.
+    pub user: String,
+    /// Whether the client put it in confirm mode (`confirm.select`).
+    pub confirm: bool,
+    /// How many consumers it holds.
+    pub consumer_count: u64,
+    /// Messages published on it so far (0 until the broker's statistics have sampled it).
+    pub published: u64,
+}
+
+impl ChannelInfo {
+    pub(crate) fn from_json(v: &Value) -> ChannelInfo {
+        ChannelInfo {
+            name: string(v, "name"),
+            user: string(v, "user"),
+            confirm: flag(v, "confirm"),
+            consumer_count: count(v, "consumer_count"),
+            published: v.get("message_stats").map_or(0, |m| count(m, "publish")),
+        }
+    }
+}
+
 /// One client connection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionInfo {
@@ -393,6 +421,13 @@ impl Management {
         let path = format!("/api/vhosts/{}/connections", percent_encode(vhost));
         let v = self.get(&path).await?;
         list(v, "connections", &path, ConnectionInfo::from_json)
+    }
+
+    /// `GET /api/vhosts/{vhost}/channels`: every channel of the vhost's connections.
+    pub async fn channels(&self, vhost: &str) -> Result<Vec<ChannelInfo>, BrokerError> {
+        let path = format!("/api/vhosts/{}/channels", percent_encode(vhost));
+        let v = self.get(&path).await?;
+        list(v, "channels", &path, ChannelInfo::from_json)
     }
 
     /// `GET /api/consumers/{vhost}`: every consumer of the vhost.

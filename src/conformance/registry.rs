@@ -38,6 +38,10 @@ pub enum Level {
     Should,
     #[serde(rename = "MAY")]
     May,
+    /// A statement of the trust model, not a testable requirement (SPEC [C-11] names SEC-3): no
+    /// scenario judges it, and its cell always says so.
+    #[serde(rename = "STATEMENT")]
+    Statement,
 }
 
 impl fmt::Display for Level {
@@ -46,6 +50,7 @@ impl fmt::Display for Level {
             Level::Must => "MUST",
             Level::Should => "SHOULD",
             Level::May => "MAY",
+            Level::Statement => "STATEMENT",
         })
     }
 }
@@ -209,6 +214,7 @@ pub fn level_mismatch(level: Level, spec_text: &str) -> Option<String> {
     match level {
         Level::Should | Level::May if !kw.contains(&level) => Some(format!("the spec text has no {level}")),
         Level::Must if kw == [Level::Should] => Some("the spec text only says SHOULD".into()),
+        Level::Statement if !kw.is_empty() => Some("a statement has no RFC 2119 keyword".into()),
         _ => None,
     }
 }
@@ -239,9 +245,19 @@ mod tests {
         let missing: Vec<&str> = reg
             .requirements
             .iter()
-            .filter(|r| !s.iter().any(|x| x.has_tag(&r.id)))
+            .filter(|r| r.level != Level::Statement && !s.iter().any(|x| x.has_tag(&r.id)))
             .map(|r| r.id.as_str())
             .collect();
+        let judged: Vec<&str> = reg
+            .requirements
+            .iter()
+            .filter(|r| r.level == Level::Statement && s.iter().any(|x| x.has_tag(&r.id)))
+            .map(|r| r.id.as_str())
+            .collect();
+        assert!(
+            judged.is_empty(),
+            "statements (not testable) tagged on a scenario: {judged:?}"
+        );
         assert!(
             missing.is_empty(),
             "requirements with no scenario tagged for them: {missing:?}"

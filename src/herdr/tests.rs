@@ -165,14 +165,63 @@ async fn malformed_requests_get_invalid_request_without_an_id(#[case] line: &str
 #[case::send_input_without_pane("pane.send_input", json!({"text": "hi", "keys": ["enter"]}))]
 #[case::close_with_number("pane.close", json!({"pane_id": 3}))]
 #[case::wait_with_bad_status("agent.wait", json!({"target": "w1:p1", "until": ["asleep"], "timeout_ms": 5}))]
-#[case::wait_with_empty_until("agent.wait", json!({"target": "w1:p1", "until": [], "timeout_ms": 5}))]
 #[case::env_not_strings("workspace.create", json!({"focus": false, "env": {"A": 1}}))]
 #[tokio::test]
-async fn bad_params_get_invalid_params_with_the_request_id(#[case] method: &str, #[case] params: Value) {
+async fn bad_params_get_invalid_request_without_the_request_id(#[case] method: &str, #[case] params: Value) {
+    // Real herdr v0.8.2 deserializes the whole request at once: never `invalid_params`.
     let (h, _dir) = fake().await;
     h.add_agent_pane("claude", AgentStatus::Idle);
-    let answer = rpc(&h, method, params).await;
-    assert_eq!(code(&answer), "invalid_params", "{answer}");
+    let line = json!({"id": "r-bad", "method": method, "params": params}).to_string();
+    let answer = raw(&h, &line).await;
+    assert_eq!(code(&answer), "invalid_request", "{answer}");
+    assert_eq!(answer["id"], "", "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at line 1 column"), "{message}");
+}
+
+#[tokio::test]
+async fn a_request_without_params_is_refused() {
+    let (h, _dir) = fake().await;
+    let answer = raw(&h, r#"{"id":"7","method":"ping"}"#).await;
+    assert_eq!(code(&answer), "invalid_request", "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("missing field `params`"), "{message}");
+}
+
+#[tokio::test]
+async fn an_unknown_key_name_is_refused_and_nothing_is_typed() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    let answer = rpc(
+        &h,
+        "pane.send_input",
+        json!({"pane_id": pane, "text": "hi", "keys": ["submit"]}),
+    )
+    .await;
+    assert_eq!(code(&answer), "invalid_key", "{answer}");
+    assert!(h.inputs(&pane).is_empty());
+}
+
+#[tokio::test]
+async fn text_with_a_newline_is_submitted_without_the_enter_key() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    let answer = rpc(
+        &h,
+        "pane.send_input",
+        json!({"pane_id": pane, "text": "do it\n", "keys": []}),
+    )
+    .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(h.status(&pane), Some(AgentStatus::Working));
+}
+
+#[tokio::test]
+async fn an_empty_until_waits_for_idle_done_or_blocked() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Blocked);
+    let answer = rpc(&h, "agent.wait", json!({"target": pane, "until": [], "timeout_ms": 50})).await;
+    assert!(answer.get("result").is_some(), "{answer}");
 }
 
 #[tokio::test]
