@@ -14,8 +14,8 @@ use serde_json::Value;
 #[error("{what} answered {answer}, which docs/CONTRACT.md ({section}) does not allow: {expected}")]
 pub struct ContractError {
     pub what: &'static str,
-    pub section: &'static str,
-    pub expected: &'static str,
+    pub section: String,
+    pub expected: String,
     /// The answer, shortened.
     pub answer: String,
 }
@@ -32,8 +32,8 @@ fn broken(what: &'static str, section: &'static str, expected: &'static str, v: 
     }
     ContractError {
         what,
-        section,
-        expected,
+        section: section.to_string(),
+        expected: expected.to_string(),
         answer,
     }
 }
@@ -101,6 +101,12 @@ pub fn waited_message(v: &Value) -> anyhow::Result<Value> {
 /// or an object whose `entries` is that list; each entry has `gid` and `host` strings.
 pub fn roster_entries(what: &'static str, v: &Value) -> Result<Vec<Value>, ContractError> {
     const EXPECTED: &str = "a list of entries [{gid, host, …}] or {\"entries\": [...]}";
+    crate::schemas::check(what, "roster.response", v).map_err(|e| ContractError {
+        what,
+        section: "roster; fixtures/schemas/contract.schema.json roster.response".to_string(),
+        expected: e.problems.join("; "),
+        answer: e.answer.clone(),
+    })?;
     let items = list_or_wrapped(v, "entries").ok_or_else(|| broken(what, "roster", EXPECTED, v))?;
     let entry = |e: &Value| e.get("gid").is_some_and(Value::is_string) && e.get("host").is_some_and(Value::is_string);
     if items.iter().all(entry) {

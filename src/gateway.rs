@@ -381,6 +381,8 @@ impl GatewayProcess {
         if !status.is_success() {
             return Err(self.api_err("POST /v1/entities", format!("{status}: {v}")));
         }
+        crate::schemas::check("POST /v1/entities", "entities.post.response", &v)
+            .map_err(|e| self.api_err("POST /v1/entities", e))?;
         let gid = v["gid"]
             .as_str()
             .ok_or_else(|| self.api_err("POST /v1/entities", format!("no gid in {v}")))?;

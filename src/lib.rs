@@ -14,6 +14,7 @@
 //! - [`keys`] — host keys and the peers file
 //! - [`envelope`] — the suite's own envelope and signing input, to craft and judge messages
 //! - [`legacy`] — the v1.0.0 broker state of `fixtures/legacy/`, seeded for migration scenarios
+//! - [`schemas`] — the contract's JSON Schemas (`fixtures/schemas/`), checked on every answer read
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
 //! - [`tls`] — test-time certificates for `amqps://` brokers
 
@@ -31,5 +32,6 @@ pub mod legacy;
 pub mod mcp;
 pub mod probe;
 pub mod report;
+pub mod schemas;
 pub mod timing;
 pub mod tls;

@@ -67,6 +67,9 @@ pub enum McpError {
     },
     #[error("the MCP client for {url} was closed by its owner; {tool} was not sent")]
     Closed { url: String, tool: String },
+    /// The tool answered outside the contract's schema (`fixtures/schemas/`).
+    #[error(transparent)]
+    Contract(#[from] crate::schemas::SchemaViolation),
 }
 
 /// A duration shown in seconds with one decimal (error messages stay readable).
@@ -269,7 +272,13 @@ impl McpHandle {
                 async move { peer.call_tool(params).await }
             })
             .await?;
-        decode(tool, result)
+        let v = decode(tool, result)?;
+        // Every answer read is inside the published contract, or the call fails naming the field.
+        let shape = format!("{tool}.result");
+        if crate::schemas::has_shape(&shape) {
+            crate::schemas::check(tool, &shape, &v)?;
+        }
+        Ok(v)
     }
 }
 

@@ -365,6 +365,7 @@ fn mcp_error_label(e: &fleet_conformance::mcp::McpError) -> String {
         McpError::SessionDied { .. } => "session died",
         McpError::Connect { .. } => "connect",
         McpError::Tool { .. } => "tool error",
+        McpError::Contract(_) => "contract violation",
         McpError::Call { .. } | McpError::Closed { .. } => "other",
     };
     format!("error: {kind}")

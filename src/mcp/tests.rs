@@ -224,7 +224,11 @@ fn handle_post(req: &Request, state: &State) -> Reply {
     let result = if method == "tools/list" {
         json!({"tools": [{"name": "bridge_roster", "inputSchema": {"type": "object"}}]})
     } else {
-        let out = json!({"tool": tool, "args": msg["params"]["arguments"]});
+        // The echo is also a valid answer of every tool the tests call (the client checks each
+        // answer against the contract's schema): a poll's messages, a roster's entries, a wait's
+        // timeout, a send's status.
+        let out = json!({"tool": tool, "args": msg["params"]["arguments"], "messages": [], "entries": [],
+            "timeout": true, "status": "injected", "msgId": "3f2a0c1e-9d4b-4c1a-8f00-1234567890ab"});
         json!({"content": [{"type": "text", "text": out.to_string()}], "structuredContent": out, "isError": false})
     };
     let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
@@ -257,7 +261,7 @@ async fn an_answered_call_returns_the_structured_result() {
     let fake = Fake::start(&[]).await;
     let c = client(&fake).await;
     let v = c.call("bridge_poll", json!({"max": 3})).await.expect("answered");
-    assert_eq!(v, json!({"tool": "bridge_poll", "args": {"max": 3}}));
+    assert_eq!((&v["tool"], &v["args"]), (&json!("bridge_poll"), &json!({"max": 3})));
     assert_eq!(c.tool_names().await.expect("listed"), vec!["bridge_roster".to_string()]);
 }
 
@@ -438,4 +442,22 @@ fn arguments_are_abbreviated_but_gids_stay_whole() {
     assert!(s.contains(&format!("{}…", "x".repeat(40))), "{s}");
     assert!(s.contains("… 2 more"), "{s}");
     assert!(s.chars().count() <= 241, "{s}");
+}
+
+#[tokio::test]
+async fn an_answer_outside_the_contract_fails_the_call_naming_the_field() {
+    let fake = Fake::start(&[]).await;
+    let c = client(&fake).await;
+    // The echo has no `gid`/`status` pair a spawn result needs: status "injected" is not one of
+    // bridge_spawn's.
+    let err = c
+        .call("bridge_spawn", json!({"host": "b", "profile": "p", "brief": "x"}))
+        .await
+        .expect_err("outside");
+    let text = err.to_string();
+    assert!(matches!(err, McpError::Contract(_)), "{text}");
+    assert!(
+        text.contains("bridge_spawn.result") && text.contains("/status"),
+        "{text}"
+    );
 }
