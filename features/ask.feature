@@ -9,6 +9,7 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     And the wire to "lead" and "w1" is tapped
+    And the probe watches the wire
 
   @ASK-1 @ASK-2 @ENV-3 @RPL-2 @smoke
   Scenario: a question asked in turn is answered, and the whole flow shares one traceId
@@ -19,14 +20,16 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     Then the answer returns "sent"
     And the ask returns "answered" with answer "main, please" within 10 seconds
     And every message of the conversation between "lead" and "w1" carries one traceId
+    And every message the probe saw a gateway publish is complete, in long strings, and signed
 
-  @ASK-2
+  @ASK-2 @ENV-3
   Scenario: with no open waiter the ask is refused in one round trip
     When "w1" asks "anyone there?" with a timeout of 60 seconds
     Then the ask returns "no_waiter" within 5 seconds
     And the wire carries a NO_WAITER to "w1" within 5 seconds
+    And every message the probe saw a gateway publish is complete, in long strings, and signed
 
-  @ASK-5 @ASK-3
+  @ASK-5 @ASK-3 @ENV-3
   Scenario: an ask that expires at the asker is abandoned, and a later answer is refused
     Given "lead" is waiting for a message
     When "w1" asks "should I squash?" with a timeout of 2 seconds
@@ -37,6 +40,7 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     When "lead" answers the question with "yes"
     Then the answer returns "abandoned"
     And no ANSWER reached "w1"
+    And every message the probe saw a gateway publish is complete, in long strings, and signed
 
   @ASK-4
   Scenario: an answer for a turn that no longer waits comes back to the main as TOO_LATE

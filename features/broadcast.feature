@@ -11,11 +11,13 @@ Feature: Broadcast — one publish, one copy per member (SPEC §10)
   @BRD-1 @BRD-2 @FWD-3 @smoke
   Scenario: a group broadcast reaches each member once, and no one else
     Given "w1", "w2" and "w3" are idle
+    And the probe watches the wire
     When "lead" broadcasts "rebase on main" to group "build"
     Then herdr on "b" records exactly 1 inject into "w1" with text "rebase on main"
     And herdr on "c" records exactly 1 inject into "w2" with text "rebase on main"
     And the inbox of "w3" never received a message
     And the inbox of "lead" never received a message
+    And every message the probe saw a gateway publish is complete, in long strings, and signed
 
   @BRD-1 @BRD-2
   Scenario: a broadcast to everyone reaches every other entity once, and not its sender

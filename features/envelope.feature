@@ -125,6 +125,26 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | message                    | to | check     |
       | a SEND over the body limit | w1 | oversized |
 
+  @SIG-2 @SIG-5 @SIG-6 @SPN-2
+  Scenario Outline: <message> on the control queue of "b" is rejected and never acted on
+    When the probe publishes "<message>" to "the control queue of b"
+    Then the gateway of "the control queue of b" dead-letters it with x-death reason "rejected"
+    And the gateway of "the control queue of b" logs the rejection naming the check "<check>"
+    And herdr on "b" opened no pane and closed none
+    And no gateway published FAILED
+    And every gateway is still ready
+
+    Examples: a forged SPAWN
+      | message                                        | check            |
+      | a SPAWN signed by the untrusted host mallory   | signature        |
+      | a SPAWN from an entity not present on its host | from_not_on_host |
+
+    @cap-stop
+    Examples: a forged STOP of a live worker
+      | message                                                | check            |
+      | a STOP for w1 signed by the untrusted host mallory     | signature        |
+      | a STOP for w1 from an entity not present on its host   | from_not_on_host |
+
   @SIG-2 @ENV-3 @SIG-1
   Scenario: a valid message from the probe host is injected, and its INJECTED is signed and keeps the traceId
     When "p1" on the probe host sends a valid message to "w1"

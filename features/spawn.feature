@@ -5,6 +5,7 @@ Feature: Spawn and stop across hosts (SPEC §9)
     Given a broker
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with profiles "claude=claude --yes"
+    And the probe watches the wire
 
   @SPN-1 @SPN-4 @smoke
   Scenario: a main spawns a worker on another host, which gets its brief once
@@ -16,6 +17,7 @@ Feature: Spawn and stop across hosts (SPEC §9)
     When the spawned agent "w9" becomes idle
     Then herdr on "b" records exactly 1 inject into "w9" with text "triage issue 7"
     And "lead" drains an INJECTED notice for the spawn of "w9" within 10 seconds
+    And every message the probe saw a gateway publish is complete, in long strings, and signed
 
   @SPN-2 @crash
   Scenario: a SPAWN delivered twice, before and after a restart, still launches one agent
@@ -34,6 +36,7 @@ Feature: Spawn and stop across hosts (SPEC §9)
     When "lead" spawns a "gemini" worker "w8" on "b" with brief "hello"
     Then the spawn of "w8" returns "failed" with reason "unknown_profile" within 10 seconds
     And herdr on "b" created no pane
+    And every message the probe saw a gateway publish is complete, in long strings, and signed
 
   @SPN-1 @PUB-2
   Scenario: a spawn on an unknown host fails fast with no_route
@@ -49,3 +52,4 @@ Feature: Spawn and stop across hosts (SPEC §9)
     Then herdr on "b" shows the pane of "w9" closed
     And the inbox of "w9" is gone
     And within 1 heartbeat the roster of "a" no longer lists "w9"
+    And every message the probe saw a gateway publish is complete, in long strings, and signed

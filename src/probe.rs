@@ -298,6 +298,24 @@ impl Probe {
     }
 
     /// A tap on `bridge.dlx`: a copy of every dead letter of the vhost, with its `x-death`.
+    /// A tap on a direct exchange (`bridge.control`): one queue bound with each key.
+    pub async fn tap_keys(&self, exchange: &str, keys: &[String]) -> Result<Tap, ProbeError> {
+        let (first, rest) = keys.split_first().map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
+        let tap = self.tap(exchange, first).await?;
+        for k in rest {
+            tap.ch
+                .queue_bind(
+                    tap.queue.as_str().into(),
+                    exchange.into(),
+                    k.as_str().into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+        }
+        Ok(tap)
+    }
+
     pub async fn watch_dead_letters(&self) -> Result<Tap, ProbeError> {
         self.tap("bridge.dlx", "").await
     }

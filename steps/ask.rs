@@ -148,24 +148,51 @@ async fn wire_carries(w: &mut FleetWorld, kind: String, to: String, for_turn: St
         .taps
         .get(&to)
         .ok_or_else(|| anyhow!("the wire to {to} is not tapped"))?;
-    wait_for(&format!("a {kind} to {to}"), Duration::from_secs(secs), || {
+    let notice = wait_for(&format!("a {kind} to {to}"), Duration::from_secs(secs), || {
         let (kind, turn) = (kind.clone(), turn.clone());
         async move {
             let all = tap.fetch().await.map_err(|e| e.to_string())?;
-            let hit = all.iter().any(|m| {
+            let hit = all.iter().find(|m| {
                 m.header_str("kind").as_deref() == Some(&kind)
                     && turn
                         .as_ref()
                         .is_none_or(|t| m.header_str("turnId").as_deref() == Some(t))
             });
-            if hit {
-                Ok(Some(()))
-            } else {
-                Err(format!("{} message(s), none a {kind}", all.len()))
+            match hit {
+                Some(m) => Ok(Some(m.clone())),
+                None => Err(format!("{} message(s), none a {kind}", all.len())),
             }
         }
     })
     .await?;
+    // A notice about an ASK (NO_WAITER, ABANDONED) names it (corrId = its msgId, [C-2]) and keeps
+    // its flow's traceId (ENV-3). The ASK itself is on the wire to the main.
+    if matches!(kind.as_str(), "NO_WAITER" | "ABANDONED") {
+        let h = |n: &str| notice.header_str(n).unwrap_or_default();
+        let turn_id = h("turnId");
+        let mut asks = Vec::new();
+        for t in w.talk.taps.values() {
+            asks.extend(t.fetch().await?.into_iter().filter(|m| {
+                m.header_str("kind").as_deref() == Some("ASK") && m.header_str("turnId").as_deref() == Some(&turn_id)
+            }));
+        }
+        let ask = asks
+            .first()
+            .ok_or_else(|| anyhow!("no ASK of turn {turn_id} on the tapped wire to check the {kind} against"))?;
+        let a = |n: &str| ask.header_str(n).unwrap_or_default();
+        ensure!(
+            h("traceId") == a("traceId"),
+            "ENV-3: the {kind} carries traceId {} but its ASK {}",
+            h("traceId"),
+            a("traceId")
+        );
+        ensure!(
+            h("corrId") == a("msgId"),
+            "[C-2]: the {kind}'s corrId {:?} is not its ASK's msgId {}",
+            h("corrId"),
+            a("msgId")
+        );
+    }
     Ok(())
 }
 

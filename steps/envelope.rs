@@ -37,6 +37,9 @@ pub struct WireState {
     msgs: Option<Arc<Tap>>,
     /// Copies of everything published on `bridge.roster` (key `roster.#`).
     roster: Option<Arc<Tap>>,
+    /// Copies of SPAWN and STOP on `bridge.control` for the hosts running when the probe started
+    /// (a direct exchange: one binding per host; hosts without a gateway stay unroutable).
+    control: Option<Arc<Tap>>,
     /// The untrusted key.
     mallory: Option<HostKey>,
     /// Fake entities on host "probe": name → gid.
@@ -95,15 +98,21 @@ fn key(w: &FleetWorld, host: &str) -> anyhow::Result<HostKey> {
         .ok_or_else(|| anyhow!("no key for host {host:?}"))
 }
 
-/// A target of the catalogue: an entity's inbox, or every gateway's roster queue.
+/// A target of the catalogue: an entity's inbox, every gateway's roster queue, or one host's
+/// control queue (SPAWN and STOP, SPEC §9).
 enum Target {
     Inbox { name: String, gid: String, host: String },
     Roster,
+    Control { host: String },
 }
 
 fn target(w: &FleetWorld, name: &str) -> anyhow::Result<Target> {
     if name == "the roster" {
         return Ok(Target::Roster);
+    }
+    if let Some(host) = name.strip_prefix("the control queue of ") {
+        w.host(host)?;
+        return Ok(Target::Control { host: host.to_string() });
     }
     let e = w.entity(name)?;
     Ok(Target::Inbox {
@@ -119,6 +128,7 @@ impl Target {
         match self {
             Target::Inbox { gid, host, .. } => vec![(host.clone(), inbox(gid))],
             Target::Roster => w.hosts.keys().map(|h| (h.clone(), format!("roster.{h}"))).collect(),
+            Target::Control { host } => vec![(host.clone(), format!("control.{host}"))],
         }
     }
 }
@@ -142,6 +152,14 @@ async fn probe_watches(w: &mut FleetWorld) -> anyhow::Result<()> {
             .await
             .context("tapping bridge.roster")?,
     ));
+    let hosts: Vec<String> = w.hosts.keys().cloned().collect();
+    if !hosts.is_empty() {
+        w.wire.control = Some(Arc::new(
+            p.tap_keys("bridge.control", &hosts)
+                .await
+                .context("tapping bridge.control")?,
+        ));
+    }
     w.wire.probe = Some(Arc::new(p));
     w.wire.mallory = Some(HostKey::generate("mallory"));
     Ok(())
@@ -486,6 +504,77 @@ async fn poll_until(w: &mut FleetWorld, main: &str, pred: impl Fn(&Value) -> boo
 }
 
 /// Builds the hostile presence a catalogue row names (for every gateway's roster queue).
+/// Builds a forged SPAWN or STOP for `host`'s control queue: signed by the untrusted key, or
+/// from an entity that no signed presence puts on host "probe". A gateway that acted on one would
+/// launch an agent (SPAWN, or report FAILED `unknown_profile`) or close a worker's pane (STOP).
+fn craft_for_control(w: &FleetWorld, row: &str, host: &str) -> anyhow::Result<Planned> {
+    let p1 = fake_gid(w, "p1")?;
+    let (kind, rest) = if let Some(r) = row.strip_prefix("a SPAWN ") {
+        ("SPAWN", r)
+    } else if let Some(r) = row.strip_prefix("a STOP for w1 ") {
+        ("STOP", r)
+    } else {
+        bail!("unknown control catalogue row {row:?}")
+    };
+    let (from, signer) = match rest {
+        "signed by the untrusted host mallory" => (p1.clone(), key(w, "mallory")?),
+        "from an entity not present on its host" => (new_uuid(), key(w, "probe")?),
+        _ => bail!("unknown control catalogue row {row:?}"),
+    };
+    let mut env = Envelope::new(kind, &from, host, "probe");
+    let marker = env.msg_id().to_string();
+    let body = if kind == "SPAWN" {
+        env.set("spawnId", &new_uuid());
+        json!({"profile": "claude", "brief": marker, "groups": [], "parent": p1})
+    } else {
+        json!({"gid": w.gid("w1")?})
+    }
+    .to_string()
+    .into_bytes();
+    let env = env.signed_by(&signer, &body);
+    let msg = Crafted::from_envelope("bridge.control", host, &env, &body);
+    Ok(Planned {
+        marker: marker.clone(),
+        msg: marked(msg, &marker),
+        text: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+#[then(expr = "herdr on {string} opened no pane and closed none")]
+async fn panes_untouched(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let herdr = &w.host(&host)?.herdr;
+    let panes: Vec<(String, String)> = w
+        .entities
+        .iter()
+        .filter(|(_, e)| e.host == host)
+        .map(|(n, e)| (n.clone(), e.pane.clone()))
+        .collect();
+    let before = herdr.created_panes().len();
+    fleet_conformance::timing::hold_for(
+        &format!("no pane opened or closed on {host}"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let now = herdr.created_panes().len();
+            let closed: Vec<&String> = panes
+                .iter()
+                .filter(|(_, p)| !herdr.pane_exists(p))
+                .map(|(n, _)| n)
+                .collect();
+            async move {
+                if now != before {
+                    Err(format!("{} pane(s) opened", now - before))
+                } else if !closed.is_empty() {
+                    Err(format!("the pane(s) of {closed:?} closed"))
+                } else {
+                    Ok(())
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 async fn craft_for_roster(w: &mut FleetWorld, row: &str) -> anyhow::Result<Planned> {
     let probe_key = key(w, "probe")?;
     let body = |gid: &str| {
@@ -554,6 +643,7 @@ async fn publishes_hostile(w: &mut FleetWorld, row: String, to: String) -> anyho
     let planned = match target(w, &to)? {
         Target::Inbox { gid, .. } => craft_for_inbox(w, &row, &gid).await?,
         Target::Roster => craft_for_roster(w, &row).await?,
+        Target::Control { host } => craft_for_control(w, &row, &host)?,
     };
     let p = probe(w)?;
     p.publish(&planned.msg)
@@ -638,6 +728,9 @@ async fn valid_accepted(w: &mut FleetWorld, from: &str, to: &str) -> anyhow::Res
             let k = key(w, "probe")?;
             probe(w)?.announce(&k, &gid, "worker", FAKE_TTL).await?;
             until_listed(w, &gid, "probe").await
+        }
+        Target::Control { host } => {
+            bail!("no valid-message check for the control queue of {host}: a valid SPAWN would launch an agent")
         }
         Target::Inbox { name, gid, host } => {
             let text = format!("valid message {}", new_uuid());
@@ -829,7 +922,54 @@ fn check_published(w: &FleetWorld, m: &Captured) -> anyhow::Result<Envelope> {
         .ok_or_else(|| anyhow!("{} names host {host:?}, which the suite holds no key for", describe(m)))?;
     env.verify(&k.public_base64(), &m.body)
         .map_err(|e| anyhow!("SIG-1: {e} ({})", describe(m)))?;
+    check_properties(&env, m)?;
     Ok(env)
+}
+
+/// SPEC §2's AMQP properties: `delivery_mode` 2 for every kind but ASK and ANSWER (1); the content
+/// type of the body (text for the text kinds, JSON for the others; compared without case or
+/// spaces); for ASK and ANSWER an `expiration` of at most the ms from `ts` to `expiresAt`.
+fn check_properties(env: &Envelope, m: &Captured) -> anyhow::Result<()> {
+    let kind = env.kind();
+    let transient = matches!(kind, "ASK" | "ANSWER");
+    let text = matches!(kind, "SEND" | "REPLY" | "ASK" | "ANSWER" | "BROADCAST");
+    let mode = m.properties.delivery_mode().unwrap_or(1);
+    let want = if transient { 1 } else { 2 };
+    ensure!(
+        mode == want,
+        "SPEC §2: a {kind} is published with delivery_mode {want}, got {mode} in {}",
+        describe(m)
+    );
+    let norm = |s: &str| s.to_ascii_lowercase().replace(' ', "");
+    let ct = m
+        .properties
+        .content_type()
+        .as_ref()
+        .map(|c| norm(c.as_str()))
+        .unwrap_or_default();
+    let want_ct = if text {
+        "text/plain;charset=utf-8"
+    } else {
+        "application/json"
+    };
+    ensure!(
+        ct == want_ct,
+        "SPEC §2: a {kind} has content_type {want_ct:?}, got {ct:?} in {}",
+        describe(m)
+    );
+    if transient {
+        let ts: u64 = env.value("ts").parse().unwrap_or(0);
+        let exp: u64 = env.value("expiresAt").parse().unwrap_or(0);
+        let exp_prop = m.properties.expiration().as_ref().map(|e| e.as_str().to_string());
+        let ms: Option<u64> = exp_prop.as_deref().and_then(|e| e.parse().ok());
+        ensure!(
+            ms.is_some_and(|ms| ms > 0 && ms <= exp.saturating_sub(ts)),
+            "SPEC §2: a {kind} carries expiration = ms left until expiresAt ({} ms at ts), got {exp_prop:?} in {}",
+            exp.saturating_sub(ts),
+            describe(m)
+        );
+    }
+    Ok(())
 }
 
 fn describe(m: &Captured) -> String {
@@ -884,6 +1024,9 @@ async fn all_published_ok(w: &mut FleetWorld) -> anyhow::Result<()> {
     let gateways: Vec<String> = w.hosts.keys().cloned().collect();
     let mut all = tap(&w.wire.msgs, "bridge.msg")?.fetch().await?;
     all.extend(tap(&w.wire.roster, "bridge.roster")?.fetch().await?);
+    if let Some(c) = &w.wire.control {
+        all.extend(c.fetch().await?);
+    }
     let mut n = 0;
     for m in all
         .iter()
@@ -893,6 +1036,14 @@ async fn all_published_ok(w: &mut FleetWorld) -> anyhow::Result<()> {
         n += 1;
     }
     ensure!(n > 0, "the probe saw no message published by a gateway");
+    let mut kinds: Vec<String> = all
+        .iter()
+        .filter(|m| m.header_str("host").is_some_and(|h| gateways.contains(&h)))
+        .filter_map(|m| m.header_str("kind"))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    println!("checked {n} message(s) published by the gateways, of kinds {kinds:?}");
     Ok(())
 }
 

@@ -149,9 +149,15 @@ async fn core_topology(w: &mut FleetWorld) -> anyhow::Result<()> {
         .await?
         .ok_or_else(|| anyhow!("bridge.dlq missing"))?;
     ensure!(dlq.durable, "bridge.dlq is not durable");
+    // TOP-4: capped at FLEET_DLQ_MAX_LENGTH as the scenario set it, 10 000 by default.
+    let cap: u64 = w
+        .gateway_env
+        .get("FLEET_DLQ_MAX_LENGTH")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
     ensure!(
-        dlq.arguments.get("x-max-length").is_some(),
-        "bridge.dlq is not capped: {:?}",
+        dlq.arguments.get("x-max-length") == Some(&json!(cap)),
+        "bridge.dlq must be capped at x-max-length {cap} (TOP-4): {:?}",
         dlq.arguments
     );
     let b = suite.broker.management().bindings(&vhost, "bridge.dlq").await?;
