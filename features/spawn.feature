@@ -38,6 +38,22 @@ Feature: Spawn and stop across hosts (SPEC §9)
     And herdr on "b" created no pane
     And every message the probe saw a gateway publish is complete, in long strings, and signed
 
+  @SPN-3
+  Scenario: a launcher error is reported as FAILED spawn_failed
+    Given herdr on "b" cannot open panes
+    When "lead" spawns a "claude" worker "w8" on "b" with brief "hello"
+    Then the spawn of "w8" returns "failed" with reason "spawn_failed" within 10 seconds
+    And every message the probe saw a gateway publish is complete, in long strings, and signed
+
+  @SPN-4 @RPL-1
+  Scenario: a spawned worker's reply reaches the main that spawned it
+    When "lead" spawns a "claude" worker "w9" on "b" with brief "triage issue 7"
+    Then the spawn of "w9" returns "present" within 10 seconds
+    When "w9" replies "issue 7 is a duplicate of 3"
+    And "lead" polls messages from "w9"
+    Then "lead" gets exactly 1 message
+    And message 1 is a REPLY from "w9" with text "issue 7 is a duplicate of 3"
+
   @SPN-1 @PUB-2
   Scenario: a spawn on an unknown host fails fast with no_route
     When "lead" spawns a "claude" worker "w7" on "nowhere" with brief "hello"

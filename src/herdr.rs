@@ -264,6 +264,9 @@ pub enum Fault {
     Refuse,
     /// `pane.send_input` on an existing pane fails with error `pane_send_failed`.
     SendInputFails,
+    /// `workspace.create` and `tab.create` fail with `internal_error`: no pane can be opened
+    /// (a launcher error, SPN-3's `spawn_failed`).
+    CreateFails,
 }
 
 /// What became of one accepted `pane.send_input`.
@@ -893,6 +896,7 @@ impl Shared {
 
     fn workspace_create(&self, p: CreateParams) -> Result<ResultBody, WireError> {
         validate_env(&p.env)?;
+        self.refuse_create()?;
         let cwd = p.cwd.clone().unwrap_or_else(|| self.default_cwd.clone());
         let mut state = self.state();
         let ws = state.create_workspace(p.label.clone());
@@ -917,6 +921,7 @@ impl Shared {
     }
 
     fn tab_create(&self, p: CreateParams) -> Result<ResultBody, WireError> {
+        self.refuse_create()?;
         let mut state = self.state();
         let ws = match &p.workspace_id {
             Some(id) => state.workspaces.iter().find(|w| &w.id == id).map(|w| w.id.clone()),
@@ -991,6 +996,14 @@ impl Shared {
             self.bump();
         }
         Ok(ResultBody::Ok {})
+    }
+
+    /// [`Fault::CreateFails`]: the answer herdr gives when it cannot open a terminal.
+    fn refuse_create(&self) -> Result<(), WireError> {
+        if self.state().faults.contains(&Fault::CreateFails) {
+            return Err(WireError::new("internal_error", "failed to spawn the pane's terminal"));
+        }
+        Ok(())
     }
 
     fn pane_get(&self, pane_id: &str) -> Result<ResultBody, WireError> {

@@ -253,11 +253,13 @@ async fn flood_dlq(w: &mut FleetWorld, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[when(regex = r#"^herdr on "([^"]+)" (swallows input|is down|comes back)$"#)]
+#[given(regex = r#"^herdr on "([^"]+)" (swallows input|is down|comes back|cannot open panes)$"#)]
+#[when(regex = r#"^herdr on "([^"]+)" (swallows input|is down|comes back|cannot open panes)$"#)]
 async fn herdr_fault(w: &mut FleetWorld, host: String, what: String) -> anyhow::Result<()> {
     let h = w.host(&host)?;
     match what.as_str() {
         "swallows input" => h.herdr.set_fault(Fault::SwallowInput, true),
+        "cannot open panes" => h.herdr.set_fault(Fault::CreateFails, true),
         "is down" => h.herdr.try_set_fault(Fault::Refuse, true)?,
         _ => h.herdr.try_set_fault(Fault::Refuse, false)?,
     }
