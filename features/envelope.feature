@@ -139,7 +139,7 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | a SPAWN signed by the untrusted host mallory   | signature        |
       | a SPAWN from an entity not present on its host | from_not_on_host |
 
-    @cap-stop
+    @cap-stop @SPN-5
     Examples: a forged STOP of a live worker
       | message                                                | check            |
       | a STOP for w1 signed by the untrusted host mallory     | signature        |

@@ -49,6 +49,7 @@ Feature: Spawn and stop across hosts (SPEC §9)
   Scenario: a spawned worker's reply reaches the main that spawned it
     When "lead" spawns a "claude" worker "w9" on "b" with brief "triage issue 7"
     Then the spawn of "w9" returns "present" within 10 seconds
+    And herdr on "b" shows one new pane for "w9" with the FLEET_* env and the command "claude --yes"
     When "w9" replies "issue 7 is a duplicate of 3"
     And "lead" polls messages from "w9"
     Then "lead" gets exactly 1 message

@@ -15,10 +15,12 @@ use serde_json::{Value, json};
 
 use crate::world::FleetWorld;
 
+/// Nominal, like every bound: stretched by the time knob (see the default in `world.rs`).
 #[given(expr = "the gateways' heartbeat is {int} seconds")]
 async fn heartbeat(w: &mut FleetWorld, secs: u64) {
+    let h = scaled(std::time::Duration::from_secs(secs));
     w.gateway_env
-        .insert("FLEET_HEARTBEAT_MS".into(), (secs * 1000).to_string());
+        .insert("FLEET_HEARTBEAT_MS".into(), h.as_millis().to_string());
 }
 
 /// Parses Prometheus text: `series value` per line (`# …` lines skipped).

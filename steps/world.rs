@@ -106,8 +106,13 @@ impl FleetWorld {
             .map(|h| (h.to_string(), HostKey::generate(h)))
             .collect();
         let mut gateway_env = BTreeMap::new();
-        // Short heartbeats keep presence and [C-7] waits quick; the spec default is 5 s.
-        gateway_env.insert("FLEET_HEARTBEAT_MS".into(), "1000".into());
+        // Short heartbeats keep presence and [C-7] waits quick; the spec default is 5 s. Like
+        // every bound a scenario relies on, it is nominal and stretches with the time knob: the
+        // [C-7]/[C-14] grace is two heartbeats of the *gateway's* clock, and on a machine four
+        // times slower a 1 s heartbeat left a fresh gateway's roster without a sender's presence
+        // when its first brief arrived (herdr_faults.feature:27, flakes run under 2 hogs + load).
+        let heartbeat = fleet_conformance::timing::scaled(Duration::from_secs(1));
+        gateway_env.insert("FLEET_HEARTBEAT_MS".into(), heartbeat.as_millis().to_string());
         gateway_env.insert("FLEET_AMQP_HEARTBEAT_S".into(), "5".into());
         Ok(FleetWorld {
             suite,
