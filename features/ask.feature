@@ -20,6 +20,7 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     Then the answer returns "sent"
     And the ask returns "answered" with answer "main, please" within 10 seconds
     And every message of the conversation between "lead" and "w1" carries one traceId
+    And the ASK to "lead" expires 30 seconds after its ts
     And every message the probe saw a gateway publish is complete, in long strings, and signed
 
   @ASK-2 @ENV-3

@@ -38,6 +38,14 @@ Feature: Broadcast — one publish, one copy per member (SPEC §10)
     When "lead" broadcasts "anyone?" to group "nobody-here"
     Then the inbox of "w1" never received a message
 
+  @BRD-2
+  Scenario: a worker's own broadcast is not injected back into it
+    Given "w1" and "w2" are idle
+    And the probe watches the wire
+    When a BROADCAST "who owns the cache?" from "w1" to group "build", signed by its host, reaches the broker
+    Then herdr on "c" records exactly 1 inject into "w2" with text "who owns the cache?"
+    And herdr on "b" records no inject into "w1"
+
   @BRD-3
   Scenario: a stopped member gets nothing
     Given "w1" and "w2" are idle

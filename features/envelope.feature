@@ -145,6 +145,13 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | a STOP for w1 signed by the untrusted host mallory     | signature        |
       | a STOP for w1 from an entity not present on its host   | from_not_on_host |
 
+  @ASK-3
+  Scenario: an ASK that reaches the main's gateway after its expiresAt is acked and dropped, never surfaced
+    When the probe sends "lead" an ASK from "p1" that expired a minute ago
+    Then a valid message from "p1" to "lead" is still accepted
+    And nothing hostile was injected into "w1" or held for "lead"
+    And the late ASK was acked and dropped: never dead-lettered, never answered
+
   @SIG-2 @ENV-3 @SIG-1
   Scenario: a valid message from the probe host is injected, and its INJECTED is signed and keeps the traceId
     When "p1" on the probe host sends a valid message to "w1"

@@ -215,6 +215,30 @@ async fn wire_carries(w: &mut FleetWorld, kind: String, to: String, for_turn: St
     Ok(())
 }
 
+/// ASK-1: `expiresAt = now + timeout`, read from the ASK on the wire to the main (its `ts` is the
+/// publish time; a second of slack for the clock read between the two).
+#[then(expr = "the ASK to {string} expires {int} seconds after its ts")]
+async fn ask_expires_after(w: &mut FleetWorld, main: String, secs: u64) -> anyhow::Result<()> {
+    let tap = w
+        .talk
+        .taps
+        .get(&main)
+        .ok_or_else(|| anyhow!("the wire to {main} is not tapped"))?;
+    let all = tap.fetch().await?;
+    let ask = all
+        .iter()
+        .find(|m| m.header_str("kind").as_deref() == Some("ASK"))
+        .ok_or_else(|| anyhow!("no ASK on the wire to {main}"))?;
+    let num = |n: &str| ask.header_str(n).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    let span = num("expiresAt") - num("ts");
+    let want = (secs * 1000) as i64;
+    ensure!(
+        (span - want).abs() <= 1000,
+        "ASK-1: the ASK expires {span} ms after its ts, expected the ask's timeout, {want} ms"
+    );
+    Ok(())
+}
+
 #[then(expr = "no ANSWER reached {string}")]
 async fn no_answer(w: &mut FleetWorld, worker: String) -> anyhow::Result<()> {
     let all = tapped_to(w, &worker).await?;
