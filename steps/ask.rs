@@ -216,7 +216,8 @@ async fn wire_carries(w: &mut FleetWorld, kind: String, to: String, for_turn: St
 }
 
 /// ASK-1: `expiresAt = now + timeout`, read from the ASK on the wire to the main (its `ts` is the
-/// publish time; a second of slack for the clock read between the two).
+/// publish time; a second of slack for the clock read between the two). `secs` is the nominal
+/// timeout of the ask step, which sent it stretched.
 #[then(expr = "the ASK to {string} expires {int} seconds after its ts")]
 async fn ask_expires_after(w: &mut FleetWorld, main: String, secs: u64) -> anyhow::Result<()> {
     let tap = w
@@ -231,10 +232,11 @@ async fn ask_expires_after(w: &mut FleetWorld, main: String, secs: u64) -> anyho
         .ok_or_else(|| anyhow!("no ASK on the wire to {main}"))?;
     let num = |n: &str| ask.header_str(n).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
     let span = num("expiresAt") - num("ts");
-    let want = (secs * 1000) as i64;
+    // The ask was made with the nominal timeout stretched by the time knob (see `asks`).
+    let want = scaled(Duration::from_secs(secs)).as_millis() as i64;
     ensure!(
         (span - want).abs() <= 1000,
-        "ASK-1: the ASK expires {span} ms after its ts, expected the ask's timeout, {want} ms"
+        "ASK-1: the ASK expires {span} ms after its ts, expected the ask's timeout_s, {want} ms"
     );
     Ok(())
 }
