@@ -1,14 +1,13 @@
-@broker-restart @serial
+@broker-restart
 Feature: Broker restart — what the broker keeps comes back, what gateways hold is redelivered once (SPEC §12 CON-3, §5, §6, §8, §13)
 
   The broker is stopped and started again on its data: the process node gets SIGTERM and is started
   again on the same data dir, node name and ports; the container gets `docker stop` and `docker start`
   (its host ports are pinned). Gateways keep the FLEET_AMQP_URL they were started with and must come
-  back on their own. A restart breaks every connection into the broker, so each scenario here has the
-  broker to itself: it waits until every other scenario's vhost is gone, and new ones wait until it
-  is done (src/broker/mod.rs; cucumber's @serial runs them one at a time, but does not wait for
-  scenarios already running). The url: provider cannot restart a broker: these scenarios are left
-  out there and reported not tested.
+  back on their own. A restart breaks every connection into the broker, so these scenarios run on a
+  broker of their own (a second node of the same provider and kind, started when the first of them
+  needs it), one at a time, while the other scenarios go on on the shared one. The url: provider
+  cannot restart a broker: these scenarios are left out there and reported not tested.
 
   Gateways here heartbeat every second, so "a heartbeat" is one second, stretched by the time scale.
 

@@ -4,9 +4,10 @@
 //! in the middle of a move (MIG-3) — because what they publish is persistent and what they declare
 //! durable (SPEC §1, §2).
 //!
-//! A restart breaks every connection into the broker, so such a scenario first takes the broker to
-//! itself ([`Broker::create_exclusive_vhost`](fleet_conformance::broker::Broker)): it waits for
-//! every other scenario to finish and holds new ones back until it is done. The url: provider
+//! A restart breaks every connection into the broker, so these scenarios run on a broker of their
+//! own (`Suite::restart_suite`: a second node of the same spec, started on first use), and each
+//! takes it to itself ([`Broker::create_exclusive_vhost`](fleet_conformance::broker::Broker)):
+//! one at a time there, while the other scenarios share the first broker. The url: provider
 //! cannot restart a broker; the runner leaves these scenarios out there (`@broker-restart`,
 //! `BrokerSpec::cannot_run`) and says they were not tested, and the first step fails loudly should
 //! one be run there anyway.
@@ -88,7 +89,23 @@ async fn bounded<T>(what: &str, f: impl std::future::Future<Output = anyhow::Res
 
 #[given("a broker the suite can restart, to this scenario alone")]
 async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let suite = w.suite()?;
+    ensure!(
+        w.vhost.is_none(),
+        "the scenario already uses the shared broker through vhost {:?}: this step must come first",
+        w.vhost
+    );
+    let shared = w.suite()?;
+    if let Some(why) = shared.broker.cannot_restart() {
+        bail!(
+            "not tested on {}: {why}. The runner leaves @broker-restart scenarios out on this provider; \
+             this one was run anyway",
+            shared.broker.spec().label()
+        );
+    }
+    // From here on every step of this scenario (gateways, probes, the management API) uses the
+    // restart broker: the world's suite is that broker's.
+    let suite = shared.restart_suite().await?;
+    w.suite = Some(suite.clone());
     if let Some(why) = suite.broker.cannot_restart() {
         bail!(
             "not tested on {}: {why}. The runner leaves @broker-restart scenarios out on this provider; \
@@ -96,11 +113,6 @@ async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
             suite.broker.spec().label()
         );
     }
-    ensure!(
-        w.vhost.is_none(),
-        "the scenario already shares the broker through vhost {:?}: this step must come first",
-        w.vhost
-    );
     let others = suite.broker.other_users("");
     let started = Instant::now();
     let vhost = suite
@@ -109,11 +121,10 @@ async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow!("taking the broker for this scenario alone: {e}"))?;
     if !others.is_empty() {
-        // Evidence for the module doc's claim: cucumber started this @serial scenario while others
-        // were running, so the broker's own exclusivity is what kept them apart.
+        // Only @broker-restart scenarios use this broker: they take it one at a time.
         eprintln!(
-            "broker restart scenario: {} other scenario(s) were using the broker when it started; it waited \
-             {:.1?} for them to finish",
+            "broker restart scenario: {} other restart scenario(s) were using their broker when it started; \
+             it waited {:.1?} for them to finish",
             others.len(),
             started.elapsed()
         );

@@ -47,6 +47,10 @@ use futures::FutureExt as _;
 
 use world::{FleetWorld, Suite};
 
+/// Scenario slots beyond `FLEET_E2E_CONCURRENCY` for `@broker-restart` scenarios waiting for
+/// their broker (they wait without load; see `world::Suite::restart_suite`).
+const RESTART_WAITING: usize = 8;
+
 static CURRENT: RwLock<Option<Arc<Suite>>> = RwLock::new(None);
 
 /// The suite of the broker being run (read by each new scenario world).
@@ -119,22 +123,39 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
     let _ = std::fs::remove_dir_all(&logs_dir);
     let work_dir = std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&work_dir)?;
-    let suite = Arc::new(Suite {
+    let concurrency = std::env::var("FLEET_E2E_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let suite = Arc::new(Suite::new(
         broker,
-        gateway_cmd: gateway_cmd.to_string(),
-        work_dir: work_dir.clone(),
-    });
+        gateway_cmd.to_string(),
+        work_dir.clone(),
+        concurrency,
+    ));
     if let Ok(mut g) = CURRENT.write() {
         *g = Some(suite.clone());
     }
     let json = std::fs::File::create(out_dir.join("cucumber.json"))?;
     let junit = std::fs::File::create(out_dir.join("junit.xml"))?;
-    let concurrency = std::env::var("FLEET_E2E_CONCURRENCY")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
     let runner = FleetWorld::cucumber()
-        .max_concurrent_scenarios(concurrency)
+        // `concurrency` scenarios share the broker (the slots taken below), and the @broker-restart
+        // ones take their own broker one at a time; room for those waiting their turn.
+        .max_concurrent_scenarios(concurrency + RESTART_WAITING)
+        .before(|feature, rule, scenario, world| {
+            let restarts = feature
+                .tags
+                .iter()
+                .chain(rule.iter().flat_map(|r| &r.tags))
+                .chain(&scenario.tags)
+                .any(|t| t.trim_start_matches('@') == fleet_conformance::broker::RESTART_TAG);
+            async move {
+                if !restarts && let Some(s) = &world.suite {
+                    world.slot = s.slots.clone().acquire_owned().await.ok();
+                }
+            }
+            .boxed_local()
+        })
         .fail_on_skipped()
         .with_writer(
             writer::Basic::raw(std::io::stdout(), writer::Coloring::Never, 0)
@@ -244,8 +265,8 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
         fleet_conformance::report::render(&label, &fleet_conformance::report::tally(&report))
     );
     let suite = Arc::try_unwrap(suite).map_err(|_| anyhow::anyhow!("scenarios still hold the broker"))?;
-    if let Err(e) = suite.broker.stop().await {
-        eprintln!("warning: stopping broker {label}: {e}");
+    for problem in suite.stop().await {
+        eprintln!("warning: {problem}");
     }
     if !failed {
         let _ = std::fs::remove_dir_all(&work_dir);

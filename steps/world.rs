@@ -16,6 +16,7 @@ use fleet_conformance::herdr::{AgentStatus, FakeHerdr};
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::mcp::McpClient;
 use serde_json::Value;
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 /// What every scenario of one run shares: the broker and how to start a gateway.
@@ -23,6 +24,73 @@ pub struct Suite {
     pub broker: Broker,
     pub gateway_cmd: String,
     pub work_dir: PathBuf,
+    /// How many scenarios share `broker` at once (`FLEET_E2E_CONCURRENCY`): a scenario takes a
+    /// slot before its first step and holds it until its cleanup. The `@broker-restart` ones do
+    /// not: they run on [`Suite::restart_suite`]'s broker.
+    pub slots: Arc<Semaphore>,
+    /// The suite of the broker that `@broker-restart` scenarios restart: a second node of the
+    /// same spec, started when the first of them asks for it. A restart breaks every connection
+    /// into its broker, so on one shared broker each such scenario had to wait until every other
+    /// scenario was gone and hold new ones back (~200 s of a run with nothing else running); on
+    /// their own broker they take it one at a time while the others go on.
+    restart: OnceCell<Arc<Suite>>,
+}
+
+impl Suite {
+    pub fn new(broker: Broker, gateway_cmd: String, work_dir: PathBuf, concurrency: usize) -> Suite {
+        Suite {
+            broker,
+            gateway_cmd,
+            work_dir,
+            slots: Arc::new(Semaphore::new(concurrency.max(1))),
+            restart: OnceCell::new(),
+        }
+    }
+
+    /// The restart broker's suite, its broker started on first use (same spec as `broker`).
+    pub async fn restart_suite(&self) -> anyhow::Result<Arc<Suite>> {
+        self.restart
+            .get_or_try_init(|| async {
+                let spec = *self.broker.spec();
+                let started = std::time::Instant::now();
+                let broker = Broker::start(&spec).await.map_err(|e| {
+                    anyhow!(
+                        "the broker for @broker-restart scenarios ({}) could not start: {e}",
+                        spec.label()
+                    )
+                })?;
+                eprintln!(
+                    "== broker for @broker-restart scenarios ({}) ready in {:.1?} ==",
+                    spec.label(),
+                    started.elapsed()
+                );
+                anyhow::Ok(Arc::new(Suite::new(
+                    broker,
+                    self.gateway_cmd.clone(),
+                    self.work_dir.clone(),
+                    1,
+                )))
+            })
+            .await
+            .cloned()
+    }
+
+    /// Stops this suite's brokers (the restart broker too, if it was started); every scenario must
+    /// have let go of them.
+    pub async fn stop(self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(restart) = self.restart.into_inner() {
+            match Arc::try_unwrap(restart) {
+                Ok(r) => problems.extend(Box::pin(r.stop()).await),
+                Err(_) => problems.push("scenarios still hold the restart broker".into()),
+            }
+        }
+        let label = self.broker.spec().label();
+        if let Err(e) = self.broker.stop().await {
+            problems.push(format!("stopping broker {label}: {e}"));
+        }
+        problems
+    }
 }
 
 /// Hosts whose keys every gateway of a scenario trusts (pinned in its peers file).
@@ -48,6 +116,8 @@ pub type PendingCall = JoinHandle<anyhow::Result<Value>>;
 #[world(init = Self::new)]
 pub struct FleetWorld {
     pub suite: Option<Arc<Suite>>,
+    /// This scenario's slot on the shared broker ([`Suite::slots`]), held until cleanup.
+    pub slot: Option<OwnedSemaphorePermit>,
     pub vhost: Option<String>,
     pub dir: PathBuf,
     pub keys: BTreeMap<String, HostKey>,
@@ -116,6 +186,7 @@ impl FleetWorld {
         gateway_env.insert("FLEET_AMQP_HEARTBEAT_S".into(), "5".into());
         Ok(FleetWorld {
             suite,
+            slot: None,
             vhost: None,
             dir,
             keys,
@@ -390,5 +461,6 @@ impl FleetWorld {
         if passed {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+        self.slot = None;
     }
 }
