@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::entities::{EntityError, RegisterRequest};
 use crate::gateway::{EntityHealth, Gateway};
+use crate::metrics::Metrics;
 use crate::mcp::{Mcp, bearer};
 
 /// Builds the router of one gateway.
@@ -140,15 +141,15 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
 async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
     // Gauges read at scrape time: the roster's size and each main's held backlog (RPL-5).
     let roster_size = gw.roster.snapshot().len() as i64;
-    gw.metrics.set("fleet_roster_entries", &[], roster_size);
+    gw.metrics.roster_entries.set(roster_size);
     for e in gw.entities() {
         if e.role != crate::registry::Role::Worker {
             let held = gw.pull.held_count(&e.gid) as i64;
-            gw.metrics.set("fleet_held_messages", &[("gid", &e.gid)], held);
+            Metrics::gauge(&gw.metrics.held_messages, &[("gid", &e.gid)], held);
         }
     }
     (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         gw.metrics.render(),
     )
         .into_response()

@@ -14,6 +14,7 @@ use tracing::{Instrument as _, info, warn};
 
 use crate::envelope::{Envelope, FailReason, FailedBody, GATEWAY_FROM, Kind, header_string};
 use crate::gateway::Gateway;
+use crate::metrics::Metrics;
 use crate::publish::Outgoing;
 use crate::topology::{DLQ, MSG_EXCHANGE};
 
@@ -56,8 +57,8 @@ impl Gateway {
             }
             None => {
                 // SIG-6 and everything else: counted, never reported.
-                self.metrics.inc(
-                    "fleet_dead_letters_total",
+                Metrics::count(
+                    &self.metrics.dead_letters,
                     &[
                         ("reason", if reason.is_empty() { "unknown" } else { &reason }),
                         ("reported", "no"),
@@ -84,9 +85,7 @@ impl Gateway {
         out.corr_id = Some(env.msg_id.clone());
         out.trace_id = Some(env.trace_id.clone());
         match self.publisher.publish(out).await {
-            Ok(_) => self
-                .metrics
-                .inc("fleet_dead_letters_total", &[("reason", reason), ("reported", "yes")]),
+            Ok(_) => Metrics::count(&self.metrics.dead_letters, &[("reason", reason), ("reported", "yes")]),
             Err(e) => warn!(error = %e, "FAILED for a dead letter not published"),
         }
     }

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use crate::envelope::{Envelope, FailReason, FailedBody, Kind, now_ms};
 use crate::gateway::Gateway;
 use crate::herdr::{AgentStatus, HerdrError};
+use crate::metrics::{Metrics, Stage};
 use crate::publish::Outgoing;
 use crate::registry::Entity;
 use crate::topology::MSG_EXCHANGE;
@@ -118,7 +119,7 @@ impl Gateway {
         let (kind, body) = match &result {
             Ok(()) => {
                 info!(gid = %worker.gid, "brief injected");
-                self.metrics.inc("fleet_injects_total", &[("outcome", "injected")]);
+                Metrics::count(&self.metrics.injects, &[("outcome", "injected")]);
                 if let Ok(mut m) = self.last_trace.lock() {
                     m.insert(worker.gid.clone(), env.trace_id.clone());
                 }
@@ -126,7 +127,7 @@ impl Gateway {
             }
             Err(NotInjected(reason, detail)) => {
                 warn!(gid = %worker.gid, reason = reason.as_str(), %detail, "brief not injected");
-                self.metrics.inc("fleet_injects_total", &[("outcome", reason.as_str())]);
+                Metrics::count(&self.metrics.injects, &[("outcome", reason.as_str())]);
                 let body = serde_json::to_vec(&FailedBody {
                     reason: *reason,
                     detail: detail.clone(),
@@ -135,20 +136,20 @@ impl Gateway {
                 (Kind::Failed, body)
             }
         };
-        let took_ms = started.elapsed().as_millis() as u64;
-        self.metrics.set("fleet_last_inject_ms", &[], took_ms as i64);
-        // Inject latency as a Prometheus summary without quantiles: _sum / _count.
-        self.metrics.add("fleet_inject_latency_ms_sum", &[], took_ms);
-        self.metrics.inc("fleet_inject_latency_ms_count", &[]);
+        let took = started.elapsed();
+        self.metrics.last_inject_ms.set(took.as_millis() as i64);
+        self.metrics.observe(Stage::Inject, took);
         if env.kind == Kind::Broadcast && kind == Kind::Injected {
             return; // FWD-3: a BROADCAST gets no INJECTED.
         }
         let mut out = Outgoing::new(kind, MSG_EXCHANGE, env.from.clone(), worker.gid.clone(), body);
         out.trace_id = Some(env.trace_id.clone());
         out.corr_id = Some(env.msg_id.clone());
+        let reporting = std::time::Instant::now();
         if let Err(e) = self.publisher.publish(out).await {
             warn!(error = %e, "could not report the inject outcome to the sender");
         }
+        self.metrics.observe(Stage::Report, reporting.elapsed());
     }
 
     /// FWD-2 + FWD-7: wait for the gate, type, confirm the agent took it.

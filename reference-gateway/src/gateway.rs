@@ -181,7 +181,7 @@ impl Gateway {
                     if !lost {
                         return;
                     }
-                    self.metrics.inc("fleet_reconnects_total", &[]);
+                    self.metrics.reconnects.inc();
                     warn!("broker connection lost; reconnecting");
                 }
                 Err(e) => {
@@ -366,7 +366,7 @@ impl Gateway {
     /// SIG-5: rejects a delivery to the DLX, logs the failed check at WARN, counts it.
     pub async fn reject(&self, acker: &lapin::Acker, msg_id: &str, why: &Rejection) {
         warn!(msgId = %msg_id, check = why.reason(), error = %why, "message rejected to bridge.dlx");
-        self.metrics.inc("fleet_rejected_total", &[("reason", why.reason())]);
+        Metrics::count(&self.metrics.rejected, &[("reason", why.reason())]);
         if let Err(e) = acker.reject(BasicRejectOptions { requeue: false }).await {
             warn!(msgId = %msg_id, error = %e, "reject failed");
         }
@@ -533,7 +533,7 @@ impl Gateway {
     async fn sweep(&self) {
         for h in self.pull.take_expired(crate::envelope::now_ms()) {
             warn!(msgId = %h.env.msg_id, traceId = %h.env.trace_id, owner = %h.owner, "held message expired undrained; rejected to bridge.dlx");
-            self.metrics.inc("fleet_swept_total", &[]);
+            self.metrics.swept.inc();
             if let Err(e) = h.acker.reject(BasicRejectOptions { requeue: false }).await {
                 warn!(error = %e, "sweeper reject failed");
             }

@@ -14,6 +14,7 @@ use tracing::{Instrument as _, debug, warn};
 use crate::envelope::{Envelope, FailedBody, Kind};
 use crate::forward::SendOutcome;
 use crate::gateway::Gateway;
+use crate::metrics::{Metrics, Stage};
 use crate::pull::Held;
 use crate::registry::Role;
 use crate::verify::{self, Rejection};
@@ -48,18 +49,20 @@ impl Gateway {
                     )
                     .await;
             };
-            if let Err(why) = self.verify(&env, &d, &entity.gid, &entity.groups).await {
+            let checking = std::time::Instant::now();
+            let verified = self.verify(&env, &d, &entity.gid, &entity.groups).await;
+            self.metrics.observe(Stage::Verify, checking.elapsed());
+            if let Err(why) = verified {
                 if matches!(why, Rejection::Expired { .. }) && env.kind.is_transient() {
                     // ASK-3: an expired ASK/ANSWER is acked and dropped, never surfaced.
                     debug!("expired {} dropped", env.kind);
                     let _ = d.acker.ack(BasicAckOptions::default()).await;
-                    self.metrics
-                        .inc("fleet_expired_dropped_total", &[("kind", env.kind.as_str())]);
+                    Metrics::count(&self.metrics.expired_dropped, &[("kind", env.kind.as_str())]);
                     return;
                 }
                 return self.reject(&d.acker, &env.msg_id, &why).await;
             }
-            self.metrics.inc("fleet_consumed_total", &[("kind", env.kind.as_str())]);
+            Metrics::count(&self.metrics.consumed, &[("kind", env.kind.as_str())]);
             match entity.role {
                 Role::Worker => self.to_worker(entity, env, d).await,
                 Role::Main | Role::Orchestrator => self.to_main(&entity.gid, env, d).await,
@@ -171,8 +174,8 @@ impl Gateway {
                 "held until drained"
             }
         );
-        self.metrics.set(
-            "fleet_held_messages",
+        Metrics::gauge(
+            &self.metrics.held_messages,
             &[("gid", main)],
             self.pull.held_count(main) as i64,
         );

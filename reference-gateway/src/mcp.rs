@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::envelope::{Kind, is_uuid, new_uuid};
 use crate::forward::SendOutcome;
 use crate::gateway::Gateway;
+use crate::metrics::{Metrics, Stage};
 use crate::publish::{Outgoing, PublishError};
 use crate::pull::Want;
 use crate::registry::{Entity, Role};
@@ -264,7 +265,9 @@ impl Mcp {
                 };
             }
         }
+        let waiting = std::time::Instant::now();
         let outcome = tokio::time::timeout(gw.cfg.inject_timeout, outcome_rx).await;
+        gw.metrics.observe(Stage::AwaitInjected, waiting.elapsed());
         gw.pending.close(&msg_id);
         match outcome {
             Ok(Ok(SendOutcome::Injected)) => {}
@@ -320,8 +323,8 @@ impl Mcp {
         for h in taken {
             out.push(gw.drain(h).await);
         }
-        gw.metrics.set(
-            "fleet_held_messages",
+        Metrics::gauge(
+            &gw.metrics.held_messages,
             &[("gid", &me.gid)],
             gw.pull.held_count(&me.gid) as i64,
         );

@@ -45,6 +45,7 @@ use lapin::{Channel, ErrorKind};
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
+use crate::metrics::Metrics;
 use crate::entities::EntityError;
 use crate::envelope::Kind;
 use crate::gateway::Gateway;
@@ -275,8 +276,7 @@ impl Gateway {
         }
         let repeated = quiet && matches!(outcome, Outcome::Deferred { moved: 0, .. });
         if outcome != Outcome::Absent && !repeated {
-            self.metrics
-                .inc("fleet_migration_queues_total", &[("outcome", outcome.label())]);
+            Metrics::count(&self.metrics.migration_queues, &[("outcome", outcome.label())]);
         }
         outcome
     }
@@ -380,7 +380,7 @@ impl Gateway {
                 let before = moved;
                 moved += ok as u64;
                 budget = budget.saturating_sub(ok as u32);
-                self.metrics.add("fleet_migration_moved_total", &[], ok as u64);
+                self.metrics.migration_moved.inc_by(ok as u64);
                 if moved / PROGRESS_EVERY > before / PROGRESS_EVERY {
                     info!(%queue, moved, left, "moving legacy replies");
                 }
@@ -487,8 +487,7 @@ impl Gateway {
             match found {
                 Ok(Some((messages, consumers))) => {
                     warn!(%pane, %queue, messages, consumers, "legacy queue of a pane no local worker claims; left alone (register its worker with legacyPaneId to migrate it)");
-                    self.metrics
-                        .inc("fleet_migration_queues_total", &[("outcome", "left_alone")]);
+                    Metrics::count(&self.metrics.migration_queues, &[("outcome", "left_alone")]);
                 }
                 Ok(None) => debug!(%pane, %queue, "listed v1 pane has no legacy queue"),
                 Err(e) => warn!(%pane, %queue, error = %e, "cannot look for a legacy queue"),

@@ -12,6 +12,7 @@ use lapin::{BasicProperties, Channel, Connection};
 use tokio::sync::RwLock;
 
 use crate::envelope::{Envelope, Kind, VERSION, new_uuid, now_ms};
+use crate::metrics::{Metrics, Stage};
 use crate::signing::Signer;
 
 /// Why a publish failed.
@@ -132,8 +133,13 @@ impl Publisher {
     /// Builds, signs and publishes `out`; returns the envelope as sent once the broker confirmed
     /// it and routed it (for `mandatory` messages).
     pub async fn publish(&self, out: Outgoing) -> Result<Envelope, PublishError> {
+        let started = std::time::Instant::now();
         let sent = self.send(out).await?;
-        self.confirmed(sent).await
+        let confirmed = self.confirmed(sent).await;
+        if confirmed.is_ok() {
+            self.metrics.observe(Stage::Publish, started.elapsed());
+        }
+        confirmed
     }
 
     /// Publishes every message of `outs` in order, then waits for their confirms: one round trip
@@ -221,8 +227,7 @@ impl Publisher {
             self.failed(env.kind, "no_route");
             return Err(PublishError::NoRoute);
         }
-        self.metrics
-            .inc("fleet_published_total", &[("kind", env.kind.as_str())]);
+        Metrics::count(&self.metrics.published, &[("kind", env.kind.as_str())]);
         Ok(env)
     }
 
@@ -246,8 +251,8 @@ impl Publisher {
     }
 
     fn failed(&self, kind: Kind, reason: &str) {
-        self.metrics.inc(
-            "fleet_publish_failed_total",
+        Metrics::count(
+            &self.metrics.publish_failed,
             &[("kind", kind.as_str()), ("reason", reason)],
         );
     }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::envelope::{Envelope, Kind};
+use crate::metrics::{Metrics, Stage};
 
 /// The longest a drain waits for its ack to be handed to the connection.
 const ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -359,8 +360,9 @@ impl crate::gateway::Gateway {
         }
         // Seen before the ack goes out: a duplicate arriving during the ack is a replay.
         self.seen.insert(&key, exp);
+        self.metrics.observe(Stage::Held, held.since.elapsed());
         let d = held.drain().await;
-        self.metrics.inc("fleet_drained_total", &[("kind", d.kind.as_str())]);
+        Metrics::count(&self.metrics.drained, &[("kind", d.kind.as_str())]);
         d
     }
 }
@@ -395,7 +397,9 @@ impl crate::gateway::Gateway {
                 };
                 let note = format!("[fleet] {held} message(s) waiting for you: call bridge_poll or bridge_wait");
                 match gw.herdr.send_input(&pane, &note).await {
-                    Ok(()) => gw.metrics.inc("fleet_nudges_total", &[]),
+                    Ok(()) => {
+                        gw.metrics.nudges.inc();
+                    }
                     Err(e) => tracing::debug!(gid = %main, error = %e, "nudge not delivered"),
                 }
                 delay = (delay * 2).min(gw.cfg.nudge_max);

@@ -10,8 +10,11 @@
 //! - [`paths`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
 //! - [`presence`] — roster convergence after a gateway start
 //! - [`scale`] — gateway RSS and CPU with 1, 100, 1000 local entities
+//! - [`presence_model`] — from the scale run's per-message costs, presence priced for fleets of
+//!   10 to 1,000 hosts, per-entity (SPEC §8) and host-batched (docs/PRESENCE-BATCH.md)
 //! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a
 //!   raw get → publish → ack move of the same messages, then checked for losses
+//! - [`stages`] — the gateways' own `fleet_stage_seconds` read around each path: where the time goes
 //! - [`stats`] — percentiles and `/proc` CPU accounting
 //! - [`fleet`] — the hosts (gateway processes + fake herdrs) the paths run through
 
@@ -19,8 +22,10 @@ pub mod fleet;
 pub mod migration;
 pub mod paths;
 pub mod presence;
+pub mod presence_model;
 pub mod raw;
 pub mod scale;
+pub mod stages;
 pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -151,11 +156,17 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Value> {
             let pairs = paths::pairs(&fleet, opts.paths.pairs.max(1)).await?;
             if on(opts, "forward") {
                 eprintln!("fleet-bench: forward path …");
+                let before = stages::scrape(&fleet, &["a", "b"]).await;
                 report["forward"] = serde_json::to_value(paths::forward(&pairs, &opts.paths, &path_cpu).await?)?;
+                let after = stages::scrape(&fleet, &["a", "b"]).await;
+                report["forward"]["stages"] = serde_json::to_value(stages::breakdown(&before, &after))?;
             }
             if on(opts, "pull") {
                 eprintln!("fleet-bench: pull path …");
+                let before = stages::scrape(&fleet, &["a", "b"]).await;
                 report["pull"] = serde_json::to_value(paths::pull(&pairs, &opts.paths, &path_cpu).await?)?;
+                let after = stages::scrape(&fleet, &["a", "b"]).await;
+                report["pull"]["stages"] = serde_json::to_value(stages::breakdown(&before, &after))?;
             }
         }
         if on(opts, "raw") && (on(opts, "forward") || on(opts, "pull")) {
@@ -179,7 +190,11 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Value> {
         if on(opts, "scale") {
             eprintln!("fleet-bench: scale {:?} …", opts.scale.levels);
             fleet.start_host("s", &env).await?;
-            report["scale"] = serde_json::to_value(scale::run(&fleet, &url, &opts.scale, broker_pid).await?)?;
+            let points = scale::run(&fleet, &url, &opts.scale, broker_pid).await?;
+            if let Some(m) = presence_model::model(&points, presence_model::HEARTBEAT_S) {
+                report["presence_model"] = serde_json::to_value(m)?;
+            }
+            report["scale"] = serde_json::to_value(points)?;
         }
         anyhow::Ok(())
     }
@@ -505,6 +520,9 @@ pub fn table(r: &Value) -> String {
                 fw["failures"], fw["first_failure"]
             ));
         }
+        if let Ok(b) = serde_json::from_value::<stages::Breakdown>(fw["stages"].clone()) {
+            out.extend(stages::lines("forward", &b));
+        }
     }
     if !r["pull"].is_null() {
         let p = &r["pull"];
@@ -536,6 +554,9 @@ pub fn table(r: &Value) -> String {
             format!("+{} ms", f(&rt["pull_p50_minus_raw_round_trip_ms"])),
             String::new(),
         );
+        if let Ok(b) = serde_json::from_value::<stages::Breakdown>(p["stages"].clone()) {
+            out.extend(stages::lines("pull", &b));
+        }
     }
     if !r["presence"].is_null() {
         let p = &r["presence"];
@@ -595,6 +616,9 @@ pub fn table(r: &Value) -> String {
                 ),
             ));
         }
+    }
+    if let Ok(m) = serde_json::from_value::<presence_model::Model>(r["presence_model"].clone()) {
+        out.extend(presence_model::lines(&m));
     }
     out.push("CPU ms per message (by process; other = rest of the machine, also other users):".into());
     for (label, v, cpu) in [
