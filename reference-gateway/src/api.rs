@@ -18,8 +18,8 @@ use serde_json::json;
 
 use crate::entities::{EntityError, RegisterRequest};
 use crate::gateway::{EntityHealth, Gateway};
-use crate::metrics::Metrics;
 use crate::mcp::{Mcp, bearer};
+use crate::metrics::Metrics;
 
 /// Builds the router of one gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {

@@ -133,23 +133,79 @@ impl Metrics {
         };
         let mut r = m.registry;
         // Counters are registered without `_total`: the crate appends it.
-        r.register("fleet_published", "Messages published and confirmed, by kind", m.published.clone());
-        r.register("fleet_publish_failed", "Publishes that failed, by kind and reason", m.publish_failed.clone());
-        r.register("fleet_consumed", "Inbox deliveries that passed verification, by kind", m.consumed.clone());
-        r.register("fleet_rejected", "Deliveries rejected to bridge.dlx, by failed check", m.rejected.clone());
+        r.register(
+            "fleet_published",
+            "Messages published and confirmed, by kind",
+            m.published.clone(),
+        );
+        r.register(
+            "fleet_publish_failed",
+            "Publishes that failed, by kind and reason",
+            m.publish_failed.clone(),
+        );
+        r.register(
+            "fleet_consumed",
+            "Inbox deliveries that passed verification, by kind",
+            m.consumed.clone(),
+        );
+        r.register(
+            "fleet_rejected",
+            "Deliveries rejected to bridge.dlx, by failed check",
+            m.rejected.clone(),
+        );
         r.register("fleet_injects", "Briefs into a pane, by outcome", m.injects.clone());
-        r.register("fleet_drained", "Messages drained by a main, by kind", m.drained.clone());
-        r.register("fleet_dead_letters", "bridge.dlq messages handled, by reason and whether FAILED was reported", m.dead_letters.clone());
-        r.register("fleet_expired_dropped", "Expired ASK/ANSWER acked and dropped, by kind", m.expired_dropped.clone());
-        r.register("fleet_migration_queues", "Legacy queues handled by the migration, by outcome", m.migration_queues.clone());
-        r.register("fleet_reconnects", "Broker connections lost and set up again", m.reconnects.clone());
+        r.register(
+            "fleet_drained",
+            "Messages drained by a main, by kind",
+            m.drained.clone(),
+        );
+        r.register(
+            "fleet_dead_letters",
+            "bridge.dlq messages handled, by reason and whether FAILED was reported",
+            m.dead_letters.clone(),
+        );
+        r.register(
+            "fleet_expired_dropped",
+            "Expired ASK/ANSWER acked and dropped, by kind",
+            m.expired_dropped.clone(),
+        );
+        r.register(
+            "fleet_migration_queues",
+            "Legacy queues handled by the migration, by outcome",
+            m.migration_queues.clone(),
+        );
+        r.register(
+            "fleet_reconnects",
+            "Broker connections lost and set up again",
+            m.reconnects.clone(),
+        );
         r.register("fleet_swept", "Held messages that expired undrained", m.swept.clone());
         r.register("fleet_nudges", "Nudges written into a main's pane", m.nudges.clone());
-        r.register("fleet_migration_moved", "Legacy replies moved into v2 inboxes", m.migration_moved.clone());
-        r.register("fleet_held_messages", "Replies held for a main", m.held_messages.clone());
-        r.register("fleet_roster_entries", "Entries in the roster view", m.roster_entries.clone());
-        r.register("fleet_last_inject_ms", "Duration of the last inject, in ms", m.last_inject_ms.clone());
-        r.register("fleet_stage_seconds", "Time a message spends in each stage of a path", m.stages.clone());
+        r.register(
+            "fleet_migration_moved",
+            "Legacy replies moved into v2 inboxes",
+            m.migration_moved.clone(),
+        );
+        r.register(
+            "fleet_held_messages",
+            "Replies held for a main",
+            m.held_messages.clone(),
+        );
+        r.register(
+            "fleet_roster_entries",
+            "Entries in the roster view",
+            m.roster_entries.clone(),
+        );
+        r.register(
+            "fleet_last_inject_ms",
+            "Duration of the last inject, in ms",
+            m.last_inject_ms.clone(),
+        );
+        r.register(
+            "fleet_stage_seconds",
+            "Time a message spends in each stage of a path",
+            m.stages.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -196,11 +252,20 @@ mod tests {
         m.observe(Stage::Inject, Duration::from_millis(3));
         let text = m.render();
         assert!(text.contains("# TYPE fleet_rejected counter\n"), "{text}");
-        assert!(text.contains("fleet_rejected_total{reason=\"signature\"} 2\n"), "{text}");
+        assert!(
+            text.contains("fleet_rejected_total{reason=\"signature\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("fleet_held_messages{gid=\"g\"} 3\n"), "{text}");
         assert!(text.contains("fleet_reconnects_total 1\n"), "{text}");
-        assert!(text.contains("fleet_stage_seconds_count{stage=\"inject\"} 1\n"), "{text}");
-        assert!(text.contains("fleet_stage_seconds_sum{stage=\"inject\"} 0.003\n"), "{text}");
+        assert!(
+            text.contains("fleet_stage_seconds_count{stage=\"inject\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fleet_stage_seconds_sum{stage=\"inject\"} 0.003\n"),
+            "{text}"
+        );
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 

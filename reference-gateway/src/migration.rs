@@ -45,10 +45,10 @@ use lapin::{Channel, ErrorKind};
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
-use crate::metrics::Metrics;
 use crate::entities::EntityError;
 use crate::envelope::Kind;
 use crate::gateway::Gateway;
+use crate::metrics::Metrics;
 use crate::publish::{Outgoing, PublishError};
 use crate::registry::{Entity, Role};
 use crate::topology::{self, MSG_EXCHANGE};

@@ -16,9 +16,12 @@
 //!   raw get → publish → ack move of the same messages, then checked for losses
 //! - [`stages`] — the gateways' own `fleet_stage_seconds` read around each path: where the time goes
 //! - [`stats`] — percentiles and `/proc` CPU accounting
+//! - [`gate`] — the regression gate: ratios against `fixtures/bench/baseline.json`, and whether
+//!   the machine was quiet enough to trust them
 //! - [`fleet`] — the hosts (gateway processes + fake herdrs) the paths run through
 
 pub mod fleet;
+pub mod gate;
 pub mod migration;
 pub mod paths;
 pub mod presence;
@@ -58,6 +61,15 @@ pub struct Options {
     pub migration: migration::MigrationSettings,
     /// Keep the work directory (gateway logs) after the run.
     pub keep: bool,
+    /// The checked-in ratios the regression gate compares with ([`gate`]).
+    pub baseline: PathBuf,
+    /// Write this run's ratios to `baseline` instead of comparing with it.
+    pub record_baseline: bool,
+}
+
+/// The baseline in this repository: `fixtures/bench/baseline.json`.
+pub fn default_baseline() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/bench/baseline.json")
 }
 
 /// The sections a run may include.
@@ -76,11 +88,45 @@ pub async fn run(opts: &Options) -> anyhow::Result<Value> {
         eprintln!("fleet-bench: could not stop the broker: {e}");
     }
     let mut report = result?;
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let load_after = stats::load_average();
     report["machine"] = json!({
-        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cores": cores,
         "load_before": load_before,
-        "load_after": stats::load_average(),
+        "load_after": load_after,
     });
+    let load = [load_before.map(|l| l[0]), load_after.map(|l| l[0])];
+    let trusted = load.iter().all(|l| gate::quiet(*l, cores));
+    let compared = if opts.record_baseline {
+        let recorded = format!(
+            "{} · {} · load {:?} on {cores} cores{}",
+            report["broker"]["spec"].as_str().unwrap_or("?"),
+            report["broker"]["version"].as_str().unwrap_or("?"),
+            load,
+            if trusted { "" } else { " (TOO LOADED)" }
+        );
+        let b = gate::baseline_of(&report, recorded);
+        if let Some(dir) = opts.baseline.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        std::fs::write(&opts.baseline, serde_json::to_vec_pretty(&b)?)
+            .with_context(|| format!("writing {}", opts.baseline.display()))?;
+        eprintln!(
+            "fleet-bench: baseline of {} ratios written to {}",
+            b.ratios.len(),
+            opts.baseline.display()
+        );
+        None
+    } else {
+        gate::read_baseline(&opts.baseline)?.map(|b| gate::compare(&report, &b))
+    };
+    report["gate"] = serde_json::to_value(gate::Gate {
+        baseline_file: opts.baseline.display().to_string(),
+        compared,
+        load,
+        cores,
+        trusted,
+    })?;
     if let Some(dir) = opts.out.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -620,6 +666,9 @@ pub fn table(r: &Value) -> String {
     if let Ok(m) = serde_json::from_value::<presence_model::Model>(r["presence_model"].clone()) {
         out.extend(presence_model::lines(&m));
     }
+    if let Ok(g) = serde_json::from_value::<gate::Gate>(r["gate"].clone()) {
+        out.extend(gate::lines(&g));
+    }
     out.push("CPU ms per message (by process; other = rest of the machine, also other users):".into());
     for (label, v, cpu) in [
         ("raw (per msg)", &r["raw"]["cpu_ms_per_msg"], &r["raw"]["cpu"]),
@@ -698,6 +747,8 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
             poll: Duration::from_millis(10),
         },
         keep: false,
+        baseline: default_baseline(),
+        record_baseline: false,
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, name: &str| -> Result<usize, String> {
@@ -770,6 +821,8 @@ pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf
                 o.migration.replies = 500;
             }
             "--keep" => o.keep = true,
+            "--baseline" => o.baseline = PathBuf::from(it.next().ok_or("--baseline needs a file")?),
+            "--record-baseline" => o.record_baseline = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -804,6 +857,9 @@ fleet-bench [options]   gateway paths against the raw broker, in one run (issue 
   --quick                 small counts, for a smoke check of the bench itself
   --out PATH              JSON report (default <target>/fleet-bench/bench.json)
   --keep                  keep the work directory with the gateway logs
+  --baseline FILE         ratios the regression gate compares with (default
+                          fixtures/bench/baseline.json of this repository)
+  --record-baseline       write this run's ratios to the baseline instead (on a quiet machine)
 ";
 
 #[cfg(test)]

@@ -216,14 +216,13 @@ mod tests {
     fn constants_come_from_the_largest_level_and_price_cpu_per_message() {
         // 999 entities + the gateway's entry = 1000 presences per 5 s = 200/s; 20 % of a core
         // = 200 core-ms/s → 1 ms per presence; broker 30 % over 400 deliveries/s → 0.75 ms.
-        let c = constants(
-            &[point(1, 90.0, Some(90.0)), point(999, 20.0, Some(30.0))],
-            HEARTBEAT_S,
-        )
-        .expect("constants");
+        let c = constants(&[point(1, 90.0, Some(90.0)), point(999, 20.0, Some(30.0))], HEARTBEAT_S).expect("constants");
         assert_eq!(c.measured_entities, 999);
         assert!((c.gateway_cpu_ms_per_presence - 1.0).abs() < 1e-9, "{c:?}");
-        assert!((c.broker_cpu_ms_per_delivery.unwrap_or_default() - 0.75).abs() < 1e-9, "{c:?}");
+        assert!(
+            (c.broker_cpu_ms_per_delivery.unwrap_or_default() - 0.75).abs() < 1e-9,
+            "{c:?}"
+        );
         let row = cost(&c, HEARTBEAT_S, 10, 9, false);
         // 10 hosts × 10 presences / 5 s = 20 msgs/s per gateway × 1 ms = 0.02 cores.
         assert!((row.per_gateway_cores - 0.02).abs() < 1e-9, "{row:?}");

@@ -116,7 +116,9 @@ pub fn lines(label: &str, b: &Breakdown) -> Vec<String> {
     if b.is_empty() {
         return vec![format!("{label}: no stage breakdown (the gateway exports no {SERIES})")];
     }
-    let mut out = vec![format!("{label} — mean ms per message in each gateway stage ({SERIES}):")];
+    let mut out = vec![format!(
+        "{label} — mean ms per message in each gateway stage ({SERIES}):"
+    )];
     for (host, stages) in b {
         let parts: Vec<String> = stages
             .iter()
@@ -145,7 +147,13 @@ mod tests {
     #[test]
     fn the_difference_of_two_scrapes_is_each_stage_mean() {
         let d = between(&parse(BEFORE), &parse(AFTER));
-        assert_eq!(d["inject"], StageTime { count: 100, mean_ms: 10.0 });
+        assert_eq!(
+            d["inject"],
+            StageTime {
+                count: 100,
+                mean_ms: 10.0
+            }
+        );
         assert_eq!(d["verify"].count, 100);
         assert!((d["verify"].mean_ms - 0.2).abs() < 1e-9, "{d:?}");
     }

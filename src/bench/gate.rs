@@ -1,0 +1,224 @@
+//! The regression gate: this run's ratios against a checked-in baseline of ratios.
+//!
+//! Why: absolute rates on a shared 2-core machine swing by a third from one minute to the next, so
+//! a baseline of messages per second would cry wolf; a ratio to the raw broker measured in the same
+//! run carries the machine's speed in both terms and survives a change of machine far better. A
+//! gated ratio that got more than [`DROP`] worse than the baseline is printed loudly. The verdict
+//! is only as good as the run: with the load average above the number of cores the figures are
+//! not trusted, and the gate says so and how to rerun, instead of blaming the gateway.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How much worse than the baseline a ratio may get before it is a regression (20 %).
+pub const DROP: f64 = 0.20;
+
+/// Which way is better for a gated ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Better {
+    Higher,
+    Lower,
+}
+
+/// The ratios the gate watches (keys of the report's `ratios`), and which way is better.
+const GATED: [(&str, Better); 6] = [
+    ("forward_briefs_to_raw_echo", Better::Higher),
+    ("forward_briefs_to_raw", Better::Higher),
+    ("pull_replies_to_raw", Better::Higher),
+    ("forward_p50_to_raw_round_trip", Better::Lower),
+    ("migration_replies_to_raw_publish", Better::Higher),
+    ("migration_move_to_raw_move", Better::Higher),
+];
+
+/// The checked-in baseline: ratios only, with where they came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Baseline {
+    /// When and on what the ratios were measured (free text, for the reader).
+    pub recorded: String,
+    pub ratios: std::collections::BTreeMap<String, f64>,
+}
+
+/// One gated ratio, compared.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Compared {
+    pub ratio: String,
+    pub baseline: f64,
+    pub now: f64,
+    /// How much worse (positive) or better (negative) than the baseline, as a fraction.
+    pub worse_by: f64,
+    pub regressed: bool,
+}
+
+/// The gate's findings, kept in the report as `gate`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Gate {
+    pub baseline_file: String,
+    /// `None` when there is no baseline to compare with.
+    pub compared: Option<Vec<Compared>>,
+    /// 1-minute load average at the start and at the end of the run, and the cores.
+    pub load: [Option<f64>; 2],
+    pub cores: usize,
+    /// Whether the machine was quiet enough for the figures to be trusted.
+    pub trusted: bool,
+}
+
+/// The report's gated ratios, as a baseline recorded now.
+pub fn baseline_of(report: &Value, recorded: String) -> Baseline {
+    let ratios = GATED
+        .iter()
+        .filter_map(|(k, _)| Some((k.to_string(), report["ratios"][*k].as_f64()?)))
+        .collect();
+    Baseline { recorded, ratios }
+}
+
+/// Compares the report's ratios with `baseline`; ratios missing on either side are left out.
+pub fn compare(report: &Value, baseline: &Baseline) -> Vec<Compared> {
+    GATED
+        .iter()
+        .filter_map(|(k, better)| {
+            let now = report["ratios"][*k].as_f64()?;
+            let base = *baseline.ratios.get(*k)?;
+            if base <= 0.0 || now <= 0.0 {
+                return None;
+            }
+            // Worse by: the fraction the "goodness" fell (for lower-is-better, of its inverse).
+            let worse_by = match better {
+                Better::Higher => 1.0 - now / base,
+                Better::Lower => 1.0 - base / now,
+            };
+            Some(Compared {
+                ratio: k.to_string(),
+                baseline: base,
+                now,
+                worse_by,
+                regressed: worse_by > DROP,
+            })
+        })
+        .collect()
+}
+
+/// Whether a load average is quiet enough: at most one runnable task per core.
+pub fn quiet(load: Option<f64>, cores: usize) -> bool {
+    load.is_none_or(|l| l <= cores as f64)
+}
+
+/// Reads `file` (a missing file is no baseline; a broken one is an error naming it).
+pub fn read_baseline(file: &Path) -> anyhow::Result<Option<Baseline>> {
+    match std::fs::read(file) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).map_err(|e| {
+            anyhow::anyhow!("the bench baseline {} is not a baseline: {e}", file.display())
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("reading the bench baseline {}: {e}", file.display())),
+    }
+}
+
+/// The gate's text: one line per gated ratio, regressions in capitals, the load verdict.
+pub fn lines(g: &Gate) -> Vec<String> {
+    let mut out = Vec::new();
+    let load = |l: Option<f64>| l.map(|l| format!("{l:.1}")).unwrap_or_else(|| "?".into());
+    if !g.trusted {
+        out.push(format!(
+            "!!! MACHINE TOO LOADED TO TRUST: load average {} → {} on {} cores. The ratios below may \
+             be the machine's, not the gateway's; rerun on a quiet machine (scripts/bench, nothing \
+             else running) before reading a regression into them.",
+            load(g.load[0]),
+            load(g.load[1]),
+            g.cores
+        ));
+    }
+    match &g.compared {
+        None => out.push(format!(
+            "regression gate: no baseline at {} (record one on a quiet machine: fleet-bench --record-baseline)",
+            g.baseline_file
+        )),
+        Some(c) => {
+            out.push(format!(
+                "regression gate vs {} (a ratio more than {:.0} % worse is a regression):",
+                g.baseline_file,
+                DROP * 100.0
+            ));
+            for x in c {
+                let verdict = if x.regressed {
+                    format!("!!! REGRESSION: {:.0} % worse", x.worse_by * 100.0)
+                } else if x.worse_by > 0.0 {
+                    format!("ok ({:.0} % worse)", x.worse_by * 100.0)
+                } else {
+                    format!("ok ({:.0} % better)", -x.worse_by * 100.0)
+                };
+                out.push(format!(
+                    "  {:<36} baseline {:>8.3}  now {:>8.3}  {verdict}",
+                    x.ratio, x.baseline, x.now
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn report(fwd: f64, p50: f64) -> Value {
+        json!({"ratios": {"forward_briefs_to_raw_echo": fwd, "forward_p50_to_raw_round_trip": p50,
+                          "pull_replies_to_raw": null}})
+    }
+
+    #[test]
+    fn a_ratio_more_than_a_fifth_worse_is_a_regression_either_way_round() {
+        let base = baseline_of(&report(0.5, 2.0), "test".into());
+        assert_eq!(base.ratios.len(), 2, "null ratios are not recorded: {base:?}");
+        let c = compare(&report(0.39, 2.4), &base);
+        let fwd = c.iter().find(|x| x.ratio == "forward_briefs_to_raw_echo").expect("fwd");
+        assert!(fwd.regressed && (fwd.worse_by - 0.22).abs() < 1e-9, "{fwd:?}");
+        // Lower is better: 2.0 → 2.4 is 1/2.4 vs 1/2.0, 16.7 % worse — not a regression.
+        let p50 = c
+            .iter()
+            .find(|x| x.ratio == "forward_p50_to_raw_round_trip")
+            .expect("p50");
+        assert!(!p50.regressed && p50.worse_by > 0.16 && p50.worse_by < 0.17, "{p50:?}");
+        let c = compare(&report(0.6, 2.6), &base);
+        assert!(
+            c.iter()
+                .any(|x| x.ratio == "forward_p50_to_raw_round_trip" && x.regressed)
+        );
+        assert!(
+            c.iter()
+                .any(|x| x.ratio == "forward_briefs_to_raw_echo" && !x.regressed && x.worse_by < 0.0)
+        );
+    }
+
+    #[test]
+    fn the_text_shouts_regressions_and_a_loaded_machine() {
+        let base = baseline_of(&report(0.5, 2.0), "test".into());
+        let g = Gate {
+            baseline_file: "b.json".into(),
+            compared: Some(compare(&report(0.3, 2.0), &base)),
+            load: [Some(7.5), Some(8.0)],
+            cores: 2,
+            trusted: quiet(Some(8.0), 2),
+        };
+        let text = lines(&g).join("\n");
+        assert!(
+            text.contains("TOO LOADED") && text.contains("REGRESSION: 40 % worse"),
+            "{text}"
+        );
+        assert!(quiet(Some(1.5), 2) && quiet(None, 2));
+    }
+
+    #[test]
+    fn no_baseline_says_how_to_record_one_and_a_broken_one_is_named() {
+        let dir = std::env::temp_dir().join(format!("gate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert_eq!(read_baseline(&dir.join("missing.json")).expect("missing is fine"), None);
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, "{").expect("write");
+        let e = read_baseline(&bad).expect_err("broken");
+        assert!(e.to_string().contains("bad.json"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
