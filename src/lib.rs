@@ -12,7 +12,11 @@
 //! - [`herdr`] — the fake herdr socket server (the only fake)
 //! - [`mcp`] — a real MCP client acting as one entity
 //! - [`keys`] — host keys and the peers file
+//! - [`names`] — the broker names of SPEC §1 (inboxes, control and roster queues), built once
+//! - [`probe`] — the suite's own AMQP connection: taps, crafted messages, passive declares
+//! - [`proxy`] — the cuttable link: a TCP proxy between gateways and the broker
 //! - [`envelope`] — the suite's own envelope and signing input, to craft and judge messages
+//! - [`logs`] — the suite's own `tracing` lines to stderr (`RUST_LOG`, default `warn`)
 //! - [`legacy`] — the v1.0.0 broker state of `fixtures/legacy/`, seeded for migration scenarios
 //! - [`schemas`] — the contract's JSON Schemas (`fixtures/schemas/`), checked on every answer read
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
@@ -24,13 +28,15 @@ pub mod cleanup;
 pub mod conformance;
 pub mod contract;
 pub mod envelope;
-pub mod faults;
 pub mod gateway;
 pub mod herdr;
 pub mod keys;
 pub mod legacy;
+pub mod logs;
 pub mod mcp;
+pub mod names;
 pub mod probe;
+pub mod proxy;
 pub mod report;
 pub mod schemas;
 pub mod timing;

@@ -68,7 +68,7 @@ async fn big_intact(w: &mut FleetWorld, host: String, name: String) -> anyhow::R
 
 #[then(expr = "the inbox of {string} never received a message")]
 async fn never_received(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
-    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let q = fleet_conformance::names::inbox(&w.gid(&name)?);
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
     // The broker's counters lag by up to a second: the absence is watched over a window longer
@@ -100,7 +100,7 @@ async fn never_received(w: &mut FleetWorld, name: String) -> anyhow::Result<()> 
 
 #[then(expr = "the broker shows {string}'s own copy delivered and dropped")]
 async fn own_copy_dropped(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
-    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let q = fleet_conformance::names::inbox(&w.gid(&name)?);
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
     wait_for(&format!("{q}: own copy acked"), Duration::from_secs(10), || {
@@ -130,7 +130,7 @@ async fn own_copy_dropped(w: &mut FleetWorld, name: String) -> anyhow::Result<()
 /// management lag) over a window, after the broadcast reached the other members.
 #[then(expr = "no queue holds a copy of the broadcast for {string} over a window")]
 async fn no_copy_for(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
-    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let q = fleet_conformance::names::inbox(&w.gid(&name)?);
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
     let lb = fleet_conformance::legacy::LegacyBroker::connect(&suite.broker.amqp_url(&vhost)).await?;

@@ -44,7 +44,7 @@ async fn broker_nacks(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let gid = w.gid(&name)?;
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
-    let queue = format!("agent.{gid}.inbox.v2");
+    let queue = fleet_conformance::names::inbox(&gid);
     // A queue already at its length limit that rejects publishes: the broker nacks each one.
     suite
         .broker

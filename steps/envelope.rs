@@ -17,6 +17,7 @@ use cucumber::{given, then, when};
 use fleet_conformance::envelope::{Envelope, new_uuid, now_ms};
 use fleet_conformance::herdr::AgentStatus;
 use fleet_conformance::keys::HostKey;
+use fleet_conformance::names::inbox;
 use fleet_conformance::probe::{Captured, Crafted, Probe, Tap, presence_message};
 use fleet_conformance::timing::wait_for;
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -82,10 +83,6 @@ fn fake_gid(w: &FleetWorld, name: &str) -> anyhow::Result<String> {
         .get(name)
         .cloned()
         .ok_or_else(|| anyhow!("no fake entity {name:?} announced by the probe"))
-}
-
-fn inbox(gid: &str) -> String {
-    format!("agent.{gid}.inbox.v2")
 }
 
 fn key(w: &FleetWorld, host: &str) -> anyhow::Result<HostKey> {

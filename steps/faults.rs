@@ -72,7 +72,7 @@ async fn sends_many(
     to: String,
 ) -> anyhow::Result<()> {
     let to_gid = w.gid(&to)?;
-    let queue = format!("agent.{to_gid}.inbox.v2");
+    let queue = fleet_conformance::names::inbox(&to_gid);
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
     dead_tap(w).await?;
@@ -349,7 +349,7 @@ async fn works_briefly(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
 #[given(expr = "gateways reach the broker through a link the suite can cut")]
 async fn cuttable_link(w: &mut FleetWorld) -> anyhow::Result<()> {
     let addr = w.suite()?.broker.endpoint().amqp_addr();
-    w.link = Some(fleet_conformance::faults::Proxy::start(addr).await?);
+    w.link = Some(fleet_conformance::proxy::Proxy::start(addr).await?);
     Ok(())
 }
 

@@ -43,7 +43,7 @@ use fleet_conformance::broker::{Broker, BrokerSpec, ProviderKind};
 use fleet_conformance::cleanup;
 use fleet_conformance::conformance::registry::{self, Registry};
 use fleet_conformance::conformance::selection::RunPolicy;
-use futures::FutureExt as _;
+use futures_util::FutureExt as _;
 
 use world::{FleetWorld, Suite};
 
@@ -321,6 +321,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    fleet_conformance::logs::init();
     // Dropped before the runtime, whose own drop may wait for blocking tasks.
     let _cleanup = CleanupOnExit;
     let outcome = rt.block_on(async {

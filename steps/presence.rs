@@ -195,7 +195,7 @@ async fn registration_refused(w: &mut FleetWorld) -> anyhow::Result<()> {
 
 #[then(expr = "the inbox of {string} is gone")]
 async fn inbox_gone(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
-    let q = format!("agent.{}.inbox.v2", w.gid(&name)?);
+    let q = fleet_conformance::names::inbox(&w.gid(&name)?);
     let suite = w.suite()?;
     let vhost = w.vhost().await?;
     wait_for(&format!("{q} to be deleted"), Duration::from_secs(5), || {

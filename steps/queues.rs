@@ -5,15 +5,12 @@ use std::time::Duration;
 use anyhow::{anyhow, ensure};
 use cucumber::then;
 use fleet_conformance::broker::management::QueueInfo;
+use fleet_conformance::names::inbox;
 use fleet_conformance::probe::Probe;
 use fleet_conformance::timing::wait_for;
 use serde_json::json;
 
 use crate::world::FleetWorld;
-
-fn inbox(gid: &str) -> String {
-    format!("agent.{gid}.inbox.v2")
-}
 
 /// Waits until the named queue satisfies `ok`, with the last observation in the error.
 async fn queue_until(

@@ -270,7 +270,7 @@ fn refused<T>(what: &str, result: Result<T, lapin::Error>) -> anyhow::Result<()>
 #[then(regex = r#"^the login of "([^"]+)" cannot consume (the inbox of "[^"]+"|the queue "[^"]+")$"#)]
 async fn cannot_consume(w: &mut FleetWorld, host: String, target: String) -> anyhow::Result<()> {
     let queue = if let Some(name) = target.strip_prefix("the inbox of \"") {
-        format!("agent.{}.inbox.v2", w.gid(name.trim_end_matches('"'))?)
+        fleet_conformance::names::inbox(&w.gid(name.trim_end_matches('"'))?)
     } else {
         target
             .trim_start_matches("the queue \"")

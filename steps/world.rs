@@ -137,7 +137,7 @@ pub struct FleetWorld {
     /// Second gateway processes started for a host (CON-1/CON-2 takeover scenarios).
     pub replacements: BTreeMap<String, GatewayProcess>,
     /// The cuttable link between gateways and the broker, when the scenario asked for one.
-    pub link: Option<fleet_conformance::faults::Proxy>,
+    pub link: Option<fleet_conformance::proxy::Proxy>,
     /// The soak run's history.
     pub soak: crate::soak::SoakState,
     /// The failure scenarios' dead-letter watch.

@@ -628,7 +628,7 @@ pub async fn run(
     let spent = before.until(&cpu.snapshot());
     // 4: the check, with the main's gateway stopped.
     fleet.stop_host(HOST).await;
-    let inbox = format!("agent.{}.inbox.v2", main.gid);
+    let inbox = crate::names::inbox(&main.gid);
     let verified = verify(&conn, &inbox, &replies, &timed.worker_gid, &public_key).await?;
     if !verified.ok {
         eprintln!(

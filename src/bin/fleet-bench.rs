@@ -27,6 +27,7 @@ fn defaults() -> (String, PathBuf) {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    fleet_conformance::logs::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         print!("{}", bench::USAGE);

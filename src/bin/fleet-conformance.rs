@@ -487,6 +487,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    fleet_conformance::logs::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = parse_args(&args).and_then(|cmd| match cmd {
         Cmd::Help => {

@@ -101,6 +101,7 @@ async fn serve(dir: PathBuf, agents: Vec<Agent>) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
+    fleet_conformance::logs::init();
     let (dir, agents) = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -2,10 +2,8 @@
 //!
 //! Exists because every provider ends with the same [`Endpoint`], and the url provider has to read
 //! one from `FLEET_BROKER_URL` / `FLEET_BROKER_HTTP`. Vhost names (`/` included) and credentials
-//! must be percent-encoded both in AMQP URLs and in management API paths; a hand-rolled encoder
-//! keeps the suite off yet another dependency.
-
-use std::fmt::Write as _;
+//! must be percent-encoded both in AMQP URLs and in management API paths (the `percent-encoding`
+//! crate, which the HTTP stack already brings).
 
 use super::BrokerError;
 
@@ -282,39 +280,35 @@ pub fn bracket_host(host: &str) -> String {
     }
 }
 
-/// Percent-encodes everything but RFC 3986 unreserved characters, so the result is safe as a
-/// path segment or in userinfo (`/` becomes `%2F`).
+/// Everything but RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`) is escaped, so an
+/// encoded value is safe as a path segment or in userinfo (`/` becomes `%2F`).
+const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes `s` for a URL path segment or userinfo ([`ESCAPED`]).
 pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, ESCAPED).to_string()
 }
 
-/// Decodes `%XX` escapes; the result must be UTF-8.
+/// Decodes `%XX` escapes; a truncated or invalid escape, or a result that is not UTF-8, is an
+/// error (the crate itself would pass a bad escape through unchanged).
 pub fn percent_decode(s: &str) -> Result<String, String> {
     let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .ok_or_else(|| format!("truncated escape in {s:?}"))?;
-            let b = u8::from_str_radix(hex, 16).map_err(|_| format!("invalid escape %{hex} in {s:?}"))?;
-            out.push(b);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
+    for (i, _) in s.match_indices('%') {
+        let hex = s
+            .get(i + 1..i + 3)
+            .ok_or_else(|| format!("truncated escape in {s:?}"))?;
+        if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("invalid escape %{hex} in {s:?}"));
         }
     }
-    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8"))
+    percent_encoding::percent_decode(bytes)
+        .decode_utf8()
+        .map(|c| c.into_owned())
+        .map_err(|_| format!("{s:?} does not decode to UTF-8"))
 }
 
 /// The URL with any password replaced, for error messages.

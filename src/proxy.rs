@@ -1,4 +1,4 @@
-//! Network faults the suite owns: a TCP proxy between gateways and the broker.
+//! The cuttable link: a TCP proxy between gateways and the broker (network faults the suite owns).
 //!
 //! Gateways of a scenario that asks for it reach the broker through this proxy, so the suite can
 //! cut every live connection at once (a broker blip as a gateway sees it) without touching the
