@@ -18,41 +18,36 @@ use fleet_gateway::config::Config;
 use fleet_gateway::gateway::Gateway;
 use fleet_gateway::signing::Signer;
 
-fn usage() -> &'static str {
-    "usage: fleet-gateway [run|check-config|ready] [--config FILE] | fleet-gateway keygen --out FILE [--host ID]"
-}
-
-struct Args {
-    cmd: String,
+/// The reference gateway of Fleet's cross-host messaging (SPEC §15: configured by FLEET_*
+/// environment variables, which win over a --config file).
+#[derive(Debug, clap::Parser)]
+#[command(name = "fleet-gateway", version)]
+struct Cli {
+    /// What to do (default: run).
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// A TOML configuration file; FLEET_* environment variables win over it.
+    #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    out: Option<PathBuf>,
-    host: Option<String>,
 }
 
-fn parse_args() -> anyhow::Result<Args> {
-    let mut it = std::env::args().skip(1);
-    let mut a = Args {
-        cmd: "run".into(),
-        config: None,
-        out: None,
-        host: None,
-    };
-    let mut first = true;
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--config" => a.config = Some(it.next().context("--config needs a file")?.into()),
-            "--out" => a.out = Some(it.next().context("--out needs a file")?.into()),
-            "--host" => a.host = Some(it.next().context("--host needs a host id")?),
-            "-h" | "--help" => {
-                println!("{}", usage());
-                std::process::exit(0);
-            }
-            c if first && !c.starts_with('-') => a.cmd = c.to_string(),
-            other => bail!("unexpected argument {other:?}\n{}", usage()),
-        }
-        first = false;
-    }
-    Ok(a)
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Serve MCP and the local API, and move messages through the broker.
+    Run,
+    /// Validate the configuration and print the effective one, secrets masked.
+    CheckConfig,
+    /// Write a new signing key (mode 0600) and print this host's peers-file line.
+    Keygen {
+        /// Where to write the key (must not exist yet).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// The host id to print in the peers-file line.
+        #[arg(long, value_name = "ID")]
+        host: Option<String>,
+    },
+    /// Exit 0 when this host's gateway answers /readyz with 200 (the container health check).
+    Ready,
 }
 
 fn init_logs(format: &str) {
@@ -72,10 +67,9 @@ fn init_logs(format: &str) {
     }
 }
 
-fn keygen(out: Option<PathBuf>, host: Option<String>) -> anyhow::Result<()> {
+fn keygen(out: PathBuf, host: Option<String>) -> anyhow::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let out = out.context("keygen needs --out FILE")?;
     let signer = Signer::generate().map_err(|e| anyhow::anyhow!("no randomness available: {e}"))?;
     let mut f = std::fs::OpenOptions::new()
         .create_new(true)
@@ -164,22 +158,18 @@ async fn wait_for_signal() {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("fleet-gateway: {e:#}");
-            return std::process::ExitCode::from(2);
-        }
-    };
-    let result = match args.cmd.as_str() {
-        "keygen" => keygen(args.out, args.host),
-        "ready" => Config::load(args.config.as_deref())
+    // clap prints --help / --version and exits 0, or names a bad argument and exits 2.
+    let cli = <Cli as clap::Parser>::parse();
+    let config = cli.config.as_deref();
+    let result = match cli.cmd.unwrap_or(Cmd::Run) {
+        Cmd::Keygen { out, host } => keygen(out, host),
+        Cmd::Ready => Config::load(config)
             .map_err(anyhow::Error::from)
             .and_then(|c| probe_ready(c.listen)),
-        "check-config" => Config::load(args.config.as_deref())
+        Cmd::CheckConfig => Config::load(config)
             .map(|c| print!("{}", c.describe()))
             .map_err(anyhow::Error::from),
-        "run" => match Config::load(args.config.as_deref()) {
+        Cmd::Run => match Config::load(config) {
             Err(e) => Err(anyhow::Error::from(e).context("invalid configuration")),
             Ok(cfg) => {
                 init_logs(&cfg.log_format);
@@ -189,7 +179,6 @@ fn main() -> std::process::ExitCode {
                 }
             }
         },
-        other => Err(anyhow::anyhow!("unknown command {other:?}\n{}", usage())),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

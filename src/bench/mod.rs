@@ -20,6 +20,7 @@
 //!   the machine was quiet enough to trust them
 //! - [`fleet`] — the hosts (gateway processes + fake herdrs) the paths run through
 
+pub mod cli;
 pub mod fleet;
 pub mod gate;
 pub mod migration;
@@ -33,7 +34,6 @@ pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
@@ -705,162 +705,14 @@ pub fn table(r: &Value) -> String {
     out.join("\n")
 }
 
-/// Parses `--name value` pairs and flags into options, with defaults for the rest.
+/// Parses the command line (without the program name) into options ([`cli::BenchCli`]).
 pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf) -> Result<Options, String> {
-    let mut o = Options {
-        broker: std::env::var("FLEET_BENCH_BROKER").unwrap_or_else(|_| "process:rabbitmq".into()),
-        gateway_cmd: std::env::var("FLEET_GATEWAY_CMD")
-            .ok()
-            .filter(|c| !c.trim().is_empty())
-            .unwrap_or(default_gateway),
-        out: default_out,
-        sections: SECTIONS.iter().map(|s| s.to_string()).collect(),
-        raw: raw::RawSettings {
-            size: 1024,
-            messages: 30_000,
-            warmup: 2_000,
-            outstanding: 1_000,
-            prefetch: 100,
-            rtt_samples: 500,
-            echo_flows: 8,
-            echo_rounds: 6_000,
-        },
-        paths: paths::PathSettings {
-            size: 1024,
-            pairs: 8,
-            briefs: 8_000,
-            replies: 12_000,
-            latency_samples: 500,
-            warmup: 5,
-        },
-        presence_trials: 3,
-        scale: scale::ScaleSettings {
-            levels: vec![1, 100, 1000],
-            window: Duration::from_secs(15),
-            settle: Duration::from_secs(5),
-            concurrency: 8,
-        },
-        migration: migration::MigrationSettings {
-            replies: 2_000,
-            size: 1024,
-            outstanding: 1_000,
-            poll: Duration::from_millis(10),
-        },
-        keep: false,
-        baseline: default_baseline(),
-        record_baseline: false,
-    };
-    let mut it = args.iter();
-    let num = |v: Option<&String>, name: &str| -> Result<usize, String> {
-        v.ok_or(format!("{name} needs a value"))?
-            .parse::<usize>()
-            .map_err(|e| format!("{name}: {e}"))
-    };
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--broker" => o.broker = it.next().ok_or("--broker needs a value")?.clone(),
-            "--gateway-cmd" => o.gateway_cmd = it.next().ok_or("--gateway-cmd needs a value")?.clone(),
-            "--out" => o.out = PathBuf::from(it.next().ok_or("--out needs a path")?),
-            "--size" => {
-                let n = num(it.next(), a)?;
-                o.raw.size = n;
-                o.paths.size = n;
-                o.migration.size = n;
-            }
-            "--raw-msgs" => o.raw.messages = num(it.next(), a)?,
-            "--outstanding" => {
-                let n = num(it.next(), a)?;
-                o.raw.outstanding = n;
-                o.migration.outstanding = n;
-            }
-            "--pairs" => o.paths.pairs = num(it.next(), a)?,
-            "--briefs" => o.paths.briefs = num(it.next(), a)?,
-            "--echo-rounds" => o.raw.echo_rounds = num(it.next(), a)?,
-            "--replies" => o.paths.replies = num(it.next(), a)?,
-            "--migration-replies" => o.migration.replies = num(it.next(), a)?.max(1),
-            "--latency-samples" => {
-                let n = num(it.next(), a)?;
-                o.paths.latency_samples = n;
-                o.raw.rtt_samples = n;
-            }
-            "--presence-trials" => o.presence_trials = num(it.next(), a)?,
-            "--scale" => {
-                let v = it.next().ok_or("--scale needs a list like 1,100,1000")?;
-                o.scale.levels = v
-                    .split(',')
-                    .map(|x| x.trim().parse::<usize>().map_err(|e| format!("--scale: {e}")))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--scale-window-s" => o.scale.window = Duration::from_secs(num(it.next(), a)? as u64),
-            "--only" | "--skip" => {
-                let v = it.next().ok_or(format!("{a} needs a list of {}", SECTIONS.join(",")))?;
-                let named: BTreeSet<String> = v.split(',').map(|x| x.trim().to_string()).collect();
-                if let Some(bad) = named.iter().find(|x| !SECTIONS.contains(&x.as_str())) {
-                    return Err(format!(
-                        "{a}: unknown section {bad:?}; sections: {}",
-                        SECTIONS.join(",")
-                    ));
-                }
-                if a == "--only" {
-                    o.sections = named;
-                } else {
-                    o.sections.retain(|x| !named.contains(x));
-                }
-            }
-            "--quick" => {
-                o.raw.messages = 5_000;
-                o.raw.warmup = 500;
-                o.raw.rtt_samples = 100;
-                o.paths.briefs = 800;
-                o.raw.echo_rounds = 800;
-                o.paths.replies = 1_600;
-                o.paths.latency_samples = 100;
-                o.presence_trials = 1;
-                o.scale.levels = vec![1, 100];
-                o.scale.window = Duration::from_secs(6);
-                o.migration.replies = 500;
-            }
-            "--keep" => o.keep = true,
-            "--baseline" => o.baseline = PathBuf::from(it.next().ok_or("--baseline needs a file")?),
-            "--record-baseline" => o.record_baseline = true,
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    o.raw.echo_flows = o.paths.pairs.max(1);
-    if o.raw.size < 64 {
-        return Err("--size must be at least 64 bytes (timestamps ride in the body)".into());
-    }
-    Ok(o)
+    let cli = <cli::BenchCli as clap::Parser>::try_parse_from(
+        std::iter::once("fleet-bench".to_string()).chain(args.iter().cloned()),
+    )
+    .map_err(|e| e.to_string())?;
+    cli.options(default_gateway, default_out)
 }
-
-/// Usage text of the binary.
-pub const USAGE: &str = "\
-fleet-bench [options]   gateway paths against the raw broker, in one run (issue 9)
-
-  --broker SPEC           container:rabbitmq | process:rabbitmq | url:rabbitmq | …
-                          (default: $FLEET_BENCH_BROKER or process:rabbitmq)
-  --gateway-cmd CMD       the gateway to measure (default: $FLEET_GATEWAY_CMD or the release
-                          fleet-gateway next to this binary)
-  --size BYTES            message size (default 1024)
-  --raw-msgs N            raw baseline messages (default 30000)
-  --outstanding N         raw publisher confirms in flight (default 1000)
-  --pairs N               concurrent main/worker pairs (default 8)
-  --briefs N              forward briefs in the throughput run (default 8000)
-  --echo-rounds N         raw echo round trips, in --pairs flows (default 6000)
-  --replies N             pull replies in the throughput run (default 12000)
-  --migration-replies N   legacy replies the migration section moves (default 2000)
-  --latency-samples N     one-at-a-time samples for latencies (default 500)
-  --presence-trials N     gateway starts timed for presence (default 3)
-  --scale LIST            entity counts for the footprint run (default 1,100,1000)
-  --scale-window-s S      CPU sampling window per level (default 15)
-  --only LIST | --skip LIST   sections: raw,forward,pull,presence,scale,migration
-  --quick                 small counts, for a smoke check of the bench itself
-  --out PATH              JSON report (default <target>/fleet-bench/bench.json)
-  --keep                  keep the work directory with the gateway logs
-  --baseline FILE         ratios the regression gate compares with (default
-                          fixtures/bench/baseline.json of this repository)
-  --record-baseline       write this run's ratios to the baseline instead (on a quiet machine)
-";
 
 #[cfg(test)]
 mod tests {

@@ -28,16 +28,12 @@ fn defaults() -> (String, PathBuf) {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     fleet_conformance::logs::init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{}", bench::USAGE);
-        return std::process::ExitCode::SUCCESS;
-    }
     let (gateway, out) = defaults();
-    let opts = match bench::parse_args(&args, gateway, out) {
+    // clap prints --help / --version and exits 0, or names a bad argument and exits 2.
+    let opts = match <bench::cli::BenchCli as clap::Parser>::parse().options(gateway, out) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("fleet-bench: {e}\n\n{}", bench::USAGE);
+            eprintln!("fleet-bench: {e}");
             return std::process::ExitCode::from(2);
         }
     };

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Instant, SystemTime};
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, anyhow};
 use fleet_conformance::broker::BrokerSpec;
 use fleet_conformance::conformance::catalogue::{self, Scenario};
 use fleet_conformance::conformance::registry::{self, Registry};
@@ -32,103 +32,77 @@ use fleet_conformance::conformance::tagexpr::TagExpr;
 use fleet_conformance::conformance::verdict::{self, Baseline, BrokerRun, Capabilities, Options};
 use fleet_conformance::conformance::{html, suite_root};
 
-const USAGE: &str = "\
-usage:
-  fleet-conformance run [options] [-- cucumber-args...]
-      --gateway-cmd CMD      the gateway under test, run through `sh -c` with the SPEC §15
-                             environment (default: the reference gateway, built on the fly)
-      --brokers LIST         [container:|process:|url:]rabbitmq|lavinmq, comma separated
-                             (default: $FLEET_E2E_BROKERS, else rabbitmq)
-      --tags EXPR            cucumber tag expression selecting scenarios (e.g. '@smoke',
-                             '@FWD-1 or @FWD-2'); a run that leaves requirements out is partial
-      --time-scale F         stretch every deadline by F (slow machines, debug builds)
-      --capabilities FILE    optional parts the gateway implements: capabilities = [\"stop\", …]
-      --baseline FILE        known failures: [[known-failure]] requirement = \"FWD-7\" (broker = …)
-      --out DIR              reports go here (default: target/fleet-conformance)
-      --strict               SHOULD failures fail the run too
-      --gateway-version TEXT recorded in the reports
-      --no-run               judge the reports already in --out again, without running
-  fleet-conformance list [--tags EXPR] [--capabilities FILE]
-      requirements, capabilities and the scenarios that check them, without running anything
+/// Judge any Fleet gateway against the spec, requirement by requirement.
+///
+/// Exit status: 0 pass, 1 the gateway fails, 2 the run could not be made.
+#[derive(Debug, clap::Parser)]
+#[command(name = "fleet-conformance", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
 
-exit status: 0 pass, 1 the gateway fails, 2 the run could not be made";
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Run the suite against a gateway on the brokers asked for, and judge every requirement.
+    Run(Box<RunArgs>),
+    /// Requirements, capabilities and the scenarios that check them, without running anything.
+    List {
+        /// Cucumber tag expression selecting scenarios.
+        #[arg(long, short = 't', value_name = "EXPR")]
+        tags: Option<String>,
+        /// Optional parts the gateway implements: capabilities = ["stop", …].
+        #[arg(long, value_name = "FILE")]
+        capabilities: Option<PathBuf>,
+    },
+}
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, clap::Args)]
 struct RunArgs {
+    /// The gateway under test, run through `sh -c` with the SPEC §15 environment (default: the
+    /// reference gateway, built on the fly).
+    #[arg(long, value_name = "CMD")]
     gateway_cmd: Option<String>,
+    /// Recorded in the reports.
+    #[arg(long, value_name = "TEXT")]
     gateway_version: Option<String>,
+    /// [container:|process:|url:]rabbitmq|lavinmq, comma separated (default:
+    /// $FLEET_E2E_BROKERS, else rabbitmq).
+    #[arg(long, value_name = "LIST")]
     brokers: Option<String>,
+    /// Cucumber tag expression selecting scenarios (e.g. '@smoke', '@FWD-1 or @FWD-2'); a run
+    /// that leaves requirements out is partial.
+    #[arg(long, short = 't', value_name = "EXPR")]
     tags: Option<String>,
+    /// Stretch every deadline by F (slow machines, debug builds).
+    #[arg(long, value_name = "F", value_parser = positive_number)]
     time_scale: Option<f64>,
+    /// Optional parts the gateway implements: capabilities = ["stop", …].
+    #[arg(long, value_name = "FILE")]
     capabilities: Option<PathBuf>,
+    /// Known failures: [[known-failure]] requirement = "FWD-7" (broker = …).
+    #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
+    /// Reports go here (default: target/fleet-conformance).
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// SHOULD failures fail the run too.
+    #[arg(long)]
     strict: bool,
+    /// Judge the reports already in --out again, without running.
+    #[arg(long)]
     no_run: bool,
+    /// Passed to cucumber (after `--`).
+    #[arg(last = true, value_name = "CUCUMBER-ARGS")]
     cucumber: Vec<String>,
 }
 
-enum Cmd {
-    Run(Box<RunArgs>),
-    List {
-        tags: Option<String>,
-        capabilities: Option<PathBuf>,
-    },
-    Help,
-}
-
-fn parse_args(args: &[String]) -> anyhow::Result<Cmd> {
-    let Some((sub, rest)) = args.split_first() else {
-        return Ok(Cmd::Help);
-    };
-    let mut a = RunArgs::default();
-    let mut i = 0;
-    while i < rest.len() {
-        let flag = rest[i].as_str();
-        let mut value = || -> anyhow::Result<String> {
-            i += 1;
-            rest.get(i).cloned().ok_or_else(|| anyhow!("{flag} needs a value"))
-        };
-        match flag {
-            "--gateway-cmd" => a.gateway_cmd = Some(value()?),
-            "--gateway-version" => a.gateway_version = Some(value()?),
-            "--brokers" => a.brokers = Some(value()?),
-            "--tags" | "-t" => a.tags = Some(value()?),
-            "--time-scale" => {
-                let v = value()?;
-                let f: f64 = v.parse().map_err(|_| anyhow!("--time-scale {v:?} is not a number"))?;
-                if !(f.is_finite() && f > 0.0) {
-                    bail!("--time-scale must be a positive number, not {v}");
-                }
-                a.time_scale = Some(f);
-            }
-            "--capabilities" => a.capabilities = Some(value()?.into()),
-            "--baseline" => a.baseline = Some(value()?.into()),
-            "--out" => a.out = Some(value()?.into()),
-            "--strict" => a.strict = true,
-            "--no-run" => a.no_run = true,
-            "-h" | "--help" => return Ok(Cmd::Help),
-            "--" => {
-                a.cucumber = rest[i + 1..].to_vec();
-                break;
-            }
-            other => bail!("unknown option {other:?}"),
-        }
-        i += 1;
-    }
-    match sub.as_str() {
-        "run" => Ok(Cmd::Run(Box::new(a))),
-        "list" => {
-            if a.gateway_cmd.is_some() || a.brokers.is_some() || a.baseline.is_some() || a.out.is_some() {
-                bail!("list takes only --tags and --capabilities");
-            }
-            Ok(Cmd::List {
-                tags: a.tags,
-                capabilities: a.capabilities,
-            })
-        }
-        "help" | "-h" | "--help" => Ok(Cmd::Help),
-        other => bail!("unknown command {other:?}"),
+fn positive_number(v: &str) -> Result<f64, String> {
+    let f: f64 = v.parse().map_err(|_| format!("{v:?} is not a number"))?;
+    if f.is_finite() && f > 0.0 {
+        Ok(f)
+    } else {
+        Err(format!("must be a positive number, not {v}"))
     }
 }
 
@@ -488,19 +462,16 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     fleet_conformance::logs::init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let outcome = parse_args(&args).and_then(|cmd| match cmd {
-        Cmd::Help => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
-        }
+    // clap prints --help / --version and exits 0, or names a bad argument and exits 2.
+    let cli = <Cli as clap::Parser>::parse();
+    let outcome = match cli.cmd {
         Cmd::List { tags, capabilities } => list(tags.as_deref(), capabilities.as_deref()),
         Cmd::Run(a) => run(&a),
-    });
+    };
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("fleet-conformance: {e:#}\n\n{USAGE}");
+            eprintln!("fleet-conformance: {e:#}");
             ExitCode::from(2)
         }
     }
@@ -510,13 +481,14 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn args(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| a.to_string()).collect()
+    fn parse_args(s: &[&str]) -> Result<Cmd, clap::Error> {
+        <Cli as clap::Parser>::try_parse_from(std::iter::once("fleet-conformance").chain(s.iter().copied()))
+            .map(|c| c.cmd)
     }
 
     #[test]
     fn parses_a_run() {
-        let Cmd::Run(a) = parse_args(&args(&[
+        let Cmd::Run(a) = parse_args(&[
             "run",
             "--gateway-cmd",
             "./gw --flag",
@@ -529,7 +501,7 @@ mod tests {
             "--strict",
             "--",
             "--fail-fast",
-        ]))
+        ])
         .expect("parses") else {
             panic!("not a run");
         };
@@ -541,11 +513,11 @@ mod tests {
 
     #[test]
     fn refuses_bad_arguments() {
-        assert!(parse_args(&args(&["run", "--time-scale", "0"])).is_err());
-        assert!(parse_args(&args(&["run", "--tags"])).is_err());
-        assert!(parse_args(&args(&["run", "--frobnicate"])).is_err());
-        assert!(parse_args(&args(&["list", "--gateway-cmd", "x"])).is_err());
-        assert!(parse_args(&args(&["judge"])).is_err());
+        assert!(parse_args(&["run", "--time-scale", "0"]).is_err());
+        assert!(parse_args(&["run", "--tags"]).is_err());
+        assert!(parse_args(&["run", "--frobnicate"]).is_err());
+        assert!(parse_args(&["list", "--gateway-cmd", "x"]).is_err());
+        assert!(parse_args(&["judge"]).is_err());
     }
 
     #[test]

@@ -20,46 +20,39 @@ use std::time::Duration;
 
 use fleet_conformance::herdr::{AgentStatus, FakeHerdr};
 
-fn usage() -> &'static str {
-    "usage: fleet-fake-herdr --dir DIR [--agent NAME=AGENT[:STATUS]]..."
+/// The suite's fake herdr as a process: a herdr socket (HERDR.md's subset) with agent panes.
+#[derive(Debug, clap::Parser)]
+#[command(name = "fleet-fake-herdr", version)]
+struct Cli {
+    /// Directory of the socket (DIR/herdr.sock).
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// An agent pane made at start: NAME=AGENT[:STATUS] (STATUS idle, working, blocked, done;
+    /// default idle). Repeat for more.
+    #[arg(long = "agent", value_name = "NAME=AGENT[:STATUS]", value_parser = parse_agent)]
+    agents: Vec<Agent>,
 }
 
+#[derive(Debug, Clone)]
 struct Agent {
     name: String,
     agent: String,
     status: AgentStatus,
 }
 
-fn parse_args() -> Result<(PathBuf, Vec<Agent>), String> {
-    let mut dir = None;
-    let mut agents = Vec::new();
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--dir" => dir = Some(PathBuf::from(it.next().ok_or("--dir needs a directory")?)),
-            "--agent" => {
-                let spec = it.next().ok_or("--agent needs NAME=AGENT[:STATUS]")?;
-                let (name, rest) = spec
-                    .split_once('=')
-                    .ok_or(format!("--agent {spec:?} is not NAME=AGENT"))?;
-                let (agent, status) = match rest.split_once(':') {
-                    Some((a, s)) => (a, s.parse().map_err(|_| format!("unknown agent status {s:?}"))?),
-                    None => (rest, AgentStatus::Idle),
-                };
-                agents.push(Agent {
-                    name: name.to_string(),
-                    agent: agent.to_string(),
-                    status,
-                });
-            }
-            "-h" | "--help" => {
-                println!("{}", usage());
-                std::process::exit(0);
-            }
-            other => return Err(format!("unexpected argument {other:?}\n{}", usage())),
-        }
-    }
-    Ok((dir.ok_or(format!("--dir is required\n{}", usage()))?, agents))
+fn parse_agent(spec: &str) -> Result<Agent, String> {
+    let (name, rest) = spec
+        .split_once('=')
+        .ok_or(format!("{spec:?} is not NAME=AGENT[:STATUS]"))?;
+    let (agent, status) = match rest.split_once(':') {
+        Some((a, s)) => (a, s.parse().map_err(|_| format!("unknown agent status {s:?}"))?),
+        None => (rest, AgentStatus::Idle),
+    };
+    Ok(Agent {
+        name: name.to_string(),
+        agent: agent.to_string(),
+        status,
+    })
 }
 
 fn say(line: &str) {
@@ -102,13 +95,7 @@ async fn serve(dir: PathBuf, agents: Vec<Agent>) -> Result<(), String> {
 
 fn main() -> std::process::ExitCode {
     fleet_conformance::logs::init();
-    let (dir, agents) = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("fleet-fake-herdr: {e}");
-            return std::process::ExitCode::from(2);
-        }
-    };
+    let Cli { dir, agents } = <Cli as clap::Parser>::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

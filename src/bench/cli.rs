@@ -1,0 +1,158 @@
+//! `fleet-bench`'s command line (clap), turned into the run's [`Options`].
+//!
+//! Why a module: the defaults, the `--quick` preset and the checks clap cannot express (a message
+//! must hold the timestamps; sections must exist) live in one place the binary and the tests share.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Options, SECTIONS, default_baseline, migration, paths, raw, scale};
+
+/// Gateway paths against the raw broker, in one run: ratios, where the time goes, footprint.
+#[derive(Debug, clap::Parser)]
+#[command(name = "fleet-bench", version)]
+pub struct BenchCli {
+    /// The broker: container:rabbitmq | process:rabbitmq | url:rabbitmq | …
+    #[arg(
+        long,
+        env = "FLEET_BENCH_BROKER",
+        default_value = "process:rabbitmq",
+        value_name = "SPEC"
+    )]
+    pub broker: String,
+    /// The gateway to measure (default: the release fleet-gateway next to this binary).
+    #[arg(long, env = "FLEET_GATEWAY_CMD", value_name = "CMD")]
+    pub gateway_cmd: Option<String>,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 1024, value_name = "BYTES")]
+    pub size: usize,
+    /// Raw baseline messages.
+    #[arg(long, value_name = "N")]
+    pub raw_msgs: Option<usize>,
+    /// Raw publisher confirms in flight (also the migration's raw baselines).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub outstanding: usize,
+    /// Concurrent main/worker pairs.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub pairs: usize,
+    /// Forward briefs in the throughput run [default: 8000].
+    #[arg(long, value_name = "N")]
+    pub briefs: Option<usize>,
+    /// Raw echo round trips, in --pairs flows [default: 6000].
+    #[arg(long, value_name = "N")]
+    pub echo_rounds: Option<usize>,
+    /// Pull replies in the throughput run [default: 12000].
+    #[arg(long, value_name = "N")]
+    pub replies: Option<usize>,
+    /// Legacy replies the migration section moves [default: 2000].
+    #[arg(long, value_name = "N")]
+    pub migration_replies: Option<usize>,
+    /// One-at-a-time samples for latencies [default: 500].
+    #[arg(long, value_name = "N")]
+    pub latency_samples: Option<usize>,
+    /// Gateway starts timed for presence [default: 3].
+    #[arg(long, value_name = "N")]
+    pub presence_trials: Option<usize>,
+    /// Entity counts for the footprint run [default: 1,100,1000].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub scale: Option<Vec<usize>>,
+    /// CPU sampling window per scale level, in seconds [default: 15].
+    #[arg(long, value_name = "S")]
+    pub scale_window_s: Option<u64>,
+    /// Only these sections (raw,forward,pull,presence,scale,migration).
+    #[arg(long, value_delimiter = ',', value_name = "LIST", conflicts_with = "skip")]
+    pub only: Option<Vec<String>>,
+    /// Every section but these.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub skip: Option<Vec<String>>,
+    /// Small counts, for a smoke check of the bench itself (~1 min); explicit counts win.
+    #[arg(long)]
+    pub quick: bool,
+    /// The JSON report (default: <target>/fleet-bench/bench.json).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Keep the work directory with the gateway logs.
+    #[arg(long)]
+    pub keep: bool,
+    /// Ratios the regression gate compares with (default: fixtures/bench/baseline.json).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Write this run's ratios to the baseline instead of comparing (on a quiet machine).
+    #[arg(long)]
+    pub record_baseline: bool,
+}
+
+fn sections(flag: &str, named: &[String]) -> Result<BTreeSet<String>, String> {
+    if let Some(bad) = named.iter().find(|x| !SECTIONS.contains(&x.as_str())) {
+        return Err(format!(
+            "{flag}: unknown section {bad:?}; sections: {}",
+            SECTIONS.join(",")
+        ));
+    }
+    Ok(named.iter().cloned().collect())
+}
+
+impl BenchCli {
+    /// The run's options: these arguments over the defaults (or the `--quick` preset).
+    pub fn options(self, default_gateway: String, default_out: PathBuf) -> Result<Options, String> {
+        let q = |quick: usize, full: usize| if self.quick { quick } else { full };
+        if self.size < 64 {
+            return Err("--size must be at least 64 bytes (timestamps ride in the body)".into());
+        }
+        let mut chosen: BTreeSet<String> = SECTIONS.iter().map(|s| s.to_string()).collect();
+        if let Some(only) = &self.only {
+            chosen = sections("--only", only)?;
+        }
+        if let Some(skip) = &self.skip {
+            let skip = sections("--skip", skip)?;
+            chosen.retain(|x| !skip.contains(x));
+        }
+        let latency = self.latency_samples.unwrap_or(q(100, 500));
+        Ok(Options {
+            broker: self.broker,
+            gateway_cmd: self
+                .gateway_cmd
+                .filter(|c| !c.trim().is_empty())
+                .unwrap_or(default_gateway),
+            out: self.out.unwrap_or(default_out),
+            sections: chosen,
+            raw: raw::RawSettings {
+                size: self.size,
+                messages: self.raw_msgs.unwrap_or(q(5_000, 30_000)),
+                warmup: q(500, 2_000),
+                outstanding: self.outstanding,
+                prefetch: 100,
+                rtt_samples: latency,
+                echo_flows: self.pairs.max(1),
+                echo_rounds: self.echo_rounds.unwrap_or(q(800, 6_000)),
+            },
+            paths: paths::PathSettings {
+                size: self.size,
+                pairs: self.pairs,
+                briefs: self.briefs.unwrap_or(q(800, 8_000)),
+                replies: self.replies.unwrap_or(q(1_600, 12_000)),
+                latency_samples: latency,
+                warmup: 5,
+            },
+            presence_trials: self.presence_trials.unwrap_or(q(1, 3)),
+            scale: scale::ScaleSettings {
+                levels: self
+                    .scale
+                    .unwrap_or_else(|| if self.quick { vec![1, 100] } else { vec![1, 100, 1000] }),
+                window: Duration::from_secs(self.scale_window_s.unwrap_or(q(6, 15) as u64)),
+                settle: Duration::from_secs(5),
+                concurrency: 8,
+            },
+            migration: migration::MigrationSettings {
+                replies: self.migration_replies.unwrap_or(q(500, 2_000)).max(1),
+                size: self.size,
+                outstanding: self.outstanding,
+                poll: Duration::from_millis(10),
+            },
+            keep: self.keep,
+            baseline: self.baseline.unwrap_or_else(default_baseline),
+            record_baseline: self.record_baseline,
+        })
+    }
+}
