@@ -21,7 +21,9 @@ Feature: Gateway operations — metrics and graceful stop (issue 10)
     And the metric fleet_published_total{kind="SEND"} of "a" rose by exactly 1
     And the metric fleet_consumed_total{kind="SEND"} of "b" rose by exactly 1
     And the metric fleet_injects_total{outcome="injected"} of "b" rose by exactly 1
-    And the metric fleet_inject_latency_ms_count of "b" rose by exactly 1
+    And the metric fleet_stage_seconds_count{stage="inject"} of "b" rose by exactly 1
+    And the metric fleet_stage_seconds_count{stage="report"} of "b" rose by exactly 1
+    And the metric fleet_stage_seconds_count{stage="await_injected"} of "a" rose by exactly 1
     And the metric fleet_published_total{kind="INJECTED"} of "b" rose by exactly 1
     And the metric fleet_published_total{kind="PRESENCE"} of "b" rose by at least 1
     And the metric fleet_roster_entries of "a" is at least 4

@@ -16,7 +16,7 @@
 //! - [`probe`] — the suite's own AMQP connection: taps, crafted messages, passive declares
 //! - [`proxy`] — the cuttable link: a TCP proxy between gateways and the broker
 //! - [`envelope`] — the suite's own envelope and signing input, to craft and judge messages
-//! - [`logs`] — the suite's own `tracing` lines to stderr (`RUST_LOG`, default `warn`)
+//! - [`logs`] — the suite's own `tracing` lines to stderr (`RUST_LOG`)
 //! - [`legacy`] — the v1.0.0 broker state of `fixtures/legacy/`, seeded for migration scenarios
 //! - [`schemas`] — the contract's JSON Schemas (`fixtures/schemas/`), checked on every answer read
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
