@@ -262,7 +262,7 @@ impl Envelope {
     }
 
     /// The AMQP headers: every value a long string (never a short string — RabbitMQ closes the
-    /// connection on those, FACTS.md).
+    /// connection on those).
     pub fn to_field_table(&self) -> FieldTable {
         let mut t = FieldTable::default();
         for (k, v) in &self.headers {

@@ -1,7 +1,7 @@
 //! The message envelope of SPEC §2: headers, kinds, bodies, and their strict parsing.
 //!
 //! Every message on the wire carries its envelope in AMQP headers as long strings (never short
-//! strings: RabbitMQ closes the connection on those, see FACTS.md). Parsing is strict (ENV-2): a
+//! strings: RabbitMQ closes the connection on those). Parsing is strict (ENV-2): a
 //! missing required header, an unknown kind, a foreign version or a malformed UUID or timestamp is
 //! an error that names the header, so the consumer can dead-letter it with a reason.
 

@@ -2,7 +2,7 @@
 //!
 //! Exists so no step judges a gateway by one broker's way of saying something. RabbitMQ and
 //! LavinMQ agree on almost all of AMQP 0-9-1, but not on everything a step reads
-//! (`../shared/FACTS.md`, "LavinMQ"; here in `fixtures/brokers/`):
+//! (measured on each broker and kept in `fixtures/brokers/`):
 //!
 //! - an `x-delayed-message` exchange: RabbitMQ's plugin shows type `x-delayed-message` with
 //!   argument `x-delayed-type`; LavinMQ stores the *delayed type* as the exchange type and marks it

@@ -6,7 +6,7 @@ use crate::timing::{scaled, wait_for};
 use rstest::rstest;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 

@@ -1,0 +1,318 @@
+//! The fake herdr's wire codec: the request and answer shapes of herdr 0.8.2's socket API
+//! (newline-delimited JSON), and how a line that does not parse is answered.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use super::*;
+
+/// A parsed request line.
+pub(super) struct Request {
+    pub(super) id: String,
+    pub(super) method: String,
+    pub(super) params: Value,
+}
+
+/// What is recorded of a request line, however much of it parsed.
+pub(super) struct CallHead {
+    pub(super) id: String,
+    pub(super) method: String,
+    pub(super) params: Value,
+}
+
+#[derive(Deserialize)]
+pub(super) struct CreateParams {
+    #[serde(default)]
+    pub(super) workspace_id: Option<String>,
+    #[serde(default)]
+    pub(super) cwd: Option<String>,
+    #[serde(default)]
+    pub(super) focus: bool,
+    #[serde(default)]
+    pub(super) label: Option<String>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct PaneTarget {
+    pub(super) pane_id: String,
+}
+
+#[derive(Deserialize)]
+pub(super) struct AgentTarget {
+    pub(super) target: String,
+}
+
+#[derive(Deserialize)]
+pub(super) struct SendInputParams {
+    pub(super) pane_id: String,
+    #[serde(default)]
+    pub(super) text: String,
+    #[serde(default)]
+    pub(super) keys: Vec<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct AgentWaitParams {
+    pub(super) target: String,
+    pub(super) until: Vec<AgentStatus>,
+    #[serde(default)]
+    pub(super) timeout_ms: Option<u64>,
+}
+
+pub(super) struct WaitSpec {
+    pub(super) id: String,
+    pub(super) target: String,
+    pub(super) until: Vec<AgentStatus>,
+    pub(super) deadline: Option<tokio::time::Instant>,
+    pub(super) timeout_ms: Option<u64>,
+}
+
+pub(super) enum Outcome {
+    Reply(Box<Envelope>),
+    Wait(WaitSpec),
+}
+
+/// An error answer's `error` member.
+#[derive(Debug, Serialize)]
+pub(super) struct WireError {
+    pub(super) code: &'static str,
+    pub(super) message: String,
+}
+
+impl WireError {
+    pub(super) fn new(code: &'static str, message: impl Into<String>) -> Self {
+        WireError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+pub(super) fn pane_not_found(pane_id: &str) -> WireError {
+    WireError::new("pane_not_found", format!("pane {pane_id} not found"))
+}
+
+pub(super) fn internal_error() -> WireError {
+    WireError::new("internal_error", "fake herdr lost track of its state")
+}
+
+pub(super) fn invalid_request(detail: impl std::fmt::Display) -> Envelope {
+    Envelope::error(
+        String::new(),
+        WireError::new("invalid_request", format!("invalid request: {detail}")),
+    )
+}
+
+pub(super) fn unknown_method_message(method: &str) -> String {
+    let expected: Vec<String> = METHODS.iter().map(|m| format!("`{m}`")).collect();
+    format!(
+        "invalid request: unknown variant `{method}`, expected one of {}",
+        expected.join(", ")
+    )
+}
+
+pub(super) fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, WireError> {
+    let column = params.to_string().len();
+    serde_json::from_value(params).map_err(|e| {
+        WireError::new(
+            "invalid_request",
+            format!("invalid request: {e} at line 1 column {column}"),
+        )
+    })
+}
+
+/// Parses a request line the way herdr does; an unparseable request yields its error answer.
+pub(super) fn parse_request(line: &str) -> (CallHead, Result<Request, Envelope>) {
+    let mut head = CallHead {
+        id: String::new(),
+        method: String::new(),
+        params: Value::Null,
+    };
+    let value: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => return (head, Err(invalid_request(e))),
+    };
+    let Value::Object(mut object) = value else {
+        return (head, Err(invalid_request("expected a JSON object")));
+    };
+    let params = match object.remove("params") {
+        None | Some(Value::Null) => return (head, Err(invalid_request("missing field `params`"))),
+        Some(p) => p,
+    };
+    head.params = params.clone();
+    let id = object.remove("id");
+    let method = object.remove("method");
+    if let Some(Value::String(id)) = &id {
+        head.id = id.clone();
+    }
+    if let Some(Value::String(method)) = &method {
+        head.method = method.clone();
+    }
+    let id = match id {
+        Some(Value::String(id)) => id,
+        None => return (head, Err(invalid_request("missing field `id`"))),
+        Some(other) => {
+            return (
+                head,
+                Err(invalid_request(format!("invalid type: {other}, expected a string id"))),
+            );
+        }
+    };
+    let method = match method {
+        Some(Value::String(m)) if METHODS.contains(&m.as_str()) => m,
+        Some(Value::String(m)) => {
+            let envelope = Envelope::error(
+                String::new(),
+                WireError::new("invalid_request", unknown_method_message(&m)),
+            );
+            return (head, Err(envelope));
+        }
+        None => return (head, Err(invalid_request("missing field `method`"))),
+        Some(other) => {
+            return (
+                head,
+                Err(invalid_request(format!(
+                    "invalid type: {other}, expected a method name"
+                ))),
+            );
+        }
+    };
+    (head, Ok(Request { id, method, params }))
+}
+
+/// A response line: `{"id":…,"result":{…}}` or `{"id":…,"error":{…}}`.
+#[derive(Serialize)]
+pub(super) struct Envelope {
+    pub(super) id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) result: Option<ResultBody>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) error: Option<WireError>,
+}
+
+impl Envelope {
+    pub(super) fn ok(id: String, body: ResultBody) -> Self {
+        Envelope {
+            id,
+            result: Some(body),
+            error: None,
+        }
+    }
+
+    pub(super) fn error(id: String, error: WireError) -> Self {
+        Envelope {
+            id,
+            result: None,
+            error: Some(error),
+        }
+    }
+
+    /// The line to send (without newline) and its value for the call record.
+    pub(super) fn encode(&self) -> (String, Value) {
+        match (serde_json::to_string(self), serde_json::to_value(self)) {
+            (Ok(line), Ok(value)) => (line, value),
+            _ => {
+                let line = r#"{"id":"","error":{"code":"internal_error","message":"failed to encode response"}}"#;
+                (line.to_string(), serde_json::from_str(line).unwrap_or(Value::Null))
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum ResultBody {
+    Pong {
+        version: &'static str,
+        protocol: u32,
+        capabilities: Capabilities,
+    },
+    WorkspaceCreated {
+        workspace: WorkspaceWire,
+        tab: TabWire,
+        root_pane: PaneWire,
+    },
+    TabCreated {
+        tab: TabWire,
+        root_pane: PaneWire,
+    },
+    Ok {},
+    PaneInfo {
+        pane: PaneWire,
+    },
+    AgentInfo {
+        agent: AgentWire,
+    },
+}
+
+#[derive(Serialize)]
+pub(super) struct Capabilities {
+    pub(super) live_handoff: bool,
+    pub(super) detached_server_daemon: bool,
+}
+
+#[derive(Serialize)]
+pub(super) struct PaneWire {
+    pub(super) pane_id: String,
+    pub(super) terminal_id: String,
+    pub(super) workspace_id: String,
+    pub(super) tab_id: String,
+    pub(super) focused: bool,
+    pub(super) cwd: String,
+    pub(super) foreground_cwd: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) agent: Option<String>,
+    pub(super) agent_status: AgentStatus,
+    pub(super) scroll: Scroll,
+    pub(super) revision: u64,
+}
+
+#[derive(Serialize)]
+pub(super) struct Scroll {
+    pub(super) offset_from_bottom: u32,
+    pub(super) max_offset_from_bottom: u32,
+    pub(super) viewport_rows: u32,
+}
+
+#[derive(Serialize)]
+pub(super) struct TabWire {
+    pub(super) tab_id: String,
+    pub(super) workspace_id: String,
+    pub(super) number: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) label: Option<String>,
+    pub(super) focused: bool,
+    pub(super) pane_count: usize,
+    pub(super) agent_status: AgentStatus,
+}
+
+#[derive(Serialize)]
+pub(super) struct WorkspaceWire {
+    pub(super) workspace_id: String,
+    pub(super) number: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) label: Option<String>,
+    pub(super) focused: bool,
+    pub(super) pane_count: usize,
+    pub(super) tab_count: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) active_tab_id: Option<String>,
+    pub(super) agent_status: AgentStatus,
+}
+
+#[derive(Serialize)]
+pub(super) struct AgentWire {
+    pub(super) pane_id: String,
+    pub(super) terminal_id: String,
+    pub(super) workspace_id: String,
+    pub(super) tab_id: String,
+    pub(super) agent: String,
+    pub(super) agent_status: AgentStatus,
+    pub(super) focused: bool,
+    pub(super) cwd: String,
+    pub(super) revision: u64,
+}
