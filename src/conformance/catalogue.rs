@@ -1,9 +1,9 @@
 //! The scenario catalogue: every scenario of `features/` with its tags, read without running it.
 //!
 //! `fleet-conformance list` prints it, the verdict uses it to tell "not selected" from "selected
-//! but never reported", and unit tests check it against the requirement registry. A small reader
-//! of the Gherkin subset the suite uses (tags, Feature, Rule, Background, Scenario, Scenario
-//! Outline with tagged Examples, tables, doc strings) keeps the non-e2e build free of cucumber.
+//! but never reported", and unit tests check it against the requirement registry. "Not selected"
+//! is only right if features and tags are read exactly as cucumber reads them, so they are parsed
+//! by the parser cucumber uses (the `gherkin` crate), without running anything.
 
 use std::path::Path;
 
@@ -16,8 +16,8 @@ pub enum CatalogueError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{file}:{line}: {reason}")]
-    Syntax { file: String, line: usize, reason: String },
+    #[error("{file}: {reason}")]
+    Syntax { file: String, reason: String },
 }
 
 /// One scenario, or one `Examples:` block of a scenario outline (its rows share tags).
@@ -46,126 +46,69 @@ impl Scenario {
     }
 }
 
-fn tags_of(line: &str) -> Vec<String> {
-    let line = line.split(" #").next().unwrap_or_default();
-    line.split_whitespace()
-        .filter_map(|t| t.strip_prefix('@'))
-        .map(str::to_string)
-        .collect()
-}
-
-fn merge(feature: &[String], rule: &[String], own: Vec<String>) -> Vec<String> {
-    let mut t: Vec<String> = feature.iter().chain(rule).cloned().chain(own).collect();
+fn merge(feature: &[String], rule: &[String], own: &[String]) -> Vec<String> {
+    let mut t: Vec<String> = feature
+        .iter()
+        .chain(rule)
+        .chain(own)
+        .map(|t| t.trim_start_matches('@').to_string())
+        .collect();
     t.sort();
     t.dedup();
     t
 }
 
-fn keyword<'a>(line: &'a str, words: &[&str]) -> Option<&'a str> {
-    words
+/// The entries of one scenario: itself, or one per `Examples:` block of an outline.
+fn entries(file: &str, feature: &gherkin::Feature, rule_tags: &[String], sc: &gherkin::Scenario) -> Vec<Scenario> {
+    if sc.examples.is_empty() {
+        return vec![Scenario {
+            file: file.to_string(),
+            feature: feature.name.clone(),
+            name: sc.name.clone(),
+            line: sc.position.line,
+            tags: merge(&feature.tags, rule_tags, &sc.tags),
+            rows: 0,
+        }];
+    }
+    sc.examples
         .iter()
-        .find_map(|w| line.strip_prefix(w).and_then(|r| r.strip_prefix(':')))
-        .map(str::trim)
+        .map(|ex| {
+            let own: Vec<String> = sc.tags.iter().chain(&ex.tags).cloned().collect();
+            let title = ex.name.as_deref().map(str::trim).unwrap_or_default();
+            Scenario {
+                file: file.to_string(),
+                feature: feature.name.clone(),
+                name: if title.is_empty() {
+                    sc.name.clone()
+                } else {
+                    format!("{} — {title}", sc.name)
+                },
+                line: ex.position.line,
+                tags: merge(&feature.tags, rule_tags, &own),
+                // The header row names the columns; cucumber runs one scenario per other row.
+                rows: ex.table.as_ref().map_or(0, |t| t.rows.len().saturating_sub(1)),
+            }
+        })
+        .collect()
 }
 
 /// Parses one feature file; `file` is the path cucumber reports (`features/x.feature`).
 pub fn parse(file: &str, text: &str) -> Result<Vec<Scenario>, CatalogueError> {
-    let mut out: Vec<Scenario> = Vec::new();
-    let mut feature = String::new();
-    let mut feature_tags: Vec<String> = Vec::new();
-    let mut rule_tags: Vec<String> = Vec::new();
-    let mut pending: Vec<String> = Vec::new();
-    // The outline being read: (name, line, scenario tags).
-    let mut outline: Option<(String, usize, Vec<String>)> = None;
-    // Index into `out` of the examples block whose table is being read, and whether its header
-    // row was seen.
-    let mut examples: Option<(usize, bool)> = None;
-    let mut docstring: Option<&str> = None;
-    let syntax = |line: usize, reason: &str| CatalogueError::Syntax {
-        file: file.to_string(),
-        line,
-        reason: reason.to_string(),
-    };
-    for (i, raw) in text.lines().enumerate() {
-        let n = i + 1;
-        let line = raw.trim();
-        if let Some(fence) = docstring {
-            if line.starts_with(fence) {
-                docstring = None;
-            }
-            continue;
-        }
-        if line.starts_with("\"\"\"") || line.starts_with("```") {
-            docstring = Some(if line.starts_with("```") { "```" } else { "\"\"\"" });
-            continue;
-        }
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if line.starts_with('@') {
-            pending.extend(tags_of(line));
-            continue;
-        }
-        if line.starts_with('|') {
-            if let Some((idx, header_seen)) = examples.as_mut() {
-                if *header_seen {
-                    out[*idx].rows += 1;
-                } else {
-                    *header_seen = true;
-                }
-            }
-            continue;
-        }
-        if let Some(name) = keyword(line, &["Feature", "Ability", "Business Need"]) {
-            feature = name.to_string();
-            feature_tags = std::mem::take(&mut pending);
-            (rule_tags, outline, examples) = (Vec::new(), None, None);
-        } else if keyword(line, &["Rule"]).is_some() {
-            rule_tags = std::mem::take(&mut pending);
-            (outline, examples) = (None, None);
-        } else if keyword(line, &["Background"]).is_some() {
-            pending.clear();
-            (outline, examples) = (None, None);
-        } else if let Some(name) = keyword(line, &["Scenario Outline", "Scenario Template"]) {
-            outline = Some((name.to_string(), n, std::mem::take(&mut pending)));
-            examples = None;
-        } else if let Some(name) = keyword(line, &["Scenario", "Example"]) {
-            let own = std::mem::take(&mut pending);
-            out.push(Scenario {
-                file: file.to_string(),
-                feature: feature.clone(),
-                name: name.to_string(),
-                line: n,
-                tags: merge(&feature_tags, &rule_tags, own),
-                rows: 0,
-            });
-            (outline, examples) = (None, None);
-        } else if let Some(title) = keyword(line, &["Examples", "Scenarios"]) {
-            let (name, _, tags) = outline
-                .as_ref()
-                .ok_or_else(|| syntax(n, "Examples outside a Scenario Outline"))?;
-            let mut own = tags.clone();
-            own.extend(std::mem::take(&mut pending));
-            out.push(Scenario {
-                file: file.to_string(),
-                feature: feature.clone(),
-                name: if title.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{name} — {title}")
-                },
-                line: n,
-                tags: merge(&feature_tags, &rule_tags, own),
-                rows: 0,
-            });
-            examples = Some((out.len() - 1, false));
-        } else if !pending.is_empty() {
-            return Err(syntax(n, "tags must precede a Feature, Rule, Scenario or Examples"));
+    let feature =
+        gherkin::Feature::parse(text, gherkin::GherkinEnv::default()).map_err(|e| CatalogueError::Syntax {
+            file: file.to_string(),
+            reason: e.to_string(),
+        })?;
+    let mut out = Vec::new();
+    for sc in &feature.scenarios {
+        out.extend(entries(file, &feature, &[], sc));
+    }
+    for rule in &feature.rules {
+        for sc in &rule.scenarios {
+            out.extend(entries(file, &feature, &rule.tags, sc));
         }
     }
-    if docstring.is_some() {
-        return Err(syntax(text.lines().count(), "a doc string is not closed"));
-    }
+    out.sort_by_key(|s| s.line);
     Ok(out)
 }
 
@@ -255,8 +198,8 @@ Feature: Forward path
     }
 
     #[test]
-    fn reports_misplaced_examples() {
-        let err = parse("f.feature", "Feature: x\n  Examples:\n").expect_err("must fail");
-        assert!(err.to_string().contains("f.feature:2"), "{err}");
+    fn a_file_that_is_not_gherkin_is_an_error_naming_it() {
+        let err = parse("f.feature", "Scenario: no feature\n  Given x\n").expect_err("must fail");
+        assert!(err.to_string().contains("f.feature"), "{err}");
     }
 }
