@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::conformance::results::{Outcome, scenario_results};
+
 /// Tally of one requirement id on one broker.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Tally {
@@ -27,59 +29,21 @@ pub fn is_requirement(tag: &str) -> bool {
         && num.bytes().all(|c| c.is_ascii_digit())
 }
 
-/// Folds a cucumber JSON report into requirement id → tally.
+/// Folds a cucumber JSON report into requirement id → tally (read by
+/// [`crate::conformance::results`], the reader the verdict uses too).
 pub fn tally(report: &Value) -> BTreeMap<String, Tally> {
     let mut out: BTreeMap<String, Tally> = BTreeMap::new();
-    for feature in report.as_array().into_iter().flatten() {
-        let feature_tags = tags(feature);
-        // A background's steps belong to the scenario that follows it.
-        let mut background: Vec<&str> = Vec::new();
-        for el in feature.get("elements").and_then(Value::as_array).into_iter().flatten() {
-            let own: Vec<&str> = el
-                .get("steps")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.pointer("/result/status").and_then(Value::as_str))
-                .collect();
-            if el.get("type").and_then(Value::as_str) == Some("background") {
-                background = own;
-                continue;
-            }
-            let mut statuses = std::mem::take(&mut background);
-            statuses.extend(own);
-            let verdict = if statuses.contains(&"failed") {
-                "failed"
-            } else if statuses.is_empty() || statuses.iter().any(|s| *s != "passed") {
-                "skipped"
-            } else {
-                "passed"
-            };
-            let mut ids: Vec<String> = tags(el);
-            ids.extend(feature_tags.iter().cloned());
-            ids.sort();
-            ids.dedup();
-            for id in ids.into_iter().filter(|t| is_requirement(t)) {
-                let t = out.entry(id).or_default();
-                match verdict {
-                    "passed" => t.passed += 1,
-                    "failed" => t.failed += 1,
-                    _ => t.skipped += 1,
-                }
+    for sc in scenario_results(report) {
+        for id in sc.tags.iter().filter(|t| is_requirement(t)) {
+            let t = out.entry(id.clone()).or_default();
+            match sc.outcome {
+                Outcome::Passed => t.passed += 1,
+                Outcome::Failed => t.failed += 1,
+                Outcome::Incomplete => t.skipped += 1,
             }
         }
     }
     out
-}
-
-fn tags(v: &Value) -> Vec<String> {
-    v.get("tags")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.get("name").and_then(Value::as_str))
-        .map(|t| t.trim_start_matches('@').to_string())
-        .collect()
 }
 
 /// A plain-text table of the tallies.

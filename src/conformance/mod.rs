@@ -6,6 +6,7 @@
 //!
 //! - [`registry`] — `fixtures/requirements.toml`: every requirement id, its level, its section
 //! - [`catalogue`] — the scenarios of `features/` and their tags, without running them
+//! - [`results`] — the one reader of cucumber's JSON report: each scenario and how it ended
 //! - [`tagexpr`] — cucumber tag expressions, to know what a `--tags` run selected
 //! - [`selection`] — what a run leaves out whatever `--tags` says (`@soak`, undeclared `@cap-…`)
 //! - [`verdict`] — pass / fail / skip / not-tested per requirement × broker, capabilities,
@@ -17,6 +18,7 @@ pub mod catalogue;
 pub mod html;
 pub mod registry;
 pub mod reports;
+pub mod results;
 pub mod selection;
 pub mod tagexpr;
 pub mod verdict;

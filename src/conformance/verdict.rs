@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::catalogue::Scenario;
 use super::registry::{Level, Registry};
@@ -152,140 +151,7 @@ impl Baseline {
     }
 }
 
-/// How one scenario ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    Passed,
-    Failed,
-    /// Steps were skipped without a failure (an undefined step): not a pass either.
-    Incomplete,
-}
-
-/// One scenario of one broker's cucumber JSON report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ScenarioResult {
-    pub name: String,
-    /// `features/x.feature`
-    pub file: String,
-    pub line: usize,
-    #[serde(skip)]
-    pub tags: Vec<String>,
-    pub outcome: Outcome,
-    /// The failing step and its error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The gateways' log excerpt saved for this scenario, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log: Option<String>,
-}
-
-impl ScenarioResult {
-    fn has_tag(&self, tag: &str) -> bool {
-        self.tags.iter().any(|t| t == tag)
-    }
-}
-
-/// Name of the file a failed scenario's gateway logs are saved to, in `<broker dir>/logs/`.
-pub fn log_file_name(feature_file: &str, line: usize) -> String {
-    let base = Path::new(feature_file)
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| feature_file.to_string());
-    format!("{base}-{line}.log")
-}
-
-fn tag_names(v: &Value) -> Vec<String> {
-    v.get("tags")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.get("name").and_then(Value::as_str))
-        .map(|t| t.trim_start_matches('@').to_string())
-        .collect()
-}
-
-const MAX_ERROR: usize = 4000;
-
-/// The scenarios of a cucumber JSON report (a background's steps belong to the next scenario).
-pub fn scenario_results(report: &Value) -> Vec<ScenarioResult> {
-    let mut out = Vec::new();
-    for feature in report.as_array().into_iter().flatten() {
-        let feature_tags = tag_names(feature);
-        let file = feature
-            .get("uri")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let mut background: Vec<&Value> = Vec::new();
-        for el in feature.get("elements").and_then(Value::as_array).into_iter().flatten() {
-            let steps: Vec<&Value> = el
-                .get("steps")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .collect();
-            if el.get("type").and_then(Value::as_str) == Some("background") {
-                background = steps;
-                continue;
-            }
-            let mut all = std::mem::take(&mut background);
-            all.extend(steps);
-            let status = |s: &Value| {
-                s.pointer("/result/status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("skipped")
-                    .to_string()
-            };
-            let failed = all.iter().find(|s| status(s) == "failed");
-            let outcome = if failed.is_some() {
-                Outcome::Failed
-            } else if all.is_empty() || all.iter().any(|s| status(s) != "passed") {
-                Outcome::Incomplete
-            } else {
-                Outcome::Passed
-            };
-            let error = match (failed, outcome) {
-                (Some(s), _) => {
-                    let step = format!(
-                        "{}{}",
-                        s.get("keyword").and_then(Value::as_str).unwrap_or_default(),
-                        s.get("name").and_then(Value::as_str).unwrap_or_default()
-                    );
-                    let msg = s
-                        .pointer("/result/error_message")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    let mut e = format!("{step}\n{msg}");
-                    if e.len() > MAX_ERROR {
-                        let cut = (0..=MAX_ERROR).rev().find(|i| e.is_char_boundary(*i)).unwrap_or(0);
-                        e.truncate(cut);
-                        e.push_str("\n…");
-                    }
-                    Some(e)
-                }
-                (None, Outcome::Incomplete) => {
-                    Some("steps were skipped: an undefined step, or the scenario did not run to its end".into())
-                }
-                _ => None,
-            };
-            let mut tags = tag_names(el);
-            tags.extend(feature_tags.iter().cloned());
-            tags.sort();
-            tags.dedup();
-            out.push(ScenarioResult {
-                name: el.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
-                file: file.clone(),
-                line: el.get("line").and_then(Value::as_u64).unwrap_or(0) as usize,
-                tags,
-                outcome,
-                error,
-                log: None,
-            });
-        }
-    }
-    out
-}
+pub use super::results::{Outcome, ScenarioResult, log_file_name, scenario_results};
 
 /// A scenario the runner left out on one broker because that broker cannot run it (a restart on
 /// the url provider, TLS where no listener was given): written by the suite to
@@ -607,7 +473,6 @@ impl Judgement {
 mod tests {
     use super::*;
     use rstest::rstest;
-    use serde_json::json;
 
     #[test]
     fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
@@ -1017,31 +882,5 @@ text = "topology"
         .expect("parses");
         assert_eq!(b.known[0].reason.as_deref(), Some("issue 12"));
         assert!(Baseline::parse("b", "[[known-failure]]\nrequirement = \"XYZ-9\"\n", &reg).is_err());
-    }
-
-    #[test]
-    fn cucumber_json_folds_into_scenario_results() {
-        let report = json!([{
-            "uri": "features/forward_path.feature",
-            "tags": [{"name": "forward-path"}],
-            "elements": [
-                {"type": "background", "steps": [{"keyword": "Given ", "name": "a broker", "result": {"status": "passed"}}]},
-                {"type": "scenario", "name": "ok", "line": 9, "tags": [{"name": "FWD-1"}],
-                 "steps": [{"result": {"status": "passed"}}]},
-                {"type": "background", "steps": [{"keyword": "Given ", "name": "a broker", "result": {"status": "failed", "error_message": "no docker"}}]},
-                {"type": "scenario", "name": "bg failed", "line": 20, "tags": [{"name": "FWD-2"}],
-                 "steps": [{"result": {"status": "skipped"}}]},
-                {"type": "scenario", "name": "undefined", "line": 30, "tags": [],
-                 "steps": [{"result": {"status": "skipped"}}]}
-            ]
-        }]);
-        let r = scenario_results(&report);
-        assert_eq!(r.len(), 3);
-        assert_eq!((r[0].outcome, r[0].line), (Outcome::Passed, 9));
-        assert_eq!(r[0].tags, ["FWD-1", "forward-path"]);
-        assert_eq!(r[1].outcome, Outcome::Failed);
-        assert_eq!(r[1].error.as_deref(), Some("Given a broker\nno docker"));
-        assert_eq!(r[2].outcome, Outcome::Incomplete);
-        assert_eq!(log_file_name(&r[1].file, r[1].line), "forward_path.feature-20.log");
     }
 }
