@@ -8,6 +8,7 @@
 //! - [`catalogue`] — the scenarios of `features/` and their tags, without running them
 //! - [`results`] — the one reader of cucumber's JSON report: each scenario and how it ended
 //! - [`tagexpr`] — cucumber tag expressions, to know what a `--tags` run selected
+//! - [`inputs`] — the capabilities a gateway declares and the known-failures baseline (TOML)
 //! - [`selection`] — what a run leaves out whatever `--tags` says (`@soak`, undeclared `@cap-…`)
 //! - [`verdict`] — pass / fail / skip / not-tested per requirement × broker, capabilities,
 //!   the known-failures baseline, and the exit decision
@@ -16,6 +17,7 @@
 
 pub mod catalogue;
 pub mod html;
+pub mod inputs;
 pub mod registry;
 pub mod reports;
 pub mod results;

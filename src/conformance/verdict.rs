@@ -10,7 +10,6 @@
 //! can be made from it.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,139 +17,7 @@ use super::catalogue::Scenario;
 use super::registry::{Level, Registry};
 use super::tagexpr::TagExpr;
 
-/// A capabilities or baseline file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum InputError {
-    #[error("reading {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Toml {
-        path: String,
-        #[source]
-        source: Box<toml::de::Error>,
-    },
-    #[error("{path}: {reason}")]
-    Invalid { path: String, reason: String },
-}
-
-fn read(path: &Path) -> Result<String, InputError> {
-    std::fs::read_to_string(path).map_err(|source| InputError::Io {
-        path: path.display().to_string(),
-        source,
-    })
-}
-
-fn toml_err(origin: &str) -> impl FnOnce(toml::de::Error) -> InputError + '_ {
-    move |e| InputError::Toml {
-        path: origin.to_string(),
-        source: Box::new(e),
-    }
-}
-
-/// The optional parts a gateway declares it implements (`capabilities = ["stop", …]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Capabilities {
-    pub declared: BTreeSet<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CapabilitiesFile {
-    capabilities: Vec<String>,
-}
-
-impl Capabilities {
-    pub fn load(path: &Path, registry: &Registry) -> Result<Capabilities, InputError> {
-        Capabilities::parse(&path.display().to_string(), &read(path)?, registry)
-    }
-
-    /// Parses a capabilities file; every name must be a capability of the registry.
-    pub fn parse(origin: &str, text: &str, registry: &Registry) -> Result<Capabilities, InputError> {
-        let file: CapabilitiesFile = toml::from_str(text).map_err(toml_err(origin))?;
-        let mut declared = BTreeSet::new();
-        for name in file.capabilities {
-            if registry.capability(&name).is_none() {
-                let known: Vec<&str> = registry.capabilities.iter().map(|c| c.name.as_str()).collect();
-                return Err(InputError::Invalid {
-                    path: origin.to_string(),
-                    reason: format!("unknown capability {name:?}; known: {known:?}"),
-                });
-            }
-            declared.insert(name);
-        }
-        Ok(Capabilities { declared })
-    }
-
-    /// Every capability of the registry.
-    pub fn all(registry: &Registry) -> Capabilities {
-        Capabilities {
-            declared: registry.capabilities.iter().map(|c| c.name.clone()).collect(),
-        }
-    }
-
-    /// Scenario tags of the capabilities *not* declared: scenarios carrying one are not run.
-    pub fn excluded_tags(&self, registry: &Registry) -> Vec<String> {
-        registry
-            .capabilities
-            .iter()
-            .filter(|c| !self.declared.contains(&c.name))
-            .map(|c| c.tag.clone())
-            .collect()
-    }
-}
-
-/// One known failure: requirement `requirement` fails on `broker` (a kind such as `rabbitmq`, a
-/// label such as `container:rabbitmq`, or every broker when absent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KnownFailure {
-    pub requirement: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broker: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-impl KnownFailure {
-    fn covers(&self, id: &str, run: &BrokerRun) -> bool {
-        self.requirement == id
-            && self
-                .broker
-                .as_deref()
-                .is_none_or(|b| b.eq_ignore_ascii_case(&run.label) || b.eq_ignore_ascii_case(&run.kind))
-    }
-}
-
-/// The known-failures baseline (`[[known-failure]]` entries).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Baseline {
-    #[serde(rename = "known-failure", default)]
-    pub known: Vec<KnownFailure>,
-}
-
-impl Baseline {
-    pub fn load(path: &Path, registry: &Registry) -> Result<Baseline, InputError> {
-        Baseline::parse(&path.display().to_string(), &read(path)?, registry)
-    }
-
-    /// Parses a baseline; every requirement must be in the registry.
-    pub fn parse(origin: &str, text: &str, registry: &Registry) -> Result<Baseline, InputError> {
-        let b: Baseline = toml::from_str(text).map_err(toml_err(origin))?;
-        if let Some(k) = b.known.iter().find(|k| registry.get(&k.requirement).is_none()) {
-            return Err(InputError::Invalid {
-                path: origin.to_string(),
-                reason: format!("known-failure names unknown requirement {:?}", k.requirement),
-            });
-        }
-        Ok(b)
-    }
-}
-
+pub use super::inputs::{Baseline, Capabilities, InputError, KnownFailure};
 pub use super::results::{Outcome, ScenarioResult, log_file_name, scenario_results};
 
 /// A scenario the runner left out on one broker because that broker cannot run it (a restart on
