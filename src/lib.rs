@@ -5,7 +5,6 @@
 //! behind a helper they share.
 //!
 //! - [`conformance`] — the runner's verdict: requirement registry, capabilities, baseline, reports
-//! - [`bench`] — `fleet-bench`: gateway paths against the raw broker, and gateway footprint
 //! - [`broker`] — broker providers (container, local process, URL) and the management API
 //! - [`cleanup`] — what the suite started, stopped on Ctrl-C, SIGTERM or panic; leftovers swept
 //! - [`gateway`] — a gateway under test, as a real process with the SPEC §15 contract
@@ -22,7 +21,6 @@
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
 //! - [`tls`] — test-time certificates for `amqps://` brokers
 
-pub mod bench;
 pub mod broker;
 pub mod cleanup;
 pub mod conformance;

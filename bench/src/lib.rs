@@ -38,8 +38,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use crate::broker::{Broker, BrokerSpec};
 use fleet::Fleet;
+use fleet_conformance::broker::{Broker, BrokerSpec};
 use stats::CpuProbe;
 
 /// The goals of issue 9.
@@ -69,7 +69,7 @@ pub struct Options {
 
 /// The baseline in this repository: `fixtures/bench/baseline.json`.
 pub fn default_baseline() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/bench/baseline.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bench/baseline.json")
 }
 
 /// The sections a run may include.

@@ -4,11 +4,11 @@
 //! machine); it is measured here, as ratios to a raw lapin baseline taken on the same broker in
 //! the same run. Prints a table and writes JSON (`<target>/fleet-bench/bench.json`).
 //! `scripts/bench` builds the release gateway and this binary and runs it; see
-//! [`fleet_conformance::bench`] for what each figure means.
+//! [`fleet_bench`] for what each figure means.
 
 use std::path::PathBuf;
 
-use fleet_conformance::bench;
+use fleet_bench as bench;
 
 /// `<target>/release/fleet-gateway` and `<target>/fleet-bench/bench.json`, from where this binary
 /// lives (`<target>/<profile>/fleet-bench`).

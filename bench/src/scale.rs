@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::fleet::{Fleet, Member};
 use super::stats::{CpuProbe, process_fds, process_memory};
-use crate::herdr::InputReaction;
+use fleet_conformance::herdr::InputReaction;
 
 /// Settings of the scale run.
 #[derive(Debug, Clone)]

@@ -43,9 +43,9 @@ use serde_json::{Value, json};
 
 use super::fleet::Fleet;
 use super::stats::{CpuProbe, CpuSpent};
-use crate::envelope::Envelope;
-use crate::herdr::{AgentStatus, InputReaction};
-use crate::legacy::{amqp_code, derived_msg_id, legacy_queue_name};
+use fleet_conformance::envelope::Envelope;
+use fleet_conformance::herdr::{AgentStatus, InputReaction};
+use fleet_conformance::legacy::{amqp_code, derived_msg_id, legacy_queue_name};
 
 /// Issue 16: at least this many replies per second on this machine.
 pub const GOAL_MIGRATION_REPLIES_PER_S: f64 = 1_000.0;
@@ -628,7 +628,7 @@ pub async fn run(
     let spent = before.until(&cpu.snapshot());
     // 4: the check, with the main's gateway stopped.
     fleet.stop_host(HOST).await;
-    let inbox = crate::names::inbox(&main.gid);
+    let inbox = fleet_conformance::names::inbox(&main.gid);
     let verified = verify(&conn, &inbox, &replies, &timed.worker_gid, &public_key).await?;
     if !verified.ok {
         eprintln!(

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 
 use super::fleet::{Fleet, Member};
 use super::stats::{CpuProbe, CpuSpent, Latency};
-use crate::herdr::InputReaction;
-use crate::mcp::{McpClient, McpHandle};
+use fleet_conformance::herdr::InputReaction;
+use fleet_conformance::mcp::{McpClient, McpHandle};
 
 /// Settings of the path runs.
 #[derive(Debug, Clone)]

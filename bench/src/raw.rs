@@ -131,7 +131,7 @@ enum Wire {
 fn envelope_headers() -> FieldTable {
     let uuid = || uuid::Uuid::new_v4().to_string();
     let mut t = FieldTable::default();
-    let ts = crate::envelope::now_ms().to_string();
+    let ts = fleet_conformance::envelope::now_ms().to_string();
     let sig = "A".repeat(86) + "==";
     for (k, v) in [
         ("v", "1".to_string()),

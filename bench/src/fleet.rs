@@ -10,10 +10,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, anyhow};
 
-use crate::gateway::{GatewayProcess, GatewaySpec};
-use crate::herdr::{AgentStatus, FakeHerdr, InputReaction};
-use crate::keys::HostKey;
-use crate::mcp::McpClient;
+use fleet_conformance::gateway::{GatewayProcess, GatewaySpec};
+use fleet_conformance::herdr::{AgentStatus, FakeHerdr, InputReaction};
+use fleet_conformance::keys::HostKey;
+use fleet_conformance::mcp::McpClient;
 
 /// One host: its gateway process and its fake herdr.
 pub struct BenchHost {
