@@ -104,13 +104,13 @@ async fn answers(w: &mut FleetWorld, main: String, text: String) -> anyhow::Resu
         .await?
         .call("bridge_answer", json!({"turn_id": turn, "text": text}))
         .await?;
-    w.results.insert("answer".into(), v);
+    w.notes.answer = Some(v);
     Ok(())
 }
 
 #[then(expr = "the answer returns {string}")]
 async fn answer_returns(w: &mut FleetWorld, status: String) -> anyhow::Result<()> {
-    let v = w.results.get("answer").ok_or_else(|| anyhow!("no answer was given"))?;
+    let v = w.notes.answer.as_ref().ok_or_else(|| anyhow!("no answer was given"))?;
     ensure!(
         v["status"] == json!(status),
         "bridge_answer returned {v}, expected {status:?}"

@@ -18,7 +18,6 @@ async fn broadcasts(w: &mut FleetWorld, from: String, text: String, group: Strin
         .call("bridge_broadcast", json!({"group": group, "text": text}))
         .await?;
     ensure!(v["msgId"].is_string(), "bridge_broadcast returned {v}");
-    w.results.insert("broadcast".into(), v);
     Ok(())
 }
 
@@ -26,7 +25,7 @@ async fn broadcasts(w: &mut FleetWorld, from: String, text: String, group: Strin
 async fn broadcasts_big(w: &mut FleetWorld, from: String, kib: usize, group: String) -> anyhow::Result<()> {
     let line = "0123456789abcdef-fleet-large-broadcast-";
     let text: String = line.chars().cycle().take(kib * 1024).collect();
-    w.results.insert("big".into(), json!(text));
+    w.notes.big_text = Some(text.clone());
     let v = w
         .mcp(&from)
         .await?
@@ -38,11 +37,7 @@ async fn broadcasts_big(w: &mut FleetWorld, from: String, kib: usize, group: Str
 
 #[then(expr = "herdr on {string} records the large text intact in {string}")]
 async fn big_intact(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
-    let want = w
-        .results
-        .get("big")
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let want = w.notes.big_text.clone().unwrap_or_default();
     let pane = w.entity(&name)?.pane.clone();
     let h = w.host(&host)?;
     let got = wait_for("the large broadcast", Duration::from_secs(15), || {

@@ -12,8 +12,9 @@
 //! `BrokerSpec::cannot_run`) and says they were not tested, and the first step fails loudly should
 //! one be run there anyway.
 //!
-//! State between steps lives in `w.results` (JSON) and `w.calls` (background tasks): the durable
-//! copy of the wire is a named queue on the broker, read again from a fresh connection each time.
+//! State between steps lives in `w.notes.restart` ([`crate::world::RestartNotes`]) and `w.calls`
+//! (background tasks, their results in `w.results`): the durable copy of the wire is a named queue
+//! on the broker, read again from a fresh connection each time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -29,19 +30,11 @@ use crate::world::FleetWorld;
 
 /// `w.calls` label of the readiness watch that runs while the broker is away.
 const WATCH: &str = "broker-restart: readiness while the broker is away";
-/// `w.results` key: how many times the broker went down in this scenario.
-const RESTARTS: &str = "broker-restart: restarts";
-/// `w.results` key: the durable copy of the wire (`queue`, `captured`).
-const COPY: &str = "broker-restart: durable copy";
-/// `w.results` key: the legacy queue as the broker held it when it came back.
-const LEGACY_BACK: &str = "broker-restart: legacy queue when the broker was back";
-/// `w.results` key: the gateways' queues seen before the first restart.
-const QUEUES_BEFORE: &str = "broker-restart: queues before the restart";
 /// Prefix of `w.calls` labels of timed sends.
 const TIMED: &str = "timed:";
 
 fn restarts(w: &FleetWorld) -> u64 {
-    w.results.get(RESTARTS).and_then(Value::as_u64).unwrap_or(0)
+    w.notes.restart.restarts
 }
 
 fn vhost_of(w: &FleetWorld) -> anyhow::Result<String> {
@@ -171,7 +164,7 @@ fn watch_readiness(w: &mut FleetWorld) -> anyhow::Result<()> {
 
 /// Stops the broker (its data kept), after taking what the durable copy holds so far.
 async fn go_down(w: &mut FleetWorld) -> anyhow::Result<()> {
-    if w.results.contains_key(COPY) {
+    if w.notes.restart.copy.is_some() {
         fetch_copy(w)
             .await
             .map_err(|e| anyhow!("reading the durable copy before the restart: {e:#}"))?;
@@ -190,7 +183,7 @@ async fn go_down(w: &mut FleetWorld) -> anyhow::Result<()> {
         suite.broker.spec().label(),
         started.elapsed()
     );
-    w.results.insert(RESTARTS.into(), json!(restarts(w) + 1));
+    w.notes.restart.restarts += 1;
     Ok(())
 }
 
@@ -596,27 +589,25 @@ async fn restart_mid_move(w: &mut FleetWorld, k: u32, total: u32, pane: String) 
     let s = look
         .await
         .map_err(|e| anyhow!("the look at {pane}'s legacy queue: {e}"))??;
-    w.results.insert(
-        LEGACY_BACK.into(),
-        json!({"pane": pane, "messages": s.map(|s| s.messages)}),
-    );
+    w.notes.restart.legacy_back = Some((pane, s.map(|s| s.messages)));
     Ok(())
 }
 
 #[then(expr = "the legacy queue of v1 pane {string} still held replies when the broker was back")]
 async fn legacy_held_when_back(w: &mut FleetWorld, pane: String) -> anyhow::Result<()> {
-    let v = w
-        .results
-        .get(LEGACY_BACK)
-        .cloned()
+    let (moved, held) = w
+        .notes
+        .restart
+        .legacy_back
+        .clone()
         .ok_or_else(|| anyhow!("the broker was not restarted in the middle of a move"))?;
-    ensure!(v["pane"] == json!(pane), "the restart was in the move of {}", v["pane"]);
-    let n = v["messages"].as_u64().unwrap_or(0);
+    ensure!(moved == pane, "the restart was in the move of {moved}");
     ensure!(
-        n > 0,
-        "{} held no reply when the broker was back ({v}): the restart interrupted nothing (the move had \
+        held.unwrap_or(0) > 0,
+        "{} held no reply when the broker was back ({}): the restart interrupted nothing (the move had \
          finished, or resumed before the suite could look)",
-        legacy_queue_name(&pane)
+        legacy_queue_name(&pane),
+        held.map_or("the queue was gone".to_string(), |n| format!("{n} ready"))
     );
     Ok(())
 }
@@ -666,20 +657,19 @@ async fn durable_copy(w: &mut FleetWorld) -> anyhow::Result<()> {
         r.map(drop).map_err(anyhow::Error::from)
     })
     .await?;
-    w.results.insert(COPY.into(), json!({"queue": queue, "captured": []}));
+    w.notes.restart.copy = Some((queue, Vec::new()));
     Ok(())
 }
 
 /// Takes what the durable copy received since the last look (marked with the number of restarts
 /// so far) and returns everything it ever received.
 async fn fetch_copy(w: &mut FleetWorld) -> anyhow::Result<Vec<Value>> {
-    let state = w
-        .results
-        .get(COPY)
-        .cloned()
+    let (queue, mut captured) = w
+        .notes
+        .restart
+        .copy
+        .clone()
         .ok_or_else(|| anyhow!("no durable copy: add \"the probe keeps a durable copy of …\""))?;
-    let queue = state["queue"].as_str().unwrap_or_default().to_string();
-    let mut captured: Vec<Value> = serde_json::from_value(state["captured"].clone()).unwrap_or_default();
     let suite = w.suite()?;
     let url = suite.broker.amqp_url(&vhost_of(w)?);
     // Which part of the look is under way, for the error should one hang.
@@ -716,8 +706,7 @@ async fn fetch_copy(w: &mut FleetWorld) -> anyhow::Result<Vec<Value>> {
             "restarts": generation,
         }));
     }
-    w.results
-        .insert(COPY.into(), json!({"queue": queue, "captured": captured}));
+    w.notes.restart.copy = Some((queue, captured.clone()));
     Ok(captured)
 }
 
@@ -773,10 +762,7 @@ async fn copy_is_persistent(w: &mut FleetWorld, since: String, required: String)
 async fn queues_durable(w: &mut FleetWorld) -> anyhow::Result<()> {
     let suite = w.suite()?;
     let vhost = vhost_of(w)?;
-    let copy = w
-        .results
-        .get(COPY)
-        .and_then(|c| c["queue"].as_str().map(str::to_string));
+    let copy = w.notes.restart.copy.as_ref().map(|(q, _)| q.clone());
     let rosters: BTreeSet<String> = w.hosts.keys().map(|h| format!("roster.{h}")).collect();
     // The management API lists a queue a moment after its declaration: wait until every host's
     // roster queue is listed (after a restart the gateways declare them again).
@@ -804,7 +790,7 @@ async fn queues_durable(w: &mut FleetWorld) -> anyhow::Result<()> {
         wrong.join("\n")
     );
     if restarts(w) == 0 {
-        w.results.insert(QUEUES_BEFORE.into(), json!(declared));
+        w.notes.restart.queues_before = Some(declared.into_iter().collect());
     }
     Ok(())
 }
@@ -812,9 +798,10 @@ async fn queues_durable(w: &mut FleetWorld) -> anyhow::Result<()> {
 #[then("every queue the gateways declared before the restart is there again")]
 async fn queues_back(w: &mut FleetWorld) -> anyhow::Result<()> {
     let before: BTreeSet<String> = w
-        .results
-        .get(QUEUES_BEFORE)
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .notes
+        .restart
+        .queues_before
+        .clone()
         .ok_or_else(|| anyhow!("the queues were not looked at before the restart"))?;
     ensure!(!before.is_empty(), "no gateway queue was seen before the restart");
     let suite = w.suite()?;

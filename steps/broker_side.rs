@@ -90,30 +90,27 @@ async fn send_with_copy(w: &mut FleetWorld, from: String, text: String, to: Stri
         })
         .await?;
     probe.close().await;
-    w.results.insert(
-        "wire-copy".into(),
-        json!({
-            "body": copy.body,
-            "content_type": copy.properties.content_type().as_ref().map(|c| c.as_str().to_string()),
-        }),
-    );
+    w.notes.wire_copy = Some((
+        copy.body.clone(),
+        copy.properties.content_type().as_ref().map(|c| c.as_str().to_string()),
+    ));
     Ok(())
 }
 
 #[then(expr = "the broker's copy carries {string} as its plain UTF-8 body")]
 async fn copy_is_plain(w: &mut FleetWorld, text: String) -> anyhow::Result<()> {
-    let copy = w
-        .results
-        .get("wire-copy")
+    let (body, ct) = w
+        .notes
+        .wire_copy
+        .clone()
         .ok_or_else(|| anyhow!("no copy of the wire was kept"))?;
-    let body: Vec<u8> = serde_json::from_value(copy["body"].clone())?;
     ensure!(
         body == text.as_bytes(),
         "the broker holds {:?}, not the brief's text {text:?}: bodies must cross the broker as plain \
          UTF-8 (SPEC §2; the broker is inside the trust circle, SEC-3)",
         String::from_utf8_lossy(&body)
     );
-    let ct = copy["content_type"].as_str().unwrap_or_default();
+    let ct = ct.unwrap_or_default();
     ensure!(
         ct.starts_with("text/plain"),
         "content_type is {ct:?}, expected text/plain; charset=utf-8"

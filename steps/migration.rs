@@ -22,15 +22,10 @@ use serde_json::{Value, json};
 
 use crate::world::FleetWorld;
 
-/// Key of `w.results` under which a generated legacy queue's length is remembered.
-fn generated_key(pane: &str) -> String {
-    format!("legacy-generated {pane}")
-}
-
 /// The legacy queue of `pane` as seeded in this scenario: a generated one, else the fixture's.
 fn seeded_queue(w: &FleetWorld, pane: &str) -> anyhow::Result<LegacyQueue> {
-    if let Some(n) = w.results.get(&generated_key(pane)).and_then(Value::as_u64) {
-        return Ok(LegacyQueue::generated(pane, n as usize));
+    if let Some(n) = w.notes.legacy_generated.get(pane) {
+        return Ok(LegacyQueue::generated(pane, *n));
     }
     Ok(LegacyState::v1_0_0()?.queue(pane)?.clone())
 }
@@ -65,7 +60,7 @@ async fn broker_with_generated_queue(w: &mut FleetWorld, pane: String, n: usize)
     let r = lb.seed(&q).await;
     lb.close().await;
     r?;
-    w.results.insert(generated_key(&pane), json!(n));
+    w.notes.legacy_generated.insert(pane.clone(), n);
     Ok(())
 }
 
@@ -384,24 +379,20 @@ async fn redeclare_v2(w: &mut FleetWorld, pane: String) -> anyhow::Result<()> {
     let lb = legacy_broker(w).await?;
     let r = lb.redeclare_with(&legacy_queue_name(&pane), v2_inbox_arguments()).await;
     lb.close().await;
-    let v = match r? {
-        Ok(()) => json!({"accepted": true}),
-        Err((code, text)) => json!({"code": code, "text": text}),
-    };
-    w.results.insert("redeclare".into(), v);
+    w.notes.redeclare = Some(r?);
     Ok(())
 }
 
 #[then("the broker refuses it with 406 PRECONDITION_FAILED")]
 async fn refused_406(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let v = w
-        .results
-        .get("redeclare")
-        .cloned()
+    let answer = w
+        .notes
+        .redeclare
+        .clone()
         .ok_or_else(|| anyhow!("nothing was redeclared"))?;
     ensure!(
-        v["code"] == json!(406) && v["text"].as_str().is_some_and(|t| t.contains("PRECONDITION_FAILED")),
-        "the broker answered {v}, expected 406 PRECONDITION_FAILED"
+        matches!(&answer, Err((406, text)) if text.contains("PRECONDITION_FAILED")),
+        "the broker answered {answer:?}, expected 406 PRECONDITION_FAILED"
     );
     Ok(())
 }
@@ -520,16 +511,16 @@ async fn note_connections(w: &mut FleetWorld) -> anyhow::Result<()> {
         },
     )
     .await?;
-    w.results.insert("connections".into(), serde_json::json!(conns));
+    w.notes.connections = Some(conns.into_iter().collect());
     Ok(())
 }
 
 #[then(expr = "every broker connection noted before stays open for {int} heartbeats")]
 async fn connections_stay(w: &mut FleetWorld, beats: u32) -> anyhow::Result<()> {
-    let noted: std::collections::BTreeSet<String> = w
-        .results
-        .get("connections")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
+    let noted = w
+        .notes
+        .connections
+        .clone()
         .ok_or_else(|| anyhow!("no connections were noted"))?;
     // Absence of a reconnect, checked over a window: every noted connection is listed at every
     // look until the window ends.

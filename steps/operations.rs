@@ -11,7 +11,6 @@ use std::time::Duration;
 use anyhow::{anyhow, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::timing::{scaled, wait_for};
-use serde_json::{Value, json};
 
 use crate::world::FleetWorld;
 
@@ -47,17 +46,18 @@ async fn read_metrics(w: &FleetWorld, host: &str) -> anyhow::Result<BTreeMap<Str
 #[when(expr = "the metrics of {string} are noted")]
 async fn note_metrics(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let m = read_metrics(w, &host).await?;
-    w.results.insert(format!("metrics:{host}"), json!(m));
+    w.notes.metrics.insert(host, m);
     Ok(())
 }
 
 #[then(regex = r#"^the metric (\S+) of "([^"]+)" rose by (exactly|at least) (\d+)$"#)]
 async fn metric_rose(w: &mut FleetWorld, series: String, host: String, how: String, n: u64) -> anyhow::Result<()> {
     let before = w
-        .results
-        .get(&format!("metrics:{host}"))
-        .and_then(|v| v.get(&series))
-        .and_then(Value::as_f64)
+        .notes
+        .metrics
+        .get(&host)
+        .and_then(|m| m.get(&series))
+        .copied()
         .unwrap_or(0.0);
     let exact = how == "exactly";
     let want = before + n as f64;
@@ -105,26 +105,22 @@ async fn sigterm(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
         .gateway
         .terminate(scaled(Duration::from_secs(20)))
         .await;
-    w.results.insert(
-        format!("sigterm:{host}"),
-        json!({"exited": exited, "ms": started.elapsed().as_millis() as u64}),
-    );
+    w.notes
+        .sigterm
+        .insert(host, (exited, started.elapsed().as_millis() as u64));
     Ok(())
 }
 
 #[then(expr = "the gateway on {string} exited by itself within {int} seconds")]
 async fn exited_by_itself(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
-    let r = w
-        .results
-        .get(&format!("sigterm:{host}"))
-        .cloned()
+    let (exited, ms) = w
+        .notes
+        .sigterm
+        .get(&host)
+        .copied()
         .ok_or_else(|| anyhow!("the gateway on {host} was not stopped with SIGTERM"))?;
     let log = w.host(&host)?.gateway.log_tail(15);
-    ensure!(
-        r["exited"] == json!(true),
-        "the gateway on {host} ignored SIGTERM and was killed\n{log}"
-    );
-    let ms = r["ms"].as_u64().unwrap_or(u64::MAX);
+    ensure!(exited, "the gateway on {host} ignored SIGTERM and was killed\n{log}");
     let bound = scaled(Duration::from_secs(secs)).as_millis() as u64;
     ensure!(
         ms <= bound,

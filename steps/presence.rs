@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, ensure};
+use anyhow::{anyhow, bail, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::timing::wait_for;
 use serde_json::Value;
@@ -161,11 +161,7 @@ async fn register_clone(w: &mut FleetWorld, host: String, original: String) -> a
     let r = w
         .add_entity_with_gid(&host, &clone, "worker", None, vec![], Some(&gid))
         .await;
-    let outcome = match r {
-        Ok(()) => serde_json::json!({"registered": true, "host": host}),
-        Err(e) => serde_json::json!({"registered": false, "host": host, "error": format!("{e:#}")}),
-    };
-    w.results.insert("registration".into(), outcome);
+    w.notes.registration = Some((host, r.map_err(|e| format!("{e:#}"))));
     Ok(())
 }
 
@@ -173,11 +169,16 @@ async fn register_clone(w: &mut FleetWorld, host: String, original: String) -> a
 /// gateway logs the refusal at ERROR. The wording of the answer and the log is the gateway's.
 #[then(expr = "the registration is refused and logged at ERROR")]
 async fn registration_refused(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let r = w.results.get("registration").cloned().unwrap_or_default();
-    ensure!(r["registered"] == false, "the second registration was accepted: {r}");
-    let host = r["host"].as_str().unwrap_or_default().to_string();
+    let (host, outcome) = w
+        .notes
+        .registration
+        .clone()
+        .ok_or_else(|| anyhow!("no second registration was tried"))?;
+    let Err(answer) = outcome else {
+        bail!("the second registration, on {host}, was accepted");
+    };
     let gw = &w.host(&host)?.gateway;
-    let answer = &r["error"];
+    let answer = &answer;
     wait_for(
         &format!("the gateway on {host} to log the refused consume at ERROR (CON-2)"),
         Duration::from_secs(5),
@@ -247,22 +248,13 @@ async fn probe_claims(w: &mut FleetWorld, host: String, name: String) -> anyhow:
     let marker = uuid::Uuid::new_v4().to_string();
     probe.announce(&key, &marker, "worker", Duration::from_secs(60)).await?;
     probe.close().await;
-    w.results
-        .insert("marker".into(), serde_json::json!({"gid": marker, "host": host}));
+    w.notes.claim = Some((marker, host));
     Ok(())
 }
 
 #[then(expr = "the roster of {string} has judged that claim")]
 async fn claim_judged(w: &mut FleetWorld, at: String) -> anyhow::Result<()> {
-    let m = w
-        .results
-        .get("marker")
-        .cloned()
-        .ok_or_else(|| anyhow!("no claim was made"))?;
-    let (gid, host) = (
-        m["gid"].as_str().unwrap_or_default().to_string(),
-        m["host"].as_str().unwrap_or_default().to_string(),
-    );
+    let (gid, host) = w.notes.claim.clone().ok_or_else(|| anyhow!("no claim was made"))?;
     let w2: &FleetWorld = w;
     wait_for("the marker claim in the roster", heartbeats(w, 2), || {
         let (gid, host, at) = (gid.clone(), host.clone(), at.clone());

@@ -20,9 +20,14 @@ async fn spawns(
     brief: String,
 ) -> anyhow::Result<()> {
     let args = json!({"host": host, "profile": profile, "brief": brief, "groups": []});
-    w.results.insert(
-        format!("spawn-args:{name}"),
-        json!({"main": main, "host": host, "profile": profile, "brief": brief}),
+    w.notes.spawn_args.insert(
+        name.clone(),
+        crate::world::SpawnArgs {
+            main: main.clone(),
+            host: host.clone(),
+            profile: profile.clone(),
+            brief: brief.clone(),
+        },
     );
     w.call_in_background(&format!("spawn:{name}"), &main, "bridge_spawn", args)
         .await
@@ -172,15 +177,13 @@ async fn no_pane(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
 async fn spawn_again(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     use fleet_conformance::envelope::{Envelope, now_ms};
     let args = w
-        .results
-        .get(&format!("spawn-args:{name}"))
+        .notes
+        .spawn_args
+        .get(&name)
         .cloned()
         .ok_or_else(|| anyhow!("no spawn of {name}"))?;
     let gid = w.gid(&name)?;
-    let (main, host) = (
-        args["main"].as_str().unwrap_or_default().to_string(),
-        args["host"].as_str().unwrap_or_default().to_string(),
-    );
+    let (main, host) = (args.main.clone(), args.host.clone());
     let main_host = w.entity(&main)?.host.clone();
     let key = w
         .keys
@@ -188,7 +191,7 @@ async fn spawn_again(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
         .cloned()
         .ok_or_else(|| anyhow!("no key for {main_host}"))?;
     let body = serde_json::to_vec(
-        &json!({"profile": args["profile"], "brief": args["brief"], "groups": [], "parent": w.gid(&main)?}),
+        &json!({"profile": args.profile, "brief": args.brief, "groups": [], "parent": w.gid(&main)?}),
     )?;
     let mut env = Envelope::new("SPAWN", &w.gid(&main)?, &host, &main_host);
     env.set("spawnId", &gid)

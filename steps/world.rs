@@ -109,6 +109,58 @@ pub struct EntityRef {
     pub mcp: Option<McpClient>,
 }
 
+/// What a step keeps for a later step of the same scenario: one typed field per kind of note, so
+/// a step that reads one cannot misspell its key or misread its shape.
+#[derive(Debug, Default)]
+pub struct Notes {
+    /// `bridge_answer`'s result (ask.feature).
+    pub answer: Option<Value>,
+    /// The large text a broadcast carried (broadcast.feature).
+    pub big_text: Option<String>,
+    /// The broker's copy of a brief: body and content type (broker_side.rs).
+    pub wire_copy: Option<(Vec<u8>, Option<String>)>,
+    /// Each spawn's arguments, by the spawned worker's name (spawn.feature).
+    pub spawn_args: BTreeMap<String, SpawnArgs>,
+    /// A second registration: its host, and the gateway's refusal if it refused (CON-2).
+    pub registration: Option<(String, Result<(), String>)>,
+    /// A gid claimed by the probe: (gid, claiming host) (PRS-3).
+    pub claim: Option<(String, String)>,
+    /// `/metrics` series noted per host (operations.feature).
+    pub metrics: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Per host: whether the gateway exited by itself after SIGTERM, and how long it took (ms).
+    pub sigterm: BTreeMap<String, (bool, u64)>,
+    /// Lengths of generated legacy queues, by pane (migration.feature).
+    pub legacy_generated: BTreeMap<String, usize>,
+    /// The broker's answer to a redeclare of a legacy queue: accepted, or (code, text).
+    pub redeclare: Option<Result<(), (u16, String)>>,
+    /// The broker connections of the scenario's vhost noted at one moment.
+    pub connections: Option<std::collections::BTreeSet<String>>,
+    /// broker_restart.feature's state.
+    pub restart: RestartNotes,
+}
+
+/// The arguments of one `bridge_spawn`.
+#[derive(Debug, Clone)]
+pub struct SpawnArgs {
+    pub main: String,
+    pub host: String,
+    pub profile: String,
+    pub brief: String,
+}
+
+/// What the broker-restart steps keep between steps.
+#[derive(Debug, Default)]
+pub struct RestartNotes {
+    /// How many times the broker went down in this scenario.
+    pub restarts: u64,
+    /// The durable copy of the wire: its queue, and what it received so far.
+    pub copy: Option<(String, Vec<Value>)>,
+    /// The legacy queue as the broker held it when it came back: (pane, messages).
+    pub legacy_back: Option<(String, Option<u32>)>,
+    /// The gateways' durable queues seen before the first restart.
+    pub queues_before: Option<std::collections::BTreeSet<String>>,
+}
+
 /// A tool call running in the background (a blocking `bridge_send`, a `bridge_wait`).
 pub type PendingCall = JoinHandle<anyhow::Result<Value>>;
 
@@ -125,8 +177,10 @@ pub struct FleetWorld {
     pub entities: BTreeMap<String, EntityRef>,
     /// Background calls by label ("send", "wait", …).
     pub calls: BTreeMap<String, PendingCall>,
-    /// Results of finished calls by label.
+    /// Results of finished background calls by label (`w.calls`), kept by [`Self::call_result`].
     pub results: BTreeMap<String, Value>,
+    /// What steps keep for later steps of the scenario, one typed field each.
+    pub notes: Notes,
     /// The last drained messages.
     pub drained: Vec<Value>,
     /// The main and arguments of the last `bridge_poll` step, so a "gets" step can poll again
@@ -194,6 +248,7 @@ impl FleetWorld {
             entities: BTreeMap::new(),
             calls: BTreeMap::new(),
             results: BTreeMap::new(),
+            notes: Notes::default(),
             drained: Vec::new(),
             last_poll: None,
             gateway_env,
