@@ -11,22 +11,22 @@
 //! A scenario that restarts the broker ([`Broker::restart`]) breaks every connection into it, so it
 //! must have the broker to itself: it takes its vhost with [`Broker::create_exclusive_vhost`],
 //! which waits until every other scenario's vhost is deleted and holds back new ones
-//! ([`Broker::create_vhost`] waits) until its own is deleted. That is enforced here, not left to
-//! cucumber's `@serial`: cucumber 0.23 starts a queued serial scenario one at a time but without
-//! waiting for concurrent scenarios already running (it only happens to queue serial ones first
-//! when every feature is parsed before the first start, as in this suite's runs today). Only the
-//! process and container providers can restart their broker; scenarios tagged [`RESTART_TAG`] are
-//! left out on the url provider ([`BrokerSpec::cannot_run`]) and reported not tested there.
+//! ([`Broker::create_vhost`] waits) until its own is deleted ([`sharing`]). That is enforced here,
+//! not left to cucumber's `@serial` (cucumber 0.23 starts a queued serial scenario without waiting
+//! for concurrent ones already running). The e2e runner gives those scenarios a second broker of
+//! the same spec, so on it they only wait for each other. Only the process and container providers
+//! can restart their broker; scenarios tagged [`RESTART_TAG`] are left out on the url provider
+//! ([`BrokerSpec::cannot_run`], [`spec`]) and reported not tested there.
 
 pub mod container;
 pub mod flavour;
 pub mod management;
 pub mod process;
+mod sharing;
+mod spec;
 pub mod url;
 
-use std::collections::BTreeSet;
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -34,6 +34,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use crate::timing::{WaitTimeout, scaled, wait_for};
 pub use flavour::{DelayedExchange, Product, ServerIdentity};
 pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, Overview, QueueInfo};
+use sharing::{SHARE_WAIT, Users};
+pub use spec::{BrokerKind, BrokerSpec, ProviderKind, RESTART_TAG, TLS_TAG};
 pub use url::Endpoint;
 
 /// Everything that can go wrong bringing up, using or tearing down a broker. Messages say what to
@@ -102,178 +104,6 @@ pub enum BrokerError {
     CannotRestart { spec: String, reason: String },
     #[error("broker {spec}: {reason}")]
     NotExclusive { spec: String, reason: String },
-}
-
-/// Which broker product.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BrokerKind {
-    RabbitMq,
-    LavinMq,
-}
-
-impl fmt::Display for BrokerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BrokerKind::RabbitMq => "rabbitmq",
-            BrokerKind::LavinMq => "lavinmq",
-        })
-    }
-}
-
-/// Who provides the broker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProviderKind {
-    /// A docker container started (and removed) by the suite.
-    Container,
-    /// A local `rabbitmq-server` process started (and stopped) by the suite.
-    Process,
-    /// A broker run by someone else, at `FLEET_BROKER_URL` / `FLEET_BROKER_HTTP`.
-    Url,
-}
-
-impl ProviderKind {
-    /// Why the suite cannot restart a broker of this provider, if it cannot.
-    pub fn cannot_restart(&self) -> Option<&'static str> {
-        match self {
-            ProviderKind::Container | ProviderKind::Process => None,
-            ProviderKind::Url => {
-                Some("the url: provider attaches to a broker someone else runs; the suite cannot stop and start it")
-            }
-        }
-    }
-}
-
-/// The tag of scenarios that need the broker's amqps listener (SEC-1).
-pub const TLS_TAG: &str = "broker-tls";
-
-/// The tag of scenarios that restart the broker ([`Broker::restart`]); they are not run on a
-/// provider that cannot ([`BrokerSpec::cannot_run`]).
-pub const RESTART_TAG: &str = "broker-restart";
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProviderKind::Container => "container",
-            ProviderKind::Process => "process",
-            ProviderKind::Url => "url",
-        })
-    }
-}
-
-/// One entry of `FLEET_E2E_BROKERS`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BrokerSpec {
-    pub provider: ProviderKind,
-    pub kind: BrokerKind,
-}
-
-impl BrokerSpec {
-    /// Parses one entry: `rabbitmq`, `lavinmq` (container is the default provider),
-    /// `container:rabbitmq`, `container:lavinmq`, `process:rabbitmq`, `url:rabbitmq`,
-    /// `url:lavinmq`. Case and surrounding blanks do not matter.
-    pub fn parse(s: &str) -> Result<Self, BrokerError> {
-        let entry = s.trim().to_ascii_lowercase();
-        let invalid = |reason: String| BrokerError::InvalidSpec {
-            spec: s.trim().to_string(),
-            reason,
-        };
-        let (provider, kind) = match entry.split_once(':') {
-            Some((p, k)) => (p.trim(), k.trim()),
-            None => ("container", entry.as_str()),
-        };
-        let kind = match kind {
-            "rabbitmq" => BrokerKind::RabbitMq,
-            "lavinmq" => BrokerKind::LavinMq,
-            "" => {
-                return Err(invalid("the broker is missing; expected rabbitmq or lavinmq".into()));
-            }
-            other => {
-                return Err(invalid(format!(
-                    "unknown broker {other:?}; expected rabbitmq or lavinmq"
-                )));
-            }
-        };
-        let provider = match provider {
-            "container" => ProviderKind::Container,
-            "process" => ProviderKind::Process,
-            "url" => ProviderKind::Url,
-            other => {
-                return Err(invalid(format!(
-                    "unknown provider {other:?}; expected container, process or url"
-                )));
-            }
-        };
-        if provider == ProviderKind::Process && kind == BrokerKind::LavinMq {
-            return Err(invalid(
-                "LavinMQ cannot run as a local process here (no Debian package exists); use container:lavinmq \
-                 (FLEET_LAVINMQ_IMAGE) or url:lavinmq (FLEET_BROKER_URL and FLEET_BROKER_HTTP)"
-                    .into(),
-            ));
-        }
-        Ok(BrokerSpec { provider, kind })
-    }
-
-    /// Parses a comma-separated list; blank entries are skipped, an empty list or a broker named
-    /// twice is an error. (What applies when `FLEET_E2E_BROKERS` is unset is the caller's call.)
-    pub fn parse_list(s: &str) -> Result<Vec<Self>, BrokerError> {
-        let mut specs: Vec<BrokerSpec> = Vec::new();
-        for entry in s.split(',').filter(|e| !e.trim().is_empty()) {
-            let spec = BrokerSpec::parse(entry)?;
-            if specs.contains(&spec) {
-                return Err(BrokerError::InvalidSpec {
-                    spec: entry.trim().into(),
-                    reason: "named twice".into(),
-                });
-            }
-            specs.push(spec);
-        }
-        if specs.is_empty() {
-            return Err(BrokerError::InvalidSpec {
-                spec: s.into(),
-                reason: "no broker named; expected e.g. rabbitmq,process:rabbitmq,url:lavinmq".into(),
-            });
-        }
-        Ok(specs)
-    }
-
-    /// Why a scenario carrying `tags` (without `@`) cannot run on this broker, if it cannot: such
-    /// a scenario is left out of the run and reported not tested on this broker, never passed.
-    /// A restart ([`RESTART_TAG`]) needs a provider that can restart its broker; TLS
-    /// ([`TLS_TAG`]) an amqps listener (the url provider has one only when given,
-    /// [`url::url_tls_missing`]).
-    pub fn cannot_run<'a>(&self, tags: impl IntoIterator<Item = &'a str>) -> Option<String> {
-        let tags: Vec<&str> = tags.into_iter().map(|t| t.trim_start_matches('@')).collect();
-        if tags.contains(&RESTART_TAG)
-            && let Some(why) = self.provider.cannot_restart()
-        {
-            return Some(format!("it restarts the broker (@{RESTART_TAG}), and {why}"));
-        }
-        if tags.contains(&TLS_TAG)
-            && self.provider == ProviderKind::Url
-            && let Some(why) = url::url_tls_missing()
-        {
-            return Some(format!("it needs the broker's amqps listener (@{TLS_TAG}), and {why}"));
-        }
-        None
-    }
-
-    /// `provider:kind`, e.g. `container:rabbitmq`.
-    pub fn label(&self) -> String {
-        format!("{}:{}", self.provider, self.kind)
-    }
-}
-
-impl fmt::Display for BrokerSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.provider, self.kind)
-    }
-}
-
-impl FromStr for BrokerSpec {
-    type Err = BrokerError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        BrokerSpec::parse(s)
-    }
 }
 
 /// What provides a running broker, and so what stopping it means.
@@ -376,115 +206,6 @@ fn cannot_restart(spec: &BrokerSpec) -> BrokerError {
         reason: spec.provider.cannot_restart().unwrap_or("unknown").into(),
     }
 }
-
-/// Who uses the broker: the vhosts of running scenarios, and the one (if any) that has the broker
-/// to itself (see the module doc).
-#[derive(Debug, Default, Clone)]
-struct Usage {
-    vhosts: BTreeSet<String>,
-    /// The vhost of the scenario that has the broker to itself.
-    exclusive: Option<String>,
-    /// Scenarios waiting to have the broker to themselves: new vhosts wait behind them.
-    waiting: usize,
-}
-
-/// The broker's users, and the rules of sharing it (see the module doc).
-struct Users {
-    usage: tokio::sync::watch::Sender<Usage>,
-}
-
-impl Default for Users {
-    fn default() -> Self {
-        Users {
-            usage: tokio::sync::watch::Sender::new(Usage::default()),
-        }
-    }
-}
-
-impl Users {
-    /// Records `vhost` as in use once no scenario has the broker to itself or waits for that
-    /// (`exclusive`: once nothing else is in use, and then as the one that has it to itself).
-    /// Fails after the (scaled) `nominal` bound, saying who held the broker.
-    async fn reserve(&self, vhost: &str, exclusive: bool, nominal: Duration) -> Result<(), String> {
-        let mut changes = self.usage.subscribe();
-        if exclusive {
-            self.usage.send_modify(|u| u.waiting += 1);
-        }
-        let started = std::time::Instant::now();
-        let took = tokio::time::timeout(scaled(nominal), async {
-            loop {
-                let reserved = self.usage.send_if_modified(|u| {
-                    let free = u.exclusive.is_none() && if exclusive { u.vhosts.is_empty() } else { u.waiting == 0 };
-                    if free {
-                        u.vhosts.insert(vhost.to_string());
-                        if exclusive {
-                            u.exclusive = Some(vhost.to_string());
-                            u.waiting -= 1;
-                        }
-                    }
-                    free
-                });
-                if reserved {
-                    return;
-                }
-                // The sender lives in `self`: `changed` cannot fail while we wait.
-                let _ = changes.changed().await;
-            }
-        })
-        .await;
-        if took.is_err() {
-            let now = self.usage.borrow().clone();
-            if exclusive {
-                self.usage.send_modify(|u| u.waiting -= 1);
-            }
-            return Err(format!(
-                "waited {:.0?} for the broker to be {} (in use by {:?}, to itself: {:?}, waiting to have it alone: {})",
-                started.elapsed(),
-                if exclusive {
-                    "this scenario's alone"
-                } else {
-                    "shared again"
-                },
-                now.vhosts,
-                now.exclusive,
-                now.waiting
-            ));
-        }
-        let waited = started.elapsed();
-        if waited > Duration::from_millis(100) {
-            tracing::info!(%vhost, exclusive, ?waited, "waited for the broker's other users");
-        }
-        Ok(())
-    }
-
-    /// `vhost` is no longer in use (nor has the broker to itself).
-    fn release(&self, vhost: &str) {
-        self.usage.send_modify(|u| {
-            u.vhosts.remove(vhost);
-            if u.exclusive.as_deref() == Some(vhost) {
-                u.exclusive = None;
-            }
-        });
-    }
-
-    fn exclusive(&self) -> Option<String> {
-        self.usage.borrow().exclusive.clone()
-    }
-
-    fn others(&self, mine: &str) -> Vec<String> {
-        self.usage
-            .borrow()
-            .vhosts
-            .iter()
-            .filter(|v| *v != mine)
-            .cloned()
-            .collect()
-    }
-}
-
-/// How long a scenario waits for the broker to be shared again, or to be its alone (nominal):
-/// a bound for a run that would otherwise hang, far above any scenario's length.
-const SHARE_WAIT: Duration = Duration::from_secs(30 * 60);
 
 /// Management statistics sampled every second instead of every 5 s. The management agent
 /// collects at its smallest retention interval, whatever `collect_statistics_interval` says, so
