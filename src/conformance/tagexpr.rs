@@ -62,21 +62,16 @@ impl fmt::Display for TagExpr {
                     write!(f, "not ")?;
                     show(e, f)
                 }
-                TagOperation::And(a, b) => {
-                    write!(f, "(")?;
-                    show(a, f)?;
-                    write!(f, " and ")?;
-                    show(b, f)?;
-                    write!(f, ")")
-                }
-                TagOperation::Or(a, b) => {
-                    write!(f, "(")?;
-                    show(a, f)?;
-                    write!(f, " or ")?;
-                    show(b, f)?;
-                    write!(f, ")")
-                }
+                TagOperation::And(a, b) => both(a, "and", b, f),
+                TagOperation::Or(a, b) => both(a, "or", b, f),
             }
+        }
+        fn both(a: &TagOperation, op: &str, b: &TagOperation, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "(")?;
+            show(a, f)?;
+            write!(f, " {op} ")?;
+            show(b, f)?;
+            write!(f, ")")
         }
         show(&self.0, f)
     }
