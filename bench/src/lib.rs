@@ -705,18 +705,18 @@ pub fn table(r: &Value) -> String {
     out.join("\n")
 }
 
-/// Parses the command line (without the program name) into options ([`cli::BenchCli`]).
-pub fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf) -> Result<Options, String> {
-    let cli = <cli::BenchCli as clap::Parser>::try_parse_from(
-        std::iter::once("fleet-bench".to_string()).chain(args.iter().cloned()),
-    )
-    .map_err(|e| e.to_string())?;
-    cli.options(default_gateway, default_out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parses the command line (without the program name) into options ([`cli::BenchCli`]).
+    fn parse_args(args: &[String], default_gateway: String, default_out: PathBuf) -> Result<Options, String> {
+        let cli = <cli::BenchCli as clap::Parser>::try_parse_from(
+            std::iter::once("fleet-bench".to_string()).chain(args.iter().cloned()),
+        )
+        .map_err(|e| e.to_string())?;
+        cli.options(default_gateway, default_out)
+    }
 
     fn args(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
