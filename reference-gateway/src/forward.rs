@@ -187,6 +187,11 @@ impl Gateway {
     }
 
     /// Waits until herdr reports the agent idle or done, or the deadline passes (`busy`).
+    ///
+    /// `agent.wait` comes first: it answers at once for an agent that is already idle or done, so
+    /// the common case is one herdr call, not a `pane.get` and then a wait. A pane that is no
+    /// agent (yet) makes it fail at once with `agent_not_found`; such a pane is then polled with
+    /// `pane.get` until it shows an agent (`unknown` is not injectable, FWD-2).
     async fn wait_gate(&self, pane: &str, deadline: tokio::time::Instant) -> Result<(), NotInjected> {
         let mut last = String::from("agent never became idle");
         loop {
@@ -194,24 +199,7 @@ impl Gateway {
             if left.is_zero() {
                 return Err(NotInjected(FailReason::Busy, last));
             }
-            match self.herdr.status(pane).await {
-                Ok(s) if s.injectable() => return Ok(()),
-                Ok(AgentStatus::Unknown) => {
-                    // Not (yet) an agent: agent.wait would fail at once, so poll.
-                    last = "pane shows no agent (status unknown)".into();
-                    tokio::time::sleep(left.min(Duration::from_millis(100))).await;
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e) if e.code() == Some("pane_not_found") => {
-                    return Err(NotInjected(FailReason::Stopped, e.to_string()));
-                }
-                Err(e) => {
-                    last = e.to_string();
-                    tokio::time::sleep(left.min(Duration::from_millis(100))).await;
-                    continue;
-                }
-            }
+            let pause = left.min(Duration::from_millis(100));
             match self.herdr.wait_idle(pane, left).await {
                 Ok(()) => return Ok(()),
                 Err(e) if e.code() == Some("pane_not_found") => {
@@ -220,9 +208,22 @@ impl Gateway {
                 Err(HerdrError::Api { code, .. }) if code == "timeout" => {
                     last = "agent still busy at the inject bound".into();
                 }
+                Err(HerdrError::Api { code, .. }) if code == "agent_not_found" => {
+                    // Not (yet) an agent, or herdr cannot tell: the pane's own status decides.
+                    match self.herdr.status(pane).await {
+                        Ok(s) if s.injectable() => return Ok(()),
+                        Ok(AgentStatus::Unknown) => last = "pane shows no agent (status unknown)".into(),
+                        Ok(_) => {}
+                        Err(e) if e.code() == Some("pane_not_found") => {
+                            return Err(NotInjected(FailReason::Stopped, e.to_string()));
+                        }
+                        Err(e) => last = e.to_string(),
+                    }
+                    tokio::time::sleep(pause).await;
+                }
                 Err(e) => {
                     last = e.to_string();
-                    tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+                    tokio::time::sleep(pause).await;
                 }
             }
         }

@@ -242,8 +242,9 @@ pub enum InputReaction {
     /// swallowed (herdr users see this on a fresh pane's first input, or text merged into a draft).
     StayIdle,
     /// Starts on the task and finishes it quickly: the status turns `working`, the next two status
-    /// reads report `working`, and reads after that report `idle` again — an agent that completes
-    /// each brief, without a timer in the fake.
+    /// reads (`pane.get`, `agent.get`) report `working`, and reads after that report `idle` again;
+    /// an `agent.wait` finds the brief finished at once — an agent that completes each brief by the
+    /// time anyone waits for it, without a timer in the fake.
     WorksBriefly,
 }
 

@@ -49,6 +49,15 @@ pub(super) struct Pane {
 }
 
 impl Pane {
+    /// [`InputReaction::WorksBriefly`]: a brief still being worked on is finished now (`agent.wait`
+    /// calls this: the agent completes each brief by the time anyone waits for it).
+    pub(super) fn finish_brief(&mut self) {
+        if self.finish_after_reads.take().is_some() {
+            self.status = AgentStatus::Idle;
+            self.revision += 1;
+        }
+    }
+
     /// The status a wire read reports, faults applied (a flapping read flips the next one).
     pub(super) fn reported_status(&mut self, faults: &HashSet<Fault>) -> AgentStatus {
         if self.agent.is_none() {

@@ -337,6 +337,9 @@ impl Shared {
     /// `agent.wait`: answers as soon as the status is in `until`, re-checking on every change.
     pub(super) async fn wait_agent(&self, spec: WaitSpec) -> Envelope {
         let mut changes = self.changed.subscribe();
+        if let Some(pane) = self.state().pane_mut(&spec.target) {
+            pane.finish_brief();
+        }
         loop {
             changes.borrow_and_update();
             match self.probe_agent(&spec.target) {
