@@ -122,8 +122,7 @@ impl Gateway {
             .insert(entity.clone())
             .map_err(|e| EntityError::Registry(e.to_string()))?;
         self.attach_entity(&entity).await;
-        let ready = self.readiness().1.into_iter().find(|(g, _)| *g == gid).map(|(_, h)| h);
-        let failure = match ready {
+        let failure = match self.local.health_of(&gid) {
             Some(EntityHealth::Failed(why)) => Some(why),
             _ => match self.announce_entity(&entity, "up").await {
                 Ok(_) => None,
@@ -133,6 +132,7 @@ impl Gateway {
         if let Some(why) = failure {
             // Roll back: an entity that cannot be served is not registered.
             self.detach_entity(&entity.gid).await;
+            self.local.forget(&entity.gid);
             if let Ok(mut r) = self.registry.lock() {
                 let _ = r.remove(&entity.gid);
             }
@@ -165,6 +165,7 @@ impl Gateway {
             warn!(%gid, pane = %entity.pane, error = %e, "pane not closed");
         }
         self.pull.remove(gid);
+        self.local.forget(gid);
         self.registry
             .lock()
             .map_err(|_| EntityError::Registry("lock poisoned".into()))?

@@ -105,24 +105,15 @@ impl Gateway {
 
     pub(crate) async fn inject_and_report(self: Arc<Self>, worker: Entity, env: Envelope, text: String) {
         let _inflight = InflightInject::new(&self.inflight_injects);
-        let lock = self
-            .inject_locks
-            .lock()
-            .ok()
-            .map(|mut m| m.entry(worker.gid.clone()).or_default().clone());
-        let _guard = match &lock {
-            Some(l) => Some(l.lock().await),
-            None => None,
-        };
+        let lock = self.local.inject_lock(&worker.gid);
+        let _guard = lock.lock().await;
         let started = std::time::Instant::now();
         let result = self.inject(&worker, &env, &text).await;
         let (kind, body) = match &result {
             Ok(()) => {
                 info!(gid = %worker.gid, "brief injected");
                 Metrics::count(&self.metrics.injects, &[("outcome", "injected")]);
-                if let Ok(mut m) = self.last_trace.lock() {
-                    m.insert(worker.gid.clone(), env.trace_id.clone());
-                }
+                self.local.set_last_trace(&worker.gid, &env.trace_id);
                 (Kind::Injected, b"{}".to_vec())
             }
             Err(NotInjected(reason, detail)) => {

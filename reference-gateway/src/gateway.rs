@@ -5,7 +5,6 @@
 //! and the per-entity inbox consumers. A lost connection is repaired by reconnecting with backoff
 //! and re-attaching everything (CON-3); held deliveries die with it and the broker redelivers them.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,12 +29,8 @@ use crate::signing::{Keyring, Signer};
 use crate::topology;
 use crate::verify::{Rejection, SeenSet};
 
-/// Health of one entity's inbox consumer (CON-2: a refused consumer is loud, never silent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntityHealth {
-    Ready,
-    Failed(String),
-}
+pub use crate::entity_state::EntityHealth;
+use crate::entity_state::EntityStates;
 
 /// The gateway.
 pub struct Gateway {
@@ -55,17 +50,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     conn: RwLock<Option<Arc<Connection>>>,
     ready: AtomicBool,
-    health: Mutex<HashMap<String, EntityHealth>>,
-    /// Channels of the inbox consumers, by gid, so a stop can cancel them.
-    inbox_channels: Mutex<HashMap<String, Channel>>,
-    /// Serialises injects per worker pane.
-    pub(crate) inject_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// traceId of the last brief injected into each worker (its REPLY continues the flow).
-    pub(crate) last_trace: Mutex<HashMap<String, String>>,
-    /// Cached agent status per worker, for heartbeats.
-    pub(crate) agent_status: Mutex<HashMap<String, String>>,
-    /// Mains with a running nudge loop (RPL-3).
-    pub(crate) nudging: Mutex<std::collections::HashSet<String>>,
+    /// The running state of each local entity (consumer, health, inject lock, …).
+    pub(crate) local: EntityStates,
     shutdown_tx: watch::Sender<bool>,
     /// Why the last broker setup failed, for `/readyz` (None once set up).
     pub setup_error: Mutex<Option<String>>,
@@ -109,12 +95,7 @@ impl Gateway {
             metrics,
             conn: RwLock::new(None),
             ready: AtomicBool::new(false),
-            health: Mutex::new(HashMap::new()),
-            inbox_channels: Mutex::new(HashMap::new()),
-            inject_locks: Mutex::new(HashMap::new()),
-            last_trace: Mutex::new(HashMap::new()),
-            agent_status: Mutex::new(HashMap::new()),
-            nudging: Mutex::new(Default::default()),
+            local: EntityStates::default(),
             shutdown_tx,
             setup_error: Mutex::new(None),
             roster_since: Mutex::new(None),
@@ -126,11 +107,7 @@ impl Gateway {
 
     /// `/readyz`: topology declared, connected, and every entity's consumer attached.
     pub fn readiness(&self) -> (bool, Vec<(String, EntityHealth)>) {
-        let health: Vec<(String, EntityHealth)> = self
-            .health
-            .lock()
-            .map(|h| h.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
+        let health = self.local.health();
         let all_ok = health.iter().all(|(_, h)| *h == EntityHealth::Ready);
         (self.ready.load(Ordering::SeqCst) && all_ok, health)
     }
@@ -245,9 +222,7 @@ impl Gateway {
 
     async fn teardown_connection(&self) {
         self.publisher.detach().await;
-        if let Ok(mut m) = self.inbox_channels.lock() {
-            m.clear();
-        }
+        self.local.clear_inboxes();
         for key in self.pull.forget_held() {
             // Their deliveries died with the connection; the broker redelivers them, and that
             // copy must be accepted (it is the same message, never drained).
@@ -270,9 +245,7 @@ impl Gateway {
     }
 
     pub fn set_health(&self, gid: &str, h: EntityHealth) {
-        if let Ok(mut m) = self.health.lock() {
-            m.insert(gid.to_string(), h);
-        }
+        self.local.set_health(gid, h);
     }
 
     /// TOP-2: declares an entity's inbox and consumes it with an exclusive, prefetch-bounded,
@@ -307,9 +280,7 @@ impl Gateway {
             )
             .await
             .with_context(|| format!("consuming {queue} exclusively (CON-2)"))?;
-        if let Ok(mut m) = self.inbox_channels.lock() {
-            m.insert(e.gid.clone(), ch);
-        }
+        self.local.set_inbox(&e.gid, ch);
         let gw = Arc::clone(self);
         let gid = e.gid.clone();
         tokio::spawn(async move {
@@ -354,12 +325,8 @@ impl Gateway {
 
     /// Stops consuming an entity's inbox (its channel closes; unacked deliveries return).
     pub async fn detach_entity(&self, gid: &str) {
-        let ch = self.inbox_channels.lock().ok().and_then(|mut m| m.remove(gid));
-        if let Some(ch) = ch {
+        if let Some(ch) = self.local.detach(gid) {
             let _ = ch.close(200, "entity stopped".into()).await;
-        }
-        if let Ok(mut m) = self.health.lock() {
-            m.remove(gid);
         }
     }
 
@@ -458,12 +425,7 @@ impl Gateway {
     pub async fn graceful_stop(&self, bound: Duration) {
         let work = async {
             self.stopping.send_replace(true);
-            let channels: Vec<Channel> = self
-                .inbox_channels
-                .lock()
-                .map(|mut m| m.drain().map(|(_, ch)| ch).collect())
-                .unwrap_or_default();
-            for ch in channels {
+            for ch in self.local.take_inboxes() {
                 let _ = ch.close(200, "gateway stopping".into()).await;
             }
             while self.inflight_injects.load(Ordering::SeqCst) > 0 {
@@ -500,25 +462,10 @@ impl Gateway {
             while conn.status().connected() {
                 tick.tick().await;
                 gw.sweep().await;
-                let failed: Vec<String> = gw
-                    .health
-                    .lock()
-                    .map(|h| {
-                        h.iter()
-                            .filter(|(_, v)| **v != EntityHealth::Ready)
-                            .map(|(k, _)| k.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                for gid in failed {
+                for gid in gw.local.failed() {
                     if let Some(e) = gw.entity(&gid) {
                         gw.attach_entity(&e).await;
-                        if gw
-                            .readiness()
-                            .1
-                            .iter()
-                            .any(|(g, h)| *g == gid && *h == EntityHealth::Ready)
-                        {
+                        if gw.local.health_of(&gid) == Some(EntityHealth::Ready) {
                             info!(%gid, "inbox consumer attached after an earlier refusal");
                             let _ = gw.announce_entity(&e, "up").await;
                         }

@@ -20,6 +20,7 @@ pub mod config;
 pub mod conversation;
 pub mod dead_letters;
 pub mod entities;
+pub mod entity_state;
 pub mod envelope;
 pub mod forward;
 pub mod gateway;

@@ -338,7 +338,7 @@ impl Mcp {
             .clone()
             .ok_or_else(|| ErrorData::invalid_request("this worker has no parent", None))?;
         let mut out = Outgoing::new(Kind::Reply, MSG_EXCHANGE, parent, me.gid.clone(), a.text.into_bytes());
-        out.trace_id = gw.last_trace.lock().ok().and_then(|m| m.get(&me.gid).cloned());
+        out.trace_id = gw.local.last_trace(&me.gid);
         match gw.publisher.publish(out).await {
             Ok(env) => ok(json!({"msgId": env.msg_id, "status": "sent"})),
             Err(PublishError::NoRoute) => ok(json!({"status": "no_route", "reason": "no_route"})),

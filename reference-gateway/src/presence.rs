@@ -293,12 +293,7 @@ impl Gateway {
     }
 
     fn entity_presence(&self, e: &Entity, state: &str) -> PresenceBody {
-        let agent_status = self
-            .agent_status
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&e.gid).cloned())
-            .unwrap_or_else(unknown);
+        let agent_status = self.local.agent_status(&e.gid).unwrap_or_else(unknown);
         PresenceBody {
             state: state.into(),
             role: e.role.as_str().into(),
@@ -433,9 +428,7 @@ impl Gateway {
                     Ok(s) => format!("{s:?}").to_ascii_lowercase(),
                     Err(_) => unknown(),
                 };
-                if let Ok(mut m) = gw.agent_status.lock() {
-                    m.insert(e.gid.clone(), s);
-                }
+                gw.local.set_agent_status(&e.gid, s);
             });
         }
     }

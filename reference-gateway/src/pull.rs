@@ -371,12 +371,7 @@ impl crate::gateway::Gateway {
     /// RPL-3: nudges a main that has held messages and no open waiter, with a one-line notice in
     /// its pane, repeated with backoff (`FLEET_NUDGE_INITIAL_MS`, doubling, capped) until drained.
     pub fn ensure_nudger(self: &std::sync::Arc<Self>, main: &str) {
-        let started = self
-            .nudging
-            .lock()
-            .map(|mut s| s.insert(main.to_string()))
-            .unwrap_or(false);
-        if !started {
+        if !self.local.start_nudging(main) {
             return;
         }
         let gw = std::sync::Arc::clone(self);
@@ -404,9 +399,7 @@ impl crate::gateway::Gateway {
                 }
                 delay = (delay * 2).min(gw.cfg.nudge_max);
             }
-            if let Ok(mut s) = gw.nudging.lock() {
-                s.remove(&main);
-            }
+            gw.local.stop_nudging(&main);
         });
     }
 }
