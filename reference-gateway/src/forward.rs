@@ -106,9 +106,12 @@ impl Gateway {
     pub(crate) async fn inject_and_report(self: Arc<Self>, worker: Entity, env: Envelope, text: String) {
         let _inflight = InflightInject::new(&self.inflight_injects);
         let lock = self.local.inject_lock(&worker.gid);
-        let _guard = lock.lock().await;
+        let guard = lock.lock().await;
         let started = std::time::Instant::now();
         let result = self.inject(&worker, &env, &text).await;
+        // The pane is free for the next brief once this one is typed and confirmed: reporting
+        // the outcome (a confirmed publish) does not hold the next inject back.
+        drop(guard);
         let (kind, body) = match &result {
             Ok(()) => {
                 info!(gid = %worker.gid, "brief injected");
