@@ -30,6 +30,9 @@ pub struct EntityState {
     pub health: Option<EntityHealth>,
     /// The channel of the inbox consumer, so a stop can cancel it.
     pub inbox: Option<Channel>,
+    /// Which broker connection carries that channel (0 = the gateway's main connection; see
+    /// `Gateway::inbox_channel`).
+    pub inbox_link: usize,
     /// Serialises injects into the entity's pane.
     pub inject_lock: Arc<tokio::sync::Mutex<()>>,
     /// traceId of the last brief injected into this worker (its REPLY continues the flow).
@@ -85,8 +88,19 @@ impl EntityStates {
             .collect()
     }
 
-    pub fn set_inbox(&self, gid: &str, ch: Channel) {
-        self.entry(gid, |s| s.inbox = Some(ch));
+    pub fn set_inbox(&self, gid: &str, ch: Channel, link: usize) {
+        self.entry(gid, |s| {
+            s.inbox = Some(ch);
+            s.inbox_link = link;
+        });
+    }
+
+    /// How many inbox channels connection `link` carries.
+    pub fn inboxes_on(&self, link: usize) -> usize {
+        self.map()
+            .values()
+            .filter(|s| s.inbox.is_some() && s.inbox_link == link)
+            .count()
     }
 
     /// Detaches `gid`: takes its consumer's channel (for the caller to close) and drops its health.

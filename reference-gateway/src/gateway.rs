@@ -49,6 +49,9 @@ pub struct Gateway {
     pub conversations: crate::conversation::Conversations,
     pub metrics: Arc<Metrics>,
     conn: RwLock<Option<Arc<Connection>>>,
+    /// Extra connections that carry inbox channels once the main one is full (see
+    /// [`Gateway::inbox_channel`]); they live and die with the main connection.
+    inbox_links: Mutex<Vec<Arc<Connection>>>,
     ready: AtomicBool,
     /// The running state of each local entity (consumer, health, inject lock, …).
     pub(crate) local: EntityStates,
@@ -94,6 +97,7 @@ impl Gateway {
             conversations: Default::default(),
             metrics,
             conn: RwLock::new(None),
+            inbox_links: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
             local: EntityStates::default(),
             shutdown_tx,
@@ -152,7 +156,7 @@ impl Gateway {
                     }
                     self.ready.store(true, Ordering::SeqCst);
                     info!(host = %self.cfg.host_id, "gateway ready");
-                    let lost = wait_for_loss(&conn, &mut shutdown).await;
+                    let lost = self.wait_for_loss(&conn, &mut shutdown).await;
                     self.ready.store(false, Ordering::SeqCst);
                     self.teardown_connection().await;
                     if !lost {
@@ -178,15 +182,22 @@ impl Gateway {
         }
     }
 
-    async fn connect_and_setup(self: &Arc<Self>) -> anyhow::Result<Arc<Connection>> {
+    /// Opens one broker connection named `name` (the broker's management UI shows it).
+    async fn open_connection(&self, name: String) -> anyhow::Result<Arc<Connection>> {
         use anyhow::Context as _;
-        let props =
-            ConnectionProperties::default().with_connection_name(format!("fleet-gateway {}", self.cfg.host_id).into());
-        let url = self.cfg.amqp_url_with_heartbeat();
-        let conn = crate::tls::connect(&url, self.cfg.tls_ca.as_ref(), props)
+        let props = ConnectionProperties::default().with_connection_name(name.into());
+        let conn = crate::tls::connect(&self.cfg.amqp_url_with_heartbeat(), self.cfg.tls_ca.as_ref(), props)
             .await
             .context("connecting to FLEET_AMQP_URL")?;
-        let conn = Arc::new(conn);
+        Ok(Arc::new(conn))
+    }
+
+    async fn connect_and_setup(self: &Arc<Self>) -> anyhow::Result<Arc<Connection>> {
+        use anyhow::Context as _;
+        let url = self.cfg.amqp_url_with_heartbeat();
+        let conn = self
+            .open_connection(format!("fleet-gateway {}", self.cfg.host_id))
+            .await?;
         let ch = conn.create_channel().await.context("opening the setup channel")?;
         topology::declare_core(&ch, &self.cfg)
             .await
@@ -223,6 +234,14 @@ impl Gateway {
     async fn teardown_connection(&self) {
         self.publisher.detach().await;
         self.local.clear_inboxes();
+        let links = self
+            .inbox_links
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        for link in links {
+            let _ = link.close(200, "bye".into()).await;
+        }
         for key in self.pull.forget_held() {
             // Their deliveries died with the connection; the broker redelivers them, and that
             // copy must be accepted (it is the same message, never drained).
@@ -244,6 +263,56 @@ impl Gateway {
         Ok(conn.create_channel().await?)
     }
 
+    /// A channel for an entity's inbox consumer, and which connection carries it (0 = main).
+    ///
+    /// One channel per inbox (TOP-2: a refused exclusive consume closes only its own channel),
+    /// but a connection carries at most the `channel_max` the broker negotiated (RabbitMQ: 2,047).
+    /// Inbox channels fill the main connection up to [`MAIN_CHANNELS_KEPT`] below that limit (the
+    /// rest is for the publisher, the roster, control and DLQ consumers and short-lived setup
+    /// channels), then extra connections, each filled until the broker's limit, opened as needed
+    /// (`fleet-gateway <host> inboxes #n`). A gateway with fewer entities than that never opens one.
+    async fn inbox_channel(&self) -> anyhow::Result<(Channel, usize)> {
+        use anyhow::Context as _;
+        let main = self
+            .conn
+            .read()
+            .await
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("not connected to the broker"))?;
+        let limit = match usize::from(main.configuration().channel_max()) {
+            0 => usize::from(u16::MAX),
+            n => n,
+        };
+        if self.local.inboxes_on(0) + MAIN_CHANNELS_KEPT < limit {
+            return Ok((main.create_channel().await?, 0));
+        }
+        let links: Vec<Arc<Connection>> = self.inbox_links.lock().map(|l| l.clone()).unwrap_or_default();
+        for (i, link) in links.iter().enumerate() {
+            match link.create_channel().await {
+                Ok(ch) => return Ok((ch, i + 1)),
+                Err(e) if matches!(e.kind(), lapin::ErrorKind::ChannelsLimitReached) => continue,
+                Err(e) => return Err(e).with_context(|| format!("opening a channel on inbox connection #{}", i + 1)),
+            }
+        }
+        let n = links.len() + 1;
+        let link = self
+            .open_connection(format!("fleet-gateway {} inboxes #{n}", self.cfg.host_id))
+            .await
+            .with_context(|| {
+                format!("opening inbox connection #{n} (the main one carries {limit} channels at most)")
+            })?;
+        info!(connection = n, "main connection full of inbox channels; opened another");
+        let ch = link.create_channel().await?;
+        let index = match self.inbox_links.lock() {
+            Ok(mut l) => {
+                l.push(link);
+                l.len()
+            }
+            Err(_) => n,
+        };
+        Ok((ch, index))
+    }
+
     pub fn set_health(&self, gid: &str, h: EntityHealth) {
         self.local.set_health(gid, h);
     }
@@ -263,7 +332,7 @@ impl Gateway {
 
     async fn try_attach_entity(self: &Arc<Self>, e: &Entity) -> anyhow::Result<()> {
         use anyhow::Context as _;
-        let ch = self.channel().await?;
+        let (ch, link) = self.inbox_channel().await?;
         ch.basic_qos(self.cfg.prefetch, BasicQosOptions::default())
             .await
             .context("basic.qos")?;
@@ -280,13 +349,15 @@ impl Gateway {
             )
             .await
             .with_context(|| format!("consuming {queue} exclusively (CON-2)"))?;
-        self.local.set_inbox(&e.gid, ch);
+        self.local.set_inbox(&e.gid, ch, link);
         let gw = Arc::clone(self);
         let gid = e.gid.clone();
         tokio::spawn(async move {
             while let Some(item) = consumer.next().await {
                 match item {
-                    Ok(d) => gw.on_inbox_delivery(&gid, d).await,
+                    // Boxed: the handling future is large, and an idle consumer task would
+                    // otherwise hold its full size for the entity's whole life.
+                    Ok(d) => Box::pin(gw.on_inbox_delivery(&gid, d)).await,
                     Err(err) => {
                         warn!(%gid, error = %err, "inbox consumer ended");
                         break;
@@ -393,8 +464,36 @@ impl Gateway {
     }
 }
 
-/// Waits until the connection is lost (true) or shutdown is asked (false).
-async fn wait_for_loss(conn: &Connection, shutdown: &mut watch::Receiver<bool>) -> bool {
+/// Channels the main connection keeps free of inbox consumers, below the broker's `channel_max`.
+pub const MAIN_CHANNELS_KEPT: usize = 64;
+
+impl Gateway {
+    /// Whether an extra inbox connection was lost (its consumers died with it).
+    fn inbox_link_lost(&self) -> bool {
+        self.inbox_links
+            .lock()
+            .map(|l| l.iter().any(|c| !c.status().connected()))
+            .unwrap_or(false)
+    }
+
+    /// Waits until the connection (or an inbox connection) is lost (true) or shutdown is asked
+    /// (false). Losing an inbox connection is losing the connection: everything is set up again.
+    async fn wait_for_loss(&self, conn: &Connection, shutdown: &mut watch::Receiver<bool>) -> bool {
+        tokio::select! {
+            lost = wait_for_main_loss(conn, shutdown) => lost,
+            () = async {
+                let mut tick = tokio::time::interval(Duration::from_millis(500));
+                while !self.inbox_link_lost() {
+                    tick.tick().await;
+                }
+                warn!("an inbox connection was lost");
+            } => true,
+        }
+    }
+}
+
+/// Waits until the main connection is lost (true) or shutdown is asked (false).
+async fn wait_for_main_loss(conn: &Connection, shutdown: &mut watch::Receiver<bool>) -> bool {
     let mut events = conn.events_listener();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
