@@ -1,4 +1,5 @@
-//! Why the fake could not start or change state.
+//! Why the fake could not start or change state ([`HerdrError`]): no tokio runtime, a socket path
+//! it cannot use or make short, another server on it, a failed bind or mode change, a stopped server.
 
 use super::*;
 
