@@ -1,4 +1,4 @@
-//! `fleet-fake-herdr`: the suite's fake herdr (`src/herdr.rs`) as a process of its own.
+//! `fleet-fake-herdr`: the suite's fake herdr (`src/herdr/`) as a process of its own.
 //!
 //! Exists for staging smoke tests (`scripts/compose-smoke`), where a gateway runs in a container
 //! and needs a herdr socket but no real agents: this serves the same faithful fake the suite uses,

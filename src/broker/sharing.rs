@@ -115,3 +115,68 @@ impl Users {
 /// How long a scenario waits for the broker to be shared again, or to be its alone (nominal):
 /// a bound for a run that would otherwise hang, far above any scenario's length.
 pub(super) const SHARE_WAIT: Duration = Duration::from_secs(30 * 60);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timing::wait_for;
+
+    /// Polls `f` until it is true (a short deadline: these are in-memory state changes).
+    async fn soon(what: &str, f: impl Fn() -> bool) {
+        wait_for(what, Duration::from_secs(5), || {
+            let ok = f();
+            async move { Ok(ok.then_some(())) }
+        })
+        .await
+        .expect(what);
+    }
+
+    #[tokio::test]
+    async fn an_exclusive_user_waits_for_the_others_and_holds_new_ones_back() {
+        let users = std::sync::Arc::new(Users::default());
+        users
+            .reserve("c1", false, Duration::from_secs(5))
+            .await
+            .expect("shared");
+        users
+            .reserve("c2", false, Duration::from_secs(5))
+            .await
+            .expect("shared");
+        let u = users.clone();
+        let exclusive = tokio::spawn(async move { u.reserve("x", true, Duration::from_secs(10)).await });
+        soon("the exclusive user to wait", || users.usage.borrow().waiting == 1).await;
+        // A newcomer waits behind the exclusive user, which waits for c1 and c2.
+        let u = users.clone();
+        let newcomer = tokio::spawn(async move { u.reserve("c3", false, Duration::from_secs(10)).await });
+        users.release("c1");
+        assert!(!exclusive.is_finished(), "c2 still uses the broker");
+        users.release("c2");
+        exclusive.await.expect("joined").expect("exclusive");
+        assert_eq!(users.exclusive().as_deref(), Some("x"));
+        assert_eq!(users.others("x"), Vec::<String>::new());
+        assert!(!newcomer.is_finished(), "the newcomer must wait while x has the broker");
+        users.release("x");
+        newcomer.await.expect("joined").expect("shared again");
+        assert_eq!(users.exclusive(), None);
+        assert_eq!(users.others("x"), vec!["c3".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_the_broker_alone_ends_at_its_deadline_and_says_who_held_it() {
+        let users = Users::default();
+        users
+            .reserve("busy", false, Duration::from_secs(5))
+            .await
+            .expect("shared");
+        let err = users
+            .reserve("x", true, Duration::from_millis(50))
+            .await
+            .expect_err("busy holds the broker");
+        assert!(err.contains("busy"), "{err}");
+        // Given up: it no longer holds newcomers back.
+        users
+            .reserve("c", false, Duration::from_millis(50))
+            .await
+            .expect("shared");
+    }
+}

@@ -179,3 +179,117 @@ impl FromStr for BrokerSpec {
         BrokerSpec::parse(s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("rabbitmq", ProviderKind::Container, BrokerKind::RabbitMq)]
+    #[case("lavinmq", ProviderKind::Container, BrokerKind::LavinMq)]
+    #[case("container:rabbitmq", ProviderKind::Container, BrokerKind::RabbitMq)]
+    #[case("container:lavinmq", ProviderKind::Container, BrokerKind::LavinMq)]
+    #[case("process:rabbitmq", ProviderKind::Process, BrokerKind::RabbitMq)]
+    #[case("url:rabbitmq", ProviderKind::Url, BrokerKind::RabbitMq)]
+    #[case("url:lavinmq", ProviderKind::Url, BrokerKind::LavinMq)]
+    #[case("  URL:LavinMQ ", ProviderKind::Url, BrokerKind::LavinMq)]
+    fn specs_parse(#[case] s: &str, #[case] provider: ProviderKind, #[case] kind: BrokerKind) {
+        assert_eq!(BrokerSpec::parse(s).expect("valid"), BrokerSpec { provider, kind });
+    }
+
+    #[rstest]
+    #[case("container:rabbitmq")]
+    #[case("process:rabbitmq")]
+    #[case("url:lavinmq")]
+    fn labels_round_trip(#[case] s: &str) {
+        let spec: BrokerSpec = s.parse().expect("valid");
+        assert_eq!(spec.label(), s);
+        assert_eq!(spec.to_string(), s);
+    }
+
+    #[test]
+    fn bare_names_get_the_container_label() {
+        assert_eq!(
+            BrokerSpec::parse("lavinmq").expect("valid").label(),
+            "container:lavinmq"
+        );
+    }
+
+    #[test]
+    fn process_lavinmq_is_refused_with_a_way_out() {
+        let err = BrokerSpec::parse("process:lavinmq").expect_err("no LavinMQ package");
+        let text = err.to_string();
+        assert!(
+            text.contains("no Debian package") && text.contains("container:lavinmq") && text.contains("url:lavinmq"),
+            "{text}"
+        );
+    }
+
+    #[rstest]
+    #[case("kafka")]
+    #[case("vm:rabbitmq")]
+    #[case("container:")]
+    #[case(":rabbitmq")]
+    #[case("")]
+    fn bad_specs_are_refused(#[case] s: &str) {
+        assert!(BrokerSpec::parse(s).is_err(), "{s:?}");
+    }
+
+    #[test]
+    fn lists_parse_in_order() {
+        let specs = BrokerSpec::parse_list("rabbitmq, process:rabbitmq,,url:lavinmq").expect("valid");
+        let labels: Vec<String> = specs.iter().map(BrokerSpec::label).collect();
+        assert_eq!(labels, ["container:rabbitmq", "process:rabbitmq", "url:lavinmq"]);
+    }
+
+    #[rstest]
+    #[case("")]
+    #[case(" , ")]
+    #[case("rabbitmq,container:rabbitmq")]
+    #[case("rabbitmq,process:lavinmq")]
+    fn bad_lists_are_refused(#[case] s: &str) {
+        assert!(BrokerSpec::parse_list(s).is_err(), "{s:?}");
+    }
+
+    #[test]
+    fn kinds_display_lowercase() {
+        assert_eq!(BrokerKind::RabbitMq.to_string(), "rabbitmq");
+        assert_eq!(BrokerKind::LavinMq.to_string(), "lavinmq");
+        assert_eq!(ProviderKind::Process.to_string(), "process");
+    }
+
+    #[test]
+    fn only_restarting_scenarios_on_the_url_provider_cannot_run() {
+        let url = BrokerSpec::parse("url:rabbitmq").expect("valid");
+        let why = url.cannot_run(["CON-3", "serial", RESTART_TAG]).expect("left out");
+        assert!(why.contains("url:") && why.contains(RESTART_TAG), "{why}");
+        assert_eq!(url.cannot_run(["CON-3", "serial"]), None);
+        for s in ["process:rabbitmq", "container:rabbitmq", "container:lavinmq"] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run(["@broker-restart", "RPL-1"]), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn tls_scenarios_need_a_listener_only_the_url_provider_may_lack() {
+        for s in ["process:rabbitmq", "container:rabbitmq", "container:lavinmq"] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run(["SEC-1", TLS_TAG]), None, "{s}");
+        }
+        let url = BrokerSpec::parse("url:lavinmq").expect("valid");
+        let given = std::env::var(url::BROKER_AMQPS_URL_VAR).is_ok_and(|v| !v.trim().is_empty());
+        match url.cannot_run(["SEC-1", "@broker-tls"]) {
+            Some(why) => {
+                assert!(!given);
+                assert!(
+                    why.contains(url::BROKER_AMQPS_URL_VAR) && why.contains(TLS_TAG),
+                    "{why}"
+                );
+            }
+            None => assert!(given, "no amqps listener was given, yet a TLS scenario would run"),
+        }
+        assert_eq!(url.cannot_run(["SEC-2"]), None);
+    }
+}

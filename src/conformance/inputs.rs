@@ -144,3 +144,98 @@ impl Baseline {
         Ok(b)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_broker_baselines_load_and_say_why() {
+        let registry = Registry::load(&super::super::registry::default_path()).expect("registry");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/baselines");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("fixtures/baselines") {
+            let path = entry.expect("entry").path();
+            let b = Baseline::load(&path, &registry).expect("a valid baseline");
+            for k in &b.known {
+                seen += 1;
+                assert!(
+                    k.broker.is_some(),
+                    "{}: a broker limit names its broker",
+                    path.display()
+                );
+                assert!(
+                    k.reason.as_deref().is_some_and(|r| r.len() > 40),
+                    "{}: {} needs its reason and reference",
+                    path.display(),
+                    k.requirement
+                );
+            }
+        }
+        assert!(seen > 0);
+    }
+
+    /// The same test registry as the judge's tests (`verdict/judge.rs`): two capabilities, four
+    /// requirements.
+    fn registry() -> Registry {
+        Registry::parse(
+            "test",
+            r#"
+[[capability]]
+name = "stop"
+tag = "cap-stop"
+level = "MAY"
+requirements = ["SPN-5"]
+text = "STOP"
+
+[[capability]]
+name = "submit-confirm"
+tag = "cap-submit-confirm"
+level = "SHOULD"
+requirements = ["FWD-7"]
+text = "submitted"
+
+[[requirement]]
+id = "FWD-1"
+level = "MUST"
+section = "5"
+text = "ack before inject"
+
+[[requirement]]
+id = "FWD-7"
+level = "SHOULD"
+section = "5"
+text = "submitted"
+
+[[requirement]]
+id = "SPN-5"
+level = "MUST"
+section = "9"
+text = "stop"
+
+[[requirement]]
+id = "TOP-1"
+level = "MUST"
+section = "1"
+text = "topology"
+"#,
+        )
+        .expect("test registry")
+    }
+
+    #[test]
+    fn capabilities_and_baselines_parse_and_name_only_known_things() {
+        let reg = registry();
+        let c = Capabilities::parse("c", "capabilities = [\"stop\"]", &reg).expect("parses");
+        assert_eq!(c.excluded_tags(&reg), ["cap-submit-confirm"]);
+        assert!(Capabilities::parse("c", "capabilities = [\"teleport\"]", &reg).is_err());
+        let b = Baseline::parse(
+            "b",
+            "[[known-failure]]\nrequirement = \"FWD-1\"\nbroker = \"lavinmq\"\nreason = \"issue 12\"\n",
+            &reg,
+        )
+        .expect("parses");
+        assert_eq!(b.known[0].reason.as_deref(), Some("issue 12"));
+        assert!(Baseline::parse("b", "[[known-failure]]\nrequirement = \"XYZ-9\"\n", &reg).is_err());
+    }
+}

@@ -1,128 +1,13 @@
-//! The verdict: what a run says about each requirement on each broker, and whether the gateway
-//! passes.
-//!
-//! Each requirement × broker cell is `pass` (its scenarios ran and passed), `fail` (one failed),
-//! `skip` (its only scenarios need a capability the gateway did not declare) or `not-tested` (no
-//! scenario ran — which is *not* a pass). The run fails on a MUST that fails or was not tested, on
-//! a declared capability that fails, and on a stale baseline entry (a listed known failure that
-//! now passes); a SHOULD counts only under `--strict`. A `--tags` run that leaves requirements out
-//! is *partial*: those rows say so and do not count, and the summary says no conformance claim
-//! can be made from it.
+//! Judging: every requirement of the registry on every broker's run, against the catalogue (what
+//! could have run), the run's `--tags` selection, the declared capabilities, the baseline and
+//! `--strict` — the cells, the problems that fail the run, stale and unconfirmed baseline entries.
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-
-use super::catalogue::Scenario;
-use super::registry::{Level, Registry};
-use super::tagexpr::TagExpr;
-
-pub use super::inputs::{Baseline, Capabilities, InputError, KnownFailure};
-pub use super::results::{Outcome, ScenarioResult, log_file_name, scenario_results};
-
-/// A scenario the runner left out on one broker because that broker cannot run it (a restart on
-/// the url provider, TLS where no listener was given): written by the suite to
-/// `<broker dir>/left-out.json`, so its requirements' cells say why they were not tested.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeftOut {
-    pub name: String,
-    pub line: usize,
-    pub tags: Vec<String>,
-    pub reason: String,
-}
-
-/// The file of [`LeftOut`] entries in a broker's report directory.
-pub const LEFT_OUT_FILE: &str = "left-out.json";
-
-/// What one broker's run produced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BrokerRun {
-    /// `container:rabbitmq`
-    pub label: String,
-    /// `rabbitmq`
-    pub kind: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Why the broker produced no (or no complete) report.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(skip)]
-    pub scenarios: Vec<ScenarioResult>,
-    /// Scenarios this broker could not run, with why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub left_out: Vec<LeftOut>,
-}
-
-/// A requirement's state on one broker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Verdict {
-    #[serde(rename = "pass")]
-    Pass,
-    #[serde(rename = "fail")]
-    Fail,
-    #[serde(rename = "skip")]
-    Skip,
-    #[serde(rename = "not-tested")]
-    NotTested,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "fail",
-            Verdict::Skip => "skip",
-            Verdict::NotTested => "not-tested",
-        }
-    }
-}
-
-/// One requirement × broker cell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Cell {
-    pub broker: String,
-    pub verdict: Verdict,
-    pub passed: usize,
-    pub failed: usize,
-    /// Why a cell is skip or not-tested.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// A baseline entry covers this failure (its reason, or "listed").
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub known_failure: Option<String>,
-    /// This cell fails the run.
-    pub counts: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub failing: Vec<ScenarioResult>,
-}
-
-/// One requirement across the brokers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Row {
-    pub id: String,
-    pub level: Level,
-    pub section: String,
-    pub text: String,
-    /// At least one of its scenarios is selected by the run's tag expression (always, without one).
-    pub selected: bool,
-    pub cells: Vec<Cell>,
-}
-
-/// The whole judgement of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Judgement {
-    pub brokers: Vec<BrokerRun>,
-    pub requirements: Vec<Row>,
-    /// Baseline entries that no longer fail: they fail the run until removed.
-    pub stale_baseline: Vec<String>,
-    /// Baseline entries this run could not confirm (not run, skipped, not tested).
-    pub unconfirmed_baseline: Vec<String>,
-    /// Everything that fails the run, one line each.
-    pub problems: Vec<String>,
-    /// Some requirements were left out by `--tags`: no conformance claim can be made.
-    pub partial: bool,
-    pub passed: bool,
-}
+use super::super::catalogue::Scenario;
+use super::super::registry::{Level, Registry};
+use super::super::tagexpr::TagExpr;
+use super::{Baseline, BrokerRun, Capabilities, Cell, Judgement, Outcome, Row, ScenarioResult, Verdict};
 
 /// How to judge.
 #[derive(Debug, Clone, Copy)]
@@ -320,24 +205,9 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
     }
 }
 
-impl Judgement {
-    /// How many cells have each verdict.
-    pub fn count(&self, v: Verdict) -> usize {
-        self.requirements
-            .iter()
-            .flat_map(|r| &r.cells)
-            .filter(|c| c.verdict == v)
-            .count()
-    }
-
-    /// True when the run fails (what the exit code says).
-    pub fn failed(&self) -> bool {
-        !self.passed
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::{KnownFailure, LeftOut};
     use super::*;
     use rstest::rstest;
 
@@ -373,32 +243,6 @@ mod tests {
             "{top:?}"
         );
         assert!(!j.passed);
-    }
-
-    #[test]
-    fn the_shipped_broker_baselines_load_and_say_why() {
-        let registry = Registry::load(&super::super::registry::default_path()).expect("registry");
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/baselines");
-        let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).expect("fixtures/baselines") {
-            let path = entry.expect("entry").path();
-            let b = Baseline::load(&path, &registry).expect("a valid baseline");
-            for k in &b.known {
-                seen += 1;
-                assert!(
-                    k.broker.is_some(),
-                    "{}: a broker limit names its broker",
-                    path.display()
-                );
-                assert!(
-                    k.reason.as_deref().is_some_and(|r| r.len() > 40),
-                    "{}: {} needs its reason and reference",
-                    path.display(),
-                    k.requirement
-                );
-            }
-        }
-        assert!(seen > 0);
     }
 
     fn registry() -> Registry {
@@ -733,21 +577,5 @@ text = "topology"
             ["container:rabbitmq: could not start"],
             "one problem per broker"
         );
-    }
-
-    #[test]
-    fn capabilities_and_baselines_parse_and_name_only_known_things() {
-        let reg = registry();
-        let c = Capabilities::parse("c", "capabilities = [\"stop\"]", &reg).expect("parses");
-        assert_eq!(c.excluded_tags(&reg), ["cap-submit-confirm"]);
-        assert!(Capabilities::parse("c", "capabilities = [\"teleport\"]", &reg).is_err());
-        let b = Baseline::parse(
-            "b",
-            "[[known-failure]]\nrequirement = \"FWD-1\"\nbroker = \"lavinmq\"\nreason = \"issue 12\"\n",
-            &reg,
-        )
-        .expect("parses");
-        assert_eq!(b.known[0].reason.as_deref(), Some("issue 12"));
-        assert!(Baseline::parse("b", "[[known-failure]]\nrequirement = \"XYZ-9\"\n", &reg).is_err());
     }
 }

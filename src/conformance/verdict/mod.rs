@@ -1,0 +1,113 @@
+//! The verdict: what a run says about each requirement on each broker, and whether the gateway
+//! passes.
+//!
+//! Each requirement × broker cell is `pass` (its scenarios ran and passed), `fail` (one failed),
+//! `skip` (its only scenarios need a capability the gateway did not declare) or `not-tested` (no
+//! scenario ran — which is *not* a pass). The run fails on a MUST that fails or was not tested, on
+//! a declared capability that fails, and on a stale baseline entry (a listed known failure that
+//! now passes); a SHOULD counts only under `--strict`. A `--tags` run that leaves requirements out
+//! is *partial*: those rows say so and do not count, and the summary says no conformance claim
+//! can be made from it.
+//!
+//! Here: what a verdict is — a [`Verdict`] per [`Cell`], a [`Row`] per requirement, the whole
+//! [`Judgement`]. Beside it: what the judge reads of each broker's run (`broker_run.rs`) and the
+//! judging itself ([`judge`], `judge.rs`).
+
+mod broker_run;
+mod judge;
+
+use serde::Serialize;
+
+use super::registry::Level;
+
+pub use super::inputs::{Baseline, Capabilities, InputError, KnownFailure};
+pub use super::results::{Outcome, ScenarioResult, log_file_name, scenario_results};
+pub use broker_run::{BrokerRun, LEFT_OUT_FILE, LeftOut};
+pub use judge::{Options, judge};
+
+/// A requirement's state on one broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "pass")]
+    Pass,
+    #[serde(rename = "fail")]
+    Fail,
+    #[serde(rename = "skip")]
+    Skip,
+    #[serde(rename = "not-tested")]
+    NotTested,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Skip => "skip",
+            Verdict::NotTested => "not-tested",
+        }
+    }
+}
+
+/// One requirement × broker cell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cell {
+    pub broker: String,
+    pub verdict: Verdict,
+    pub passed: usize,
+    pub failed: usize,
+    /// Why a cell is skip or not-tested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A baseline entry covers this failure (its reason, or "listed").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_failure: Option<String>,
+    /// This cell fails the run.
+    pub counts: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<ScenarioResult>,
+}
+
+/// One requirement across the brokers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Row {
+    pub id: String,
+    pub level: Level,
+    pub section: String,
+    pub text: String,
+    /// At least one of its scenarios is selected by the run's tag expression (always, without one).
+    pub selected: bool,
+    pub cells: Vec<Cell>,
+}
+
+/// The whole judgement of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Judgement {
+    pub brokers: Vec<BrokerRun>,
+    pub requirements: Vec<Row>,
+    /// Baseline entries that no longer fail: they fail the run until removed.
+    pub stale_baseline: Vec<String>,
+    /// Baseline entries this run could not confirm (not run, skipped, not tested).
+    pub unconfirmed_baseline: Vec<String>,
+    /// Everything that fails the run, one line each.
+    pub problems: Vec<String>,
+    /// Some requirements were left out by `--tags`: no conformance claim can be made.
+    pub partial: bool,
+    pub passed: bool,
+}
+
+impl Judgement {
+    /// How many cells have each verdict.
+    pub fn count(&self, v: Verdict) -> usize {
+        self.requirements
+            .iter()
+            .flat_map(|r| &r.cells)
+            .filter(|c| c.verdict == v)
+            .count()
+    }
+
+    /// True when the run fails (what the exit code says).
+    pub fn failed(&self) -> bool {
+        !self.passed
+    }
+}

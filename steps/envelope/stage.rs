@@ -1,0 +1,55 @@
+//! Setting the stage for the envelope steps: the gateways' body limit, the probe's taps on the
+//! wire (dead letters, `bridge.msg`, `bridge.roster`, `bridge.control`) and its untrusted key, and
+//! fake entities announced on host "probe" with signed presence.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cucumber::given;
+use fleet_conformance::envelope::new_uuid;
+use fleet_conformance::keys::HostKey;
+use fleet_conformance::probe::Probe;
+
+use crate::world::FleetWorld;
+
+use super::{FAKE_TTL, key, probe, until_listed};
+
+#[given(expr = "the gateways' body limit is {int} bytes")]
+async fn body_limit(w: &mut FleetWorld, bytes: u64) {
+    w.gateway_env.insert("FLEET_MAX_BODY_BYTES".into(), bytes.to_string());
+}
+
+#[given("the probe watches the wire")]
+async fn probe_watches(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let p = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    w.wire.dlx = Some(Arc::new(p.watch_dead_letters().await.context("tapping bridge.dlx")?));
+    w.wire.msgs = Some(Arc::new(p.tap("bridge.msg", "#").await.context("tapping bridge.msg")?));
+    w.wire.roster = Some(Arc::new(
+        p.tap("bridge.roster", "roster.#")
+            .await
+            .context("tapping bridge.roster")?,
+    ));
+    let hosts: Vec<String> = w.hosts.keys().cloned().collect();
+    if !hosts.is_empty() {
+        w.wire.control = Some(Arc::new(
+            p.tap_keys("bridge.control", &hosts)
+                .await
+                .context("tapping bridge.control")?,
+        ));
+    }
+    w.wire.probe = Some(Arc::new(p));
+    w.wire.mallory = Some(HostKey::generate("mallory"));
+    Ok(())
+}
+
+#[given(expr = "the probe announces {string} on host {string}")]
+async fn announces(w: &mut FleetWorld, name: String, host: String) -> anyhow::Result<()> {
+    let gid = new_uuid();
+    let k = key(w, &host)?;
+    probe(w)?.announce(&k, &gid, "worker", FAKE_TTL).await?;
+    until_listed(w, &gid, &host).await?;
+    w.wire.fakes.insert(name, gid);
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! The history checker: what arrived ([`Arrivals`]: herdr's input log of each worker pane) and
+//! the verdict on a history, a pure function of the two — lost, duplicated, unexpected and
+//! failed-but-delivered operations, and the JSON summary.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fleet_conformance::herdr::InputOutcome;
+use serde_json::{Value, json};
+
+use crate::world::FleetWorld;
+
+use super::history::{Op, Seen, SoakState};
+use super::nemesis::{Event, Strike};
+
+/// What arrived: injects per brief text on the workers' panes, with how many were submitted.
+#[derive(Default)]
+pub(super) struct Arrivals {
+    /// Text → (input records, submitted records).
+    pub(super) injects: BTreeMap<String, (usize, usize)>,
+}
+
+impl Arrivals {
+    pub(super) fn read(w: &FleetWorld, workers: &[&String]) -> anyhow::Result<Arrivals> {
+        let mut injects: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for name in workers {
+            let e = w.entity(name)?;
+            for rec in w.host(&e.host)?.herdr.input_log(&e.pane) {
+                let slot = injects.entry(rec.text).or_default();
+                slot.0 += 1;
+                if rec.outcome == InputOutcome::Submitted {
+                    slot.1 += 1;
+                }
+            }
+        }
+        Ok(Arrivals { injects })
+    }
+
+    pub(super) fn total(&self) -> usize {
+        self.injects.values().map(|(n, _)| n).sum()
+    }
+}
+
+/// The checker's findings: a pure function of the history and what arrived.
+pub(super) struct Verdict {
+    pub(super) summary: Value,
+    pub(super) violations: usize,
+    pub(super) line: String,
+}
+
+/// At most this many items of each list go into the JSON (the counts are always whole).
+const LIST_MAX: usize = 100;
+
+fn capped<T: serde::Serialize>(items: &[T]) -> Value {
+    json!(items.iter().take(LIST_MAX).collect::<Vec<_>>())
+}
+
+pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {
+    // Drains of REPLY messages: text → life → times; other kinds (late INJECTED/FAILED notices)
+    // are counted apart.
+    let mut drained: BTreeMap<&str, BTreeMap<u32, usize>> = BTreeMap::new();
+    let mut notices: BTreeMap<&str, usize> = BTreeMap::new();
+    for d in &s.drains {
+        if d.kind == "REPLY" {
+            *drained.entry(&d.text).or_default().entry(d.life).or_default() += 1;
+        } else {
+            *notices.entry(&d.kind).or_default() += 1;
+        }
+    }
+    let arrived = |op: &Op| -> bool {
+        match op.tool {
+            "bridge_send" => arrivals.injects.contains_key(&op.text),
+            _ => drained.contains_key(op.text.as_str()),
+        }
+    };
+    // Operations by kind and class, outcomes counted.
+    let mut by_tool: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut outcomes: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut unknown_arrived: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for op in &s.ops {
+        let t = by_tool.entry(op.tool).or_default();
+        *t.entry("total").or_default() += 1;
+        *t.entry(op.seen.as_str()).or_default() += 1;
+        *outcomes.entry(op.tool).or_default().entry(&op.outcome).or_default() += 1;
+        if op.seen == Seen::Unknown {
+            let u = unknown_arrived.entry(op.tool).or_default();
+            if arrived(op) {
+                u.0 += 1;
+            } else {
+                u.1 += 1;
+            }
+        }
+    }
+    let class = |c: Seen| s.ops.iter().filter(|o| o.seen == c).count();
+    // Lost: ok, never arrived.
+    let lost: Vec<&Op> = s.ops.iter().filter(|o| o.seen == Seen::Ok && !arrived(o)).collect();
+    // Failed but delivered: a brief injected and submitted, a reply drained.
+    let failed_delivered: Vec<&Op> = s
+        .ops
+        .iter()
+        .filter(|o| o.seen == Seen::Failed)
+        .filter(|o| match o.tool {
+            "bridge_send" => arrivals.injects.get(&o.text).is_some_and(|(_, sub)| *sub > 0),
+            _ => drained.contains_key(o.text.as_str()),
+        })
+        .collect();
+    // Duplicated: a brief typed into a pane twice (any class); a reply drained twice in one life.
+    let dup_injects: Vec<Value> = arrivals
+        .injects
+        .iter()
+        .filter(|(_, (n, _))| *n > 1)
+        .map(|(t, (n, sub))| json!({"text": t, "injects": n, "submitted": sub}))
+        .collect();
+    let mut dup_drains = Vec::new();
+    let mut across_lives = Vec::new();
+    for (text, lives) in &drained {
+        for (life, times) in lives {
+            if *times > 1 {
+                dup_drains.push(json!({"text": text, "gatewayLife": life, "drains": times}));
+            }
+        }
+        if lives.len() > 1 {
+            across_lives.push(json!({"text": text, "lives": lives.len()}));
+        }
+    }
+    // Unexpected: arrived, sent by no operation.
+    let sent: BTreeSet<&str> = s.ops.iter().map(|o| o.text.as_str()).collect();
+    let unexpected_injects: Vec<&String> = arrivals.injects.keys().filter(|t| !sent.contains(t.as_str())).collect();
+    let unexpected_drains: Vec<&&str> = drained.keys().filter(|t| !sent.contains(**t)).collect();
+    let mut nemesis_by_kind: BTreeMap<&str, Value> = BTreeMap::new();
+    for strike in Strike::ALL {
+        let evs: Vec<&Event> = s.events.iter().filter(|e| e.strike == strike).collect();
+        if evs.is_empty() && s.off.contains_key(strike.name()) {
+            continue;
+        }
+        nemesis_by_kind.insert(
+            strike.name(),
+            json!({
+                "count": evs.len(),
+                "missed": evs.iter().filter(|e| !e.done).count(),
+                "atS": evs.iter().map(|e| (e.at.as_secs_f64() * 10.0).round() / 10.0).collect::<Vec<_>>(),
+                "tookS": evs.iter().map(|e| (e.took.as_secs_f64() * 10.0).round() / 10.0).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    let events: Vec<Value> = s
+        .events
+        .iter()
+        .map(|e| {
+            json!({
+                "atS": (e.at.as_secs_f64() * 10.0).round() / 10.0,
+                "kind": e.strike.name(),
+                "target": e.target,
+                "tookS": (e.took.as_secs_f64() * 10.0).round() / 10.0,
+                "done": e.done,
+                "detail": e.detail,
+            })
+        })
+        .collect();
+    let texts = |ops: &[&Op], tool: &str| -> Vec<String> {
+        ops.iter().filter(|o| o.tool == tool).map(|o| o.text.clone()).collect()
+    };
+    let violations = lost.len()
+        + failed_delivered.len()
+        + dup_injects.len()
+        + dup_drains.len()
+        + unexpected_injects.len()
+        + unexpected_drains.len();
+    let ok_briefs = s
+        .ops
+        .iter()
+        .filter(|o| o.tool == "bridge_send" && o.seen == Seen::Ok)
+        .count();
+    let ok_replies = s
+        .ops
+        .iter()
+        .filter(|o| o.tool == "bridge_reply" && o.seen == Seen::Ok)
+        .count();
+    let proves_something = ok_briefs > 0 && ok_replies > 0;
+    let pass = violations == 0 && proves_something;
+    let mut by_tool_json = serde_json::Map::new();
+    for (tool, counts) in &by_tool {
+        let (arr, not) = unknown_arrived.get(tool).copied().unwrap_or_default();
+        by_tool_json.insert(
+            tool.to_string(),
+            json!({
+                "total": counts.get("total").copied().unwrap_or(0),
+                "ok": counts.get("ok").copied().unwrap_or(0),
+                "failed": counts.get("failed").copied().unwrap_or(0),
+                "unknown": counts.get("unknown").copied().unwrap_or(0),
+                "unknownArrived": arr,
+                "unknownNotArrived": not,
+                "outcomes": outcomes.get(tool),
+            }),
+        );
+    }
+    by_tool_json.insert(
+        "bridge_poll".into(),
+        json!({"total": s.polls_ok + s.polls_unknown, "ok": s.polls_ok, "unknown": s.polls_unknown}),
+    );
+    let config = s.config.as_ref();
+    let summary = json!({
+        "verdict": if pass { "pass" } else { "fail" },
+        "violations": violations,
+        "startedAtUnixMs": s.started_unix_ms as u64,
+        "durationS": (s.ran_for.as_secs_f64() * 10.0).round() / 10.0,
+        "config": {
+            "briefsPerWorker": s.briefs_per_worker,
+            "repliesPerWorker": s.replies_per_worker,
+            "nemesisEveryMs": s.every.as_millis() as u64,
+            "opsSpreadOverStrikes": s.spread,
+            "nemesisCycle": config.map(|c| c.cycle.iter().map(|s| s.name()).collect::<Vec<_>>()),
+            "seed": config.map(|c| c.seed),
+            "timeScale": fleet_conformance::timing::time_scale(),
+        },
+        "operations": by_tool_json,
+        "ok": class(Seen::Ok),
+        "failed": class(Seen::Failed),
+        "unknown": class(Seen::Unknown),
+        "lost": {
+            "count": lost.len(),
+            "briefs": capped(&texts(&lost, "bridge_send")),
+            "replies": capped(&texts(&lost, "bridge_reply")),
+        },
+        "duplicated": {
+            "count": dup_injects.len() + dup_drains.len(),
+            "injects": capped(&dup_injects),
+            "drainsWithinOneGatewayLife": capped(&dup_drains),
+        },
+        "unexpected": {
+            "count": unexpected_injects.len() + unexpected_drains.len(),
+            "injects": capped(&unexpected_injects),
+            "drains": capped(&unexpected_drains),
+        },
+        "failedButDelivered": {
+            "count": failed_delivered.len(),
+            "briefs": capped(&texts(&failed_delivered, "bridge_send")),
+            "replies": capped(&texts(&failed_delivered, "bridge_reply")),
+        },
+        "redeliveredAcrossGatewayLives": capped(&across_lives),
+        "arrived": {
+            "injectRecords": arrivals.total(),
+            "distinctBriefsInjected": arrivals.injects.len(),
+            "replyDrains": drained.values().flat_map(|l| l.values()).sum::<usize>(),
+            "distinctRepliesDrained": drained.len(),
+            "otherDrainedKinds": notices,
+        },
+        "nemesis": {
+            "strikes": s.events.len(),
+            "byKind": nemesis_by_kind,
+            "off": s.off,
+            "events": events,
+        },
+        "provesSomething": proves_something,
+    });
+    let line = format!(
+        "soak history: {} — ops {} (ok {} / failed {} / unknown {}; briefs ok {ok_briefs}, replies ok {ok_replies}); \
+         lost {}, duplicated {}, unexpected {}, failed-but-delivered {}; nemesis {} strikes {:?}; {:.0} s",
+        if pass { "PASS" } else { "FAIL" },
+        s.ops.len(),
+        class(Seen::Ok),
+        class(Seen::Failed),
+        class(Seen::Unknown),
+        lost.len(),
+        dup_injects.len() + dup_drains.len(),
+        unexpected_injects.len() + unexpected_drains.len(),
+        failed_delivered.len(),
+        s.events.len(),
+        nemesis_by_kind
+            .iter()
+            .map(|(k, v)| format!("{k}×{}", v["count"]))
+            .collect::<Vec<_>>(),
+        s.ran_for.as_secs_f64(),
+    );
+    Verdict {
+        summary,
+        violations,
+        line,
+    }
+}

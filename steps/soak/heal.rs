@@ -1,0 +1,108 @@
+//! The soak's last step: heal (every gateway ready, drain and watch until every ok operation
+//! arrived and nothing new came for a quiet window), check the history, and write the summary to
+//! `<reports>/<broker>/soak.json`.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use cucumber::then;
+use fleet_conformance::timing::scaled;
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+use super::check::{Arrivals, check};
+use super::history::{Seen, record_poll};
+
+/// `<reports>/<broker>/soak.json`, where the runner writes `cucumber.json` (steps/main.rs).
+fn summary_path(w: &FleetWorld) -> anyhow::Result<std::path::PathBuf> {
+    let root = match std::env::var_os("FLEET_E2E_OUT") {
+        Some(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => crate::workspace_root().join("target").join("fleet-e2e"),
+    };
+    let label = w.suite()?.broker.spec().label().replace(':', "-");
+    Ok(root.join(label).join("soak.json"))
+}
+
+#[then(
+    expr = "after healing, the history of {string} with {string} and {string} shows nothing lost, unexpected or duplicated"
+)]
+async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> anyhow::Result<()> {
+    for h in w.hosts.keys().cloned().collect::<Vec<_>>() {
+        w.host_mut(&h)?.gateway.wait_ready(Duration::from_secs(60)).await?;
+    }
+    // Healing: drain the main and watch the panes until every ok operation arrived and nothing new
+    // came for a quiet window (late injects of unknown briefs, redeliveries — a duplicate that
+    // comes late must still be seen), or a deadline.
+    let handle = w.mcp(&main).await?.handle();
+    // (The inject bound is already stretched by the time knob, steps/hosts.rs.)
+    let quiet = w.inject_bound() + scaled(Duration::from_secs(2));
+    let deadline = Instant::now() + scaled(Duration::from_secs(90));
+    let workers = [&w1, &w2];
+    let mut last_seen = (usize::MAX, usize::MAX);
+    let mut last_change = Instant::now();
+    loop {
+        let life = w.soak.main_life.load(Ordering::Relaxed);
+        let v = handle.call("bridge_poll", json!({"max": 500})).await;
+        if record_poll(&v, life, &mut w.soak.drains) {
+            w.soak.polls_ok += 1;
+        } else {
+            w.soak.polls_unknown += 1;
+        }
+        let arrivals = Arrivals::read(w, &workers)?;
+        let now_seen = (arrivals.total(), w.soak.drains.len());
+        if now_seen != last_seen {
+            last_seen = now_seen;
+            last_change = Instant::now();
+        }
+        let drained: BTreeSet<&str> = w.soak.drains.iter().map(|d| d.text.as_str()).collect();
+        let missing = w
+            .soak
+            .ops
+            .iter()
+            .filter(|o| o.seen == Seen::Ok)
+            .filter(|o| match o.tool {
+                "bridge_send" => !arrivals.injects.contains_key(&o.text),
+                _ => !drained.contains(o.text.as_str()),
+            })
+            .count();
+        if (missing == 0 && last_change.elapsed() >= quiet) || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let arrivals = Arrivals::read(w, &workers)?;
+    let verdict = check(&w.soak, &arrivals);
+    let mut summary = verdict.summary;
+    summary["broker"] = json!(w.suite()?.broker.spec().label());
+    summary["brokerVersion"] = json!(w.suite()?.broker.version());
+    summary["scenarioDir"] = json!(w.dir.display().to_string());
+    summary["config"]["injectBoundMs"] = json!(w.inject_bound().as_millis() as u64);
+    let path = summary_path(w)?;
+    let pretty = serde_json::to_string_pretty(&summary)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&path, format!("{pretty}\n")).with_context(|| format!("writing {}", path.display()))?;
+    println!("{pretty}");
+    println!("{} (summary: {})", verdict.line, path.display());
+    anyhow::ensure!(
+        verdict.violations == 0,
+        "{}\nlost: {}\nduplicated: {}\nunexpected: {}\nfailed but delivered: {}\n(full summary: {}; gateway logs under {})",
+        verdict.line,
+        summary["lost"],
+        summary["duplicated"],
+        summary["unexpected"],
+        summary["failedButDelivered"],
+        path.display(),
+        w.dir.display(),
+    );
+    anyhow::ensure!(
+        summary["provesSomething"] == true,
+        "no brief or no reply was acknowledged, so the history proves nothing: {}",
+        verdict.line
+    );
+    Ok(())
+}

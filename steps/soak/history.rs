@@ -1,0 +1,166 @@
+//! The history of a soak run: what the caller of each operation saw ([`Seen`]: ok, failed or
+//! unknown, classified from the tool's answer), what the main drained, and the state the soak's
+//! steps keep in the world ([`SoakState`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::config::SoakConfig;
+use super::nemesis::Event;
+
+/// FAILED reasons that mean the worker's gateway did not inject the brief (SPEC §2.2, §5, §11).
+/// Every other reason, `inject_timeout` among them, leaves the outcome unknown.
+const DEFINITE_REASONS: [&str; 6] = [
+    "busy",
+    "stopped",
+    "no_such_entity",
+    "maxlen",
+    "expired",
+    "not_submitted",
+];
+
+/// What the caller of one operation saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Seen {
+    Ok,
+    Failed,
+    Unknown,
+}
+
+impl Seen {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Seen::Ok => "ok",
+            Seen::Failed => "failed",
+            Seen::Unknown => "unknown",
+        }
+    }
+}
+
+/// One operation of the history.
+#[derive(Debug, Clone)]
+pub(super) struct Op {
+    /// `bridge_send` or `bridge_reply`.
+    pub(super) tool: &'static str,
+    /// Names its worker: `soak brief w1 #7`, `soak reply w2 #3`.
+    pub(super) text: String,
+    pub(super) seen: Seen,
+    /// What the caller got, for the outcome counts (`injected`, `failed/busy`, `error: …`).
+    pub(super) outcome: String,
+}
+
+/// One message the main drained.
+#[derive(Debug, Clone)]
+pub(super) struct Drain {
+    pub(super) kind: String,
+    pub(super) text: String,
+    /// Which life of the main's gateway drained it (0 = the first).
+    pub(super) life: u32,
+}
+
+/// The recorded history of a soak run.
+#[derive(Default)]
+pub struct SoakState {
+    pub(super) config: Option<SoakConfig>,
+    /// Whether the scenario has the broker to itself (it may restart it).
+    pub(super) exclusive: bool,
+    pub(super) started: Option<Instant>,
+    pub(super) started_unix_ms: u128,
+    pub(super) ran_for: Duration,
+    pub(super) briefs_per_worker: usize,
+    pub(super) replies_per_worker: usize,
+    pub(super) every: Duration,
+    /// The strikes the operations are spread over (two rounds of the nemesis cycle).
+    pub(super) spread: usize,
+    pub(super) ops: Vec<Op>,
+    pub(super) events: Vec<Event>,
+    /// Strikes of the cycle that cannot happen in this run, with why.
+    pub(super) off: BTreeMap<&'static str, String>,
+    pub(super) drains: Vec<Drain>,
+    pub(super) polls_ok: usize,
+    pub(super) polls_unknown: usize,
+    /// The life of the main's gateway: bumped whenever the nemesis restarts it.
+    pub(super) main_life: Arc<AtomicU32>,
+}
+
+pub(super) fn classify_send(v: &anyhow::Result<Value>) -> (Seen, String) {
+    match v {
+        Ok(v) => {
+            let status = v["status"].as_str().unwrap_or("?");
+            let reason = v["reason"].as_str().unwrap_or("-");
+            match status {
+                "injected" => (Seen::Ok, "injected".into()),
+                "no_route" => (Seen::Failed, "no_route".into()),
+                "failed" if DEFINITE_REASONS.contains(&reason) => (Seen::Failed, format!("failed/{reason}")),
+                // inject_timeout, a publish lost with its connection ([C-16]), anything else.
+                _ => (Seen::Unknown, format!("{status}/{reason}")),
+            }
+        }
+        Err(e) => (Seen::Unknown, error_label(e)),
+    }
+}
+
+pub(super) fn classify_reply(v: &Result<Value, fleet_conformance::mcp::McpError>) -> (Seen, String) {
+    match v {
+        Ok(v) if v["msgId"].is_string() => (Seen::Ok, "sent".into()),
+        Ok(v) if v["status"] == "no_route" => (Seen::Failed, "no_route".into()),
+        // `failed` (the reference gateway's publish failure: connection lost before the confirm,
+        // [C-16]) or anything else: it may have been routed.
+        Ok(v) => (
+            Seen::Unknown,
+            format!(
+                "{}/{}",
+                v["status"].as_str().unwrap_or("?"),
+                v["reason"].as_str().unwrap_or("-")
+            ),
+        ),
+        Err(e) => (Seen::Unknown, mcp_error_label(e)),
+    }
+}
+
+/// A short, groupable label for an MCP error (its kind, not its arguments): read from the
+/// suite's own error type, never from its wording.
+fn error_label(e: &anyhow::Error) -> String {
+    match e.downcast_ref::<fleet_conformance::mcp::McpError>() {
+        Some(e) => mcp_error_label(e),
+        None => "error: other".into(),
+    }
+}
+
+fn mcp_error_label(e: &fleet_conformance::mcp::McpError) -> String {
+    use fleet_conformance::mcp::McpError;
+    let kind = match e {
+        McpError::Deadline { .. } => "deadline",
+        McpError::SessionDied { .. } => "session died",
+        McpError::Connect { .. } => "connect",
+        McpError::Tool { .. } => "tool error",
+        McpError::Contract(_) => "contract violation",
+        McpError::Call { .. } | McpError::Closed { .. } => "other",
+    };
+    format!("error: {kind}")
+}
+
+/// Records what one `bridge_poll` drained.
+pub(super) fn record_poll(
+    v: &Result<Value, fleet_conformance::mcp::McpError>,
+    life: u32,
+    drains: &mut Vec<Drain>,
+) -> bool {
+    match v {
+        Ok(v) => {
+            for m in fleet_conformance::contract::poll_messages(v).unwrap_or_default().iter() {
+                drains.push(Drain {
+                    kind: m["kind"].as_str().unwrap_or("?").to_string(),
+                    text: m["text"].as_str().unwrap_or_default().to_string(),
+                    life,
+                });
+            }
+            true
+        }
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,50 @@
+//! The soak run (`@soak`, only with `FLEET_E2E_SOAK=1`): briefs and replies across three hosts
+//! while a nemesis kills, freezes and cuts gateways, closes their broker connections and restarts
+//! the broker, then a Jepsen-style history check.
+//!
+//! **History.** Every operation (`bridge_send` of a brief, `bridge_reply` of a worker, and the
+//! main's `bridge_poll` drains) is recorded as the caller saw it:
+//! - **ok** — acknowledged as delivered: `bridge_send` → `injected`; `bridge_reply` → a `msgId`;
+//! - **failed** — a definite failure that means "not delivered": `no_route` (the broker returned
+//!   it, PUB-2) or a FAILED whose reason says the worker's gateway did not inject it (`busy`,
+//!   `stopped`, `no_such_entity`, `maxlen`, `expired`, `not_submitted`), or a reply whose MCP
+//!   session could not even be opened (no call made);
+//! - **unknown** — the caller cannot tell: `inject_timeout` (FWD-5), a publish failed by a lost
+//!   connection (PUB-3 — [C-16]: it may still have been routed; the reference gateway answers
+//!   `failed` with reason `publish`), any other reason outside that list, and any MCP call that
+//!   errored or missed its deadline.
+//!
+//! **Check** against what really happened — herdr's input log of each worker pane (the forward
+//! path) and the main's drains (the pull path):
+//! - **lost**: an *ok* operation whose message never arrived (never injected / never drained);
+//! - **duplicated**: a brief injected more than once, whatever its operation's class (at most
+//!   once, FWD-1/FWD-6), or a reply drained more than once by the main within one life of the
+//!   main's gateway (RPL-1: a restart of the main's gateway may show a message once more; that is
+//!   counted apart, as `redelivered_across_gateway_lives`, and allowed);
+//! - **unexpected**: something arrived that no operation sent;
+//! - **failed but delivered**: a *failed* operation's message arrived after all.
+//!
+//! Unknown operations may or may not arrive; either is fine (counted, never a violation). Any
+//! violation fails the run. A history with no ok brief or no ok reply proves nothing and fails too.
+//!
+//! The summary is printed and written as JSON to `<reports>/<broker>/soak.json` beside
+//! `cucumber.json` (`$FLEET_E2E_OUT` or `target/fleet-e2e/`), pass or fail.
+//!
+//! Knobs ([`config`]): `FLEET_SOAK_OPS` (operations in all, split evenly into briefs and replies
+//! over the two workers; default: what the feature says), `FLEET_SOAK_NEMESIS` (the nemesis
+//! cycle, a comma list of `kill`, `pause`, `cut`, `close`, `restart`; default
+//! [`config::DEFAULT_CYCLE`]), `FLEET_SOAK_SEED` (the seed of the nemesis' random picks; printed).
+//!
+//! The parts, one file each: [`config`] (the knobs), [`nemesis`] (its strikes, its random picks
+//! and the clock that paces the operations), [`history`] (what the callers saw, and the state the
+//! steps keep), [`run`] (the steps that set up and run the soak), [`check`] (the history checker,
+//! a pure function) and [`heal`] (the last step: heal, check, write the summary).
+
+mod check;
+mod config;
+mod heal;
+mod history;
+mod nemesis;
+mod run;
+
+pub use history::SoakState;

@@ -1,0 +1,123 @@
+//! The nemesis: what it can strike ([`Strike`]), its reproducible random picks ([`Rng`]), the
+//! clock the operations are paced by ([`NemesisClock`]), and the record of each strike
+//! ([`Event`]).
+
+use std::time::{Duration, Instant};
+
+/// One thing the nemesis does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Strike {
+    /// SIGKILL a worker's gateway and start it again (same state dir, same port).
+    Kill,
+    /// SIGSTOP a worker's gateway for half a period, then SIGCONT.
+    Pause,
+    /// Cut every connection through the suite's link to the broker.
+    Cut,
+    /// Close one random connection of the scenario's vhost from the broker side (management API).
+    Close,
+    /// Restart the broker on its data (process and container providers).
+    BrokerRestart,
+}
+
+impl Strike {
+    pub(super) const ALL: [Strike; 5] = [
+        Strike::Kill,
+        Strike::Pause,
+        Strike::Cut,
+        Strike::Close,
+        Strike::BrokerRestart,
+    ];
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Strike::Kill => "gateway_kill_restart",
+            Strike::Pause => "gateway_stop_cont",
+            Strike::Cut => "link_cut",
+            Strike::Close => "connection_close",
+            Strike::BrokerRestart => "broker_restart",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<Strike> {
+        match s.trim() {
+            "kill" => Some(Strike::Kill),
+            "pause" | "stop" => Some(Strike::Pause),
+            "cut" => Some(Strike::Cut),
+            "close" => Some(Strike::Close),
+            "restart" | "broker" => Some(Strike::BrokerRestart),
+            _ => None,
+        }
+    }
+}
+
+/// A tiny xorshift generator: the suite has no `rand`, and the picks only need to be spread and
+/// reproducible from the printed seed.
+pub(super) struct Rng(u64);
+
+impl Rng {
+    pub(super) fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    pub(super) fn below(&mut self, n: usize) -> usize {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        if n == 0 { 0 } else { (x % n as u64) as usize }
+    }
+}
+
+/// How far the nemesis is, in strikes: the strikes begun, plus how far the current one and the
+/// period after it have got (time since it began over its length so far plus a period, at most
+/// just under one). Continuous and even in time, strikes included: operations paced by it go
+/// out during strikes (a frozen gateway, a broker restarting) as much as between them.
+pub(super) struct NemesisClock {
+    every: Duration,
+    /// Strikes begun, when the last one began (or the run), how long it took once it ended.
+    state: std::sync::Mutex<(usize, Instant, Option<Duration>)>,
+}
+
+impl NemesisClock {
+    pub(super) fn new(every: Duration) -> NemesisClock {
+        NemesisClock {
+            every,
+            state: std::sync::Mutex::new((0, Instant::now(), Some(Duration::ZERO))),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, Instant, Option<Duration>)> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(super) fn progress(&self) -> f64 {
+        let (begun, began, took) = *self.lock();
+        let t = began.elapsed();
+        let slot = took.unwrap_or(t) + self.every;
+        begun as f64 + (t.as_secs_f64() / slot.as_secs_f64().max(0.001)).min(0.999)
+    }
+
+    pub(super) fn begin(&self) {
+        let mut state = self.lock();
+        *state = (state.0 + 1, Instant::now(), None);
+    }
+
+    pub(super) fn end(&self) {
+        let mut state = self.lock();
+        state.2 = Some(state.1.elapsed());
+    }
+}
+
+/// One strike of the nemesis.
+#[derive(Debug, Clone)]
+pub(super) struct Event {
+    pub(super) at: Duration,
+    pub(super) strike: Strike,
+    pub(super) target: String,
+    pub(super) took: Duration,
+    /// Whether it did what it meant to (a strike that found nothing to hit, or could not hit it,
+    /// is recorded all the same).
+    pub(super) done: bool,
+    pub(super) detail: String,
+}

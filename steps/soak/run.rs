@@ -1,0 +1,330 @@
+//! Running the soak: the step that takes the broker alone (so the nemesis may restart it), and the
+//! step that sends briefs and replies across the hosts, paced by the nemesis clock, while the
+//! main drains and the nemesis strikes, recording every operation and strike.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use cucumber::{given, when};
+use fleet_conformance::mcp::{McpClient, McpHandle};
+use fleet_conformance::timing::scaled;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::world::FleetWorld;
+
+use super::config::{NEMESIS_VAR, OPS_VAR, SEED_VAR, SoakConfig, op_counts};
+use super::history::{Op, Seen, classify_reply, classify_send, record_poll};
+use super::nemesis::{Event, NemesisClock, Rng, Strike};
+
+/// Replies `texts` from one worker, each once, paced by its briefs: reply `k` waits until the
+/// worker's briefs are `k/r` done (so replies run through the whole nemesis, not in its first
+/// seconds). A session the gateway dropped is reopened for the next reply; a gateway that cannot
+/// be reached is retried for a while before that reply counts as failed (no call was made).
+async fn reply_paced(
+    url: String,
+    token: String,
+    texts: Vec<String>,
+    briefs: usize,
+    briefs_done: Arc<AtomicUsize>,
+) -> Vec<(String, Seen, String)> {
+    let r = texts.len().max(1);
+    let mut out = Vec::new();
+    let mut client: Option<McpClient> = None;
+    for (k, text) in texts.into_iter().enumerate() {
+        while briefs_done.load(Ordering::Relaxed) * r < k * briefs {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if client.is_none() {
+            let give_up = Instant::now() + scaled(Duration::from_secs(15));
+            while client.is_none() && Instant::now() < give_up {
+                match McpClient::connect(&url, &token).await {
+                    Ok(c) => client = Some(c),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+                }
+            }
+        }
+        let (seen, outcome) = match &client {
+            None => (Seen::Failed, "not_connected".to_string()),
+            Some(c) => {
+                let v = c.call("bridge_reply", json!({"text": text})).await;
+                if v.is_err() {
+                    client = None; // the gateway restarted or hung: a new session for the next one
+                }
+                classify_reply(&v)
+            }
+        };
+        out.push((text, seen, outcome));
+    }
+    out
+}
+
+#[given("a broker the soak's nemesis may restart")]
+async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let config = SoakConfig::from_env()?;
+    let suite = w.suite()?;
+    if w.vhost.is_none() && config.cycle.contains(&Strike::BrokerRestart) && suite.broker.cannot_restart().is_none() {
+        // A restart breaks every connection into the broker: this scenario takes it alone.
+        w.vhost = Some(
+            suite
+                .broker
+                .create_exclusive_vhost()
+                .await
+                .context("taking the broker for this scenario alone")?,
+        );
+        w.soak.exclusive = true;
+    }
+    w.vhost().await?;
+    w.soak.config = Some(config);
+    Ok(())
+}
+
+#[when(
+    regex = r#"^"([^"]+)" sends (\d+) briefs to each of "([^"]+)" and "([^"]+)", which reply (\d+) times each, while a nemesis strikes every (\d+) ms$"#
+)]
+async fn soak(
+    w: &mut FleetWorld,
+    main: String,
+    n: usize,
+    w1: String,
+    w2: String,
+    r: usize,
+    every: u64,
+) -> anyhow::Result<()> {
+    let config = match w.soak.config.clone() {
+        Some(c) => c,
+        None => SoakConfig::from_env()?,
+    };
+    let (n, r) = op_counts(n, r)?;
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    let every = scaled(Duration::from_millis(every));
+    // Which strikes of the cycle can happen here.
+    let mut off = BTreeMap::new();
+    if w.link.is_none() {
+        off.insert(
+            Strike::Cut.name(),
+            "the scenario has no cuttable link between gateways and broker".to_string(),
+        );
+    }
+    if !config.cycle.contains(&Strike::BrokerRestart) {
+        // Said below, with the other strikes left out of the cycle.
+    } else if let Some(why) = suite.broker.cannot_restart() {
+        off.insert(Strike::BrokerRestart.name(), why.to_string());
+    } else if !w.soak.exclusive {
+        off.insert(
+            Strike::BrokerRestart.name(),
+            "the scenario does not have the broker to itself (its Background lacks \"a broker the soak's nemesis may restart\")".to_string(),
+        );
+    }
+    for s in Strike::ALL {
+        if !config.cycle.contains(&s) {
+            off.entry(s.name())
+                .or_insert_with(|| format!("not in the nemesis cycle ({NEMESIS_VAR})"));
+        }
+    }
+    let cycle: Vec<Strike> = config
+        .cycle
+        .iter()
+        .copied()
+        .filter(|s| !off.contains_key(s.name()))
+        .collect();
+    let mut rng = Rng::new(config.seed);
+    println!(
+        "soak: {n} briefs to each of {w1} and {w2}, {r} replies from each ({} operations; {OPS_VAR} overrides); \
+         nemesis every {every:?}, cycle {:?}, seed {} ({SEED_VAR}); off: {off:?}; operations spread over {} strikes",
+        2 * (n + r),
+        cycle.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        config.seed,
+        2 * cycle.len(),
+    );
+    w.soak.briefs_per_worker = n;
+    w.soak.replies_per_worker = r;
+    w.soak.every = every;
+    w.soak.off = off;
+    w.soak.config = Some(config);
+    let started = Instant::now();
+    w.soak.started = Some(started);
+    w.soak.started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+
+    // Operations are spread over two rounds of the nemesis cycle, so that even a short soak meets
+    // every strike twice: a lane's k-th operation waits until the nemesis is k/(its operations)
+    // of the way through those strikes (see `NemesisClock`). A lane whose operations are slower
+    // than that is not held up.
+    let spread = 2 * cycle.len();
+    let clock = Arc::new(NemesisClock::new(every));
+    w.soak.spread = spread;
+    let main_host = w.entity(&main)?.host.clone();
+    let lead: McpHandle = w.mcp(&main).await?.handle();
+    type Sent = (String, anyhow::Result<Value>);
+    let mut ops: JoinSet<Vec<Sent>> = JoinSet::new();
+    let mut progress: BTreeMap<String, Arc<AtomicUsize>> = BTreeMap::new();
+    for worker in [&w1, &w2] {
+        let gid = w.gid(worker)?;
+        let done = progress.entry(worker.clone()).or_default().clone();
+        for lane in 0..2 {
+            let (lead, gid, worker, done) = (lead.clone(), gid.clone(), worker.clone(), done.clone());
+            let clock = clock.clone();
+            ops.spawn(async move {
+                let mut out = Vec::new();
+                let per_lane = (lane..n).step_by(2).count().max(1);
+                for (k, i) in (lane..n).step_by(2).enumerate() {
+                    let due = (k * spread) as f64 / per_lane as f64;
+                    while clock.progress() < due {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    let text = format!("soak brief {worker} #{i}");
+                    let v = lead
+                        .call("bridge_send", json!({"to": gid, "text": text, "wait_reply": false}))
+                        .await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                    out.push((text, v.map_err(anyhow::Error::from)));
+                }
+                out
+            });
+        }
+    }
+    // The main drains as it goes, as a real main does: held replies fill its prefetch window, and
+    // a main that never drains stops hearing INJECTED for its own sends (RPL-5).
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let drainer = {
+        let lead = lead.clone();
+        let life = w.soak.main_life.clone();
+        tokio::spawn(async move {
+            let (mut drains, mut ok, mut unknown) = (Vec::new(), 0usize, 0usize);
+            loop {
+                let v = lead.call("bridge_poll", json!({"max": 200})).await;
+                if record_poll(&v, life.load(Ordering::Relaxed), &mut drains) {
+                    ok += 1;
+                } else {
+                    unknown += 1;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    _ = stop_rx.changed() => break,
+                }
+            }
+            (drains, ok, unknown)
+        })
+    };
+    let mut repliers = JoinSet::new();
+    for worker in [&w1, &w2] {
+        let e = w.entity(worker)?;
+        let url = w.host(&e.host)?.gateway.mcp_url();
+        let texts: Vec<String> = (0..r).map(|i| format!("soak reply {worker} #{i}")).collect();
+        let done = progress.get(worker).cloned().unwrap_or_default();
+        repliers.spawn(reply_paced(url, e.token.clone(), texts, n, done));
+    }
+    // The nemesis strikes (worker hosts, the link, the broker) until the operations are done.
+    let hosts: Vec<String> = [&w1, &w2]
+        .iter()
+        .filter_map(|n| w.entity(n).ok().map(|e| e.host.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut round = 0usize;
+    let mut next = tokio::time::Instant::now() + every;
+    while !(ops.is_empty() && repliers.is_empty()) {
+        tokio::select! {
+            Some(done) = ops.join_next() => {
+                for (text, v) in done? {
+                    let (seen, outcome) = classify_send(&v);
+                    w.soak.ops.push(Op { tool: "bridge_send", text, seen, outcome });
+                }
+                continue;
+            }
+            Some(done) = repliers.join_next() => {
+                for (text, seen, outcome) in done? {
+                    w.soak.ops.push(Op { tool: "bridge_reply", text, seen, outcome });
+                }
+                continue;
+            }
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        if cycle.is_empty() {
+            next = tokio::time::Instant::now() + every;
+            continue;
+        }
+        let strike = cycle[round % cycle.len()];
+        round += 1;
+        let at = started.elapsed();
+        let t0 = Instant::now();
+        clock.begin();
+        let (target, done, detail) = match strike {
+            Strike::Kill => {
+                let host = hosts[rng.below(hosts.len())].clone();
+                let h = w.host_mut(&host)?;
+                h.gateway.kill().await;
+                if host == main_host {
+                    w.soak.main_life.fetch_add(1, Ordering::Relaxed);
+                }
+                match w.host_mut(&host)?.gateway.launch().await {
+                    Ok(()) => (host, true, "killed, started again, ready".to_string()),
+                    Err(e) => (host, false, format!("killed; the new process is not ready: {e}")),
+                }
+            }
+            Strike::Pause => {
+                let host = hosts[rng.below(hosts.len())].clone();
+                let stopped = w.host(&host)?.gateway.signal(libc::SIGSTOP);
+                tokio::time::sleep(every / 2).await;
+                let cont = w.host(&host)?.gateway.signal(libc::SIGCONT);
+                match (stopped, cont) {
+                    (Ok(()), Ok(())) => (host, true, format!("stopped for {:?}", every / 2)),
+                    (a, b) => (host, false, format!("SIGSTOP: {a:?}, SIGCONT: {b:?}")),
+                }
+            }
+            Strike::Cut => match &w.link {
+                Some(link) => {
+                    let n = link.cut();
+                    ("link".to_string(), n > 0, format!("{n} connections cut"))
+                }
+                None => ("link".to_string(), false, "no link".to_string()),
+            },
+            Strike::Close => match suite.broker.management().connections(&vhost).await {
+                Ok(conns) if !conns.is_empty() => {
+                    let c = &conns[rng.below(conns.len())];
+                    let who = c.client_name.clone().unwrap_or_else(|| c.name.clone());
+                    match suite.broker.management().close_connection(&c.name).await {
+                        Ok(()) => (who, true, format!("closed 1 of {} connections", conns.len())),
+                        Err(e) => (who, false, format!("close failed: {e}")),
+                    }
+                }
+                Ok(_) => ("-".to_string(), false, "no connection in the vhost".to_string()),
+                Err(e) => ("-".to_string(), false, format!("listing connections: {e}")),
+            },
+            Strike::BrokerRestart => match suite.broker.restart(&vhost).await {
+                Ok(took) => ("broker".to_string(), true, format!("back in {took:.1?}")),
+                Err(e) => ("broker".to_string(), false, format!("restart failed: {e}")),
+            },
+        };
+        let took = t0.elapsed();
+        println!(
+            "soak: {:>6.1} s  {} {target}: {detail}",
+            at.as_secs_f64(),
+            strike.name()
+        );
+        w.soak.events.push(Event {
+            at,
+            strike,
+            target,
+            took,
+            done,
+            detail,
+        });
+        clock.end();
+        next = tokio::time::Instant::now() + every;
+    }
+    let _ = stop_tx.send(true);
+    let (drains, polls_ok, polls_unknown) = drainer.await?;
+    w.soak.drains = drains;
+    w.soak.polls_ok = polls_ok;
+    w.soak.polls_unknown = polls_unknown;
+    w.soak.ran_for = started.elapsed();
+    Ok(())
+}
