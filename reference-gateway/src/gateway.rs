@@ -64,6 +64,8 @@ pub struct Gateway {
     pub(crate) stopping: watch::Sender<bool>,
     /// Injects between their ack and their reported outcome; a graceful stop waits for them.
     pub(crate) inflight_injects: std::sync::atomic::AtomicUsize,
+    /// A heartbeat's agent-status refresh is running (one at a time).
+    pub(crate) refreshing_statuses: AtomicBool,
 }
 
 impl Gateway {
@@ -105,6 +107,7 @@ impl Gateway {
             roster_since: Mutex::new(None),
             stopping: watch::channel(false).0,
             inflight_injects: std::sync::atomic::AtomicUsize::new(0),
+            refreshing_statuses: AtomicBool::new(false),
             cfg,
         }))
     }

@@ -287,6 +287,9 @@ use crate::registry::Entity;
 use crate::topology::{self, ROSTER_EXCHANGE};
 use crate::verify::{self, Rejection};
 
+/// herdr status reads a heartbeat's refresh has in flight at once.
+pub const STATUS_READS_IN_FLIGHT: usize = 16;
+
 impl Gateway {
     fn ttl_ms(&self) -> u64 {
         3 * self.cfg.heartbeat.as_millis() as u64
@@ -418,19 +421,37 @@ impl Gateway {
         }
     }
 
-    /// Refreshes the cached agent status of each worker for the next heartbeat, in the
+    /// Refreshes the cached agent status of each entity for the next heartbeat, in the
     /// background, so a slow herdr can never delay a heartbeat.
+    ///
+    /// One refresh at a time, [`STATUS_READS_IN_FLIGHT`] herdr calls at once: herdr has no call that
+    /// lists panes, so a round is one `pane.get` per entity, and thousands of entities read all at
+    /// once would open thousands of herdr connections together (and hold their buffers). A round
+    /// that is still running when the next heartbeat comes is left to finish; the next starts then.
     fn refresh_agent_statuses(self: &Arc<Self>) {
-        for e in self.entities() {
-            let gw = Arc::clone(self);
-            tokio::spawn(async move {
-                let s = match gw.herdr.status(&e.pane).await {
-                    Ok(s) => format!("{s:?}").to_ascii_lowercase(),
-                    Err(_) => unknown(),
-                };
-                gw.local.set_agent_status(&e.gid, s);
-            });
+        use std::sync::atomic::Ordering;
+        if self.refreshing_statuses.swap(true, Ordering::SeqCst) {
+            return;
         }
+        let gw = Arc::clone(self);
+        tokio::spawn(async move {
+            use futures_util::StreamExt as _;
+            let reads = futures_util::stream::iter(gw.entities()).map(|e| {
+                let gw = Arc::clone(&gw);
+                async move {
+                    let s = match gw.herdr.status(&e.pane).await {
+                        Ok(s) => format!("{s:?}").to_ascii_lowercase(),
+                        Err(_) => unknown(),
+                    };
+                    gw.local.set_agent_status(&e.gid, s);
+                }
+            });
+            reads
+                .buffer_unordered(STATUS_READS_IN_FLIGHT)
+                .for_each(|()| async {})
+                .await;
+            gw.refreshing_statuses.store(false, Ordering::SeqCst);
+        });
     }
 
     /// TOP-3 / PRS-2: declares `roster.<host>` and folds every verified heartbeat into the view.
