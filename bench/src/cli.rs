@@ -156,3 +156,28 @@ impl BenchCli {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses the command line (without the program name) into options ([`BenchCli`]).
+    fn parse_args(args: &[&str]) -> Result<Options, String> {
+        let cli =
+            <BenchCli as clap::Parser>::try_parse_from(std::iter::once("fleet-bench").chain(args.iter().copied()))
+                .map_err(|e| e.to_string())?;
+        cli.options("gw".into(), "out.json".into())
+    }
+
+    #[test]
+    fn arguments_parse_and_sections_filter() {
+        let o = parse_args(&["--size", "2048", "--skip", "scale,presence", "--scale", "1,10"]).expect("valid");
+        assert_eq!(o.paths.size, 2048);
+        assert_eq!(o.raw.size, 2048);
+        assert!(!o.sections.contains("scale") && o.sections.contains("raw"));
+        assert_eq!(o.scale.levels, vec![1, 10]);
+        assert!(parse_args(&["--only", "nope"]).is_err());
+        assert!(parse_args(&["--size", "8"]).is_err());
+        assert!(parse_args(&["--only", "migration"]).is_ok());
+    }
+}

@@ -38,7 +38,7 @@ use lapin::options::{
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::fleet::Fleet;
@@ -70,7 +70,7 @@ pub struct MigrationSettings {
 }
 
 /// N messages in some wall time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rate {
     pub messages: usize,
     pub seconds: f64,
@@ -88,7 +88,7 @@ impl Rate {
 }
 
 /// What the main's inbox held after the move.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Verified {
     pub expected: usize,
     /// Messages in the main's inbox (passive declare, the main's gateway stopped).
@@ -109,7 +109,7 @@ pub struct Verified {
 }
 
 /// What the migration section measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MigrationResult {
     pub replies: usize,
     pub message_bytes: usize,
@@ -145,17 +145,6 @@ pub struct MigrationResult {
     pub cpu: CpuSpent,
     pub cpu_ms_per_reply: BTreeMap<String, f64>,
     pub verified: Verified,
-}
-
-impl MigrationResult {
-    /// The goal of issue 16 as the report's `goals` entry.
-    pub fn goal(&self) -> Value {
-        json!({
-            "value": self.replies_per_s,
-            "goal": GOAL_MIGRATION_REPLIES_PER_S,
-            "met": self.replies_per_s >= GOAL_MIGRATION_REPLIES_PER_S,
-        })
-    }
 }
 
 /// One legacy reply: its v1 `message_id` and body.

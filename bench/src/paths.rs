@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::fleet::{Fleet, Member};
@@ -63,7 +63,7 @@ pub async fn pairs(fleet: &Fleet, n: usize) -> anyhow::Result<Vec<Pair>> {
 }
 
 /// What the forward path measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ForwardResult {
     pub briefs: usize,
     pub senders: usize,
@@ -82,7 +82,7 @@ pub struct ForwardResult {
 }
 
 /// What the pull path measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PullResult {
     pub replies: usize,
     pub workers: usize,

@@ -16,7 +16,7 @@ use futures_util::StreamExt as _;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::fleet::{Fleet, Member};
 use super::stats::{CpuProbe, process_fds, process_memory};
@@ -33,7 +33,7 @@ pub struct ScaleSettings {
 }
 
 /// The gateway at one entity count.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScalePoint {
     pub entities: usize,
     /// Wall time of the registrations that brought it to this level.

@@ -1,0 +1,397 @@
+//! The report as text: the table `fleet-bench` prints, one small function per section.
+//!
+//! Why a module: the JSON is for machines and the gate; this is what a person reads after a run.
+//! Every line comes from the typed [`Report`], so a figure that was not measured prints as `-`
+//! (or "not measured" in the goal column) instead of a made-up zero.
+
+use std::collections::BTreeMap;
+
+use super::gate;
+use super::goals::{Goal, Goals, verdict};
+use super::migration::MigrationResult;
+use super::presence::PresenceResult;
+use super::presence_model;
+use super::raw::RawResult;
+use super::report::{ForwardSection, PullSection, Ratios, Report};
+use super::scale::ScalePoint;
+use super::stages;
+use super::stats::{CpuSpent, Latency};
+
+/// The lines printed so far.
+#[derive(Default)]
+struct Table(Vec<String>);
+
+impl Table {
+    /// One figure: its name, value, ratio to raw, goal (or note).
+    fn row(&mut self, name: &str, value: impl AsRef<str>, vs: impl AsRef<str>, goal: impl AsRef<str>) {
+        let (value, vs, goal) = (value.as_ref(), vs.as_ref(), goal.as_ref());
+        self.0.push(format!("{name:<40} {value:>22} {vs:>14} {goal:>14}"));
+    }
+
+    fn line(&mut self, line: String) {
+        self.0.push(line);
+    }
+
+    fn lines(&mut self, lines: Vec<String>) {
+        self.0.extend(lines);
+    }
+}
+
+/// A figure: no decimals from 100 up, two below.
+fn num(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// A figure that may not have been measured.
+fn opt(x: Option<f64>) -> String {
+    x.map(num).unwrap_or_else(|| "-".into())
+}
+
+/// A ratio, `1.23×`.
+fn times(x: Option<f64>) -> String {
+    format!("{}×", opt(x))
+}
+
+/// `p50 / p99 / max`, or `-` for an empty series.
+fn lat(l: &Latency) -> String {
+    if l.n == 0 {
+        return "-".into();
+    }
+    format!("{} / {} / {}", num(l.p50_ms), num(l.p99_ms), num(l.max_ms))
+}
+
+/// A goal cell: the bound, then met / MISSED / not measured.
+fn goal_cell(bound: &str, g: Option<&Goal>) -> String {
+    format!("{bound} {}", verdict(g))
+}
+
+/// The human-readable table of a report.
+pub fn table(r: &Report) -> String {
+    let mut t = Table::default();
+    header(&mut t, r);
+    let s = &r.sections;
+    if let Some(raw) = &s.raw {
+        raw_rows(&mut t, raw, s.raw_after.as_ref());
+    }
+    if let Some(fw) = &s.forward {
+        forward_rows(&mut t, fw, &r.ratios, &r.goals);
+    }
+    if let Some(p) = &s.pull {
+        pull_rows(&mut t, p, &r.ratios, &r.goals);
+    }
+    if let Some(p) = &s.presence {
+        presence_rows(&mut t, p);
+    }
+    if let Some(m) = &s.migration {
+        migration_rows(&mut t, m, r.goals.migration_replies_per_s.as_ref());
+    }
+    if let Some(points) = &s.scale {
+        scale_rows(&mut t, points);
+    }
+    if let Some(m) = &s.presence_model {
+        t.lines(presence_model::lines(m));
+    }
+    if let Some(g) = &r.gate {
+        t.lines(gate::lines(g));
+    }
+    cpu_rows(&mut t, r);
+    t.0.join("\n")
+}
+
+fn load(l: Option<[f64; 3]>) -> String {
+    l.map(|l| format!("{:.2}", l[0])).unwrap_or_else(|| "?".into())
+}
+
+fn header(t: &mut Table, r: &Report) {
+    t.line(format!(
+        "fleet-bench · broker {} ({}) · {} B messages, persistent, confirms, mandatory · load {} → {} on {} cores",
+        r.broker.spec,
+        r.broker.version,
+        r.settings.message_bytes,
+        load(r.machine.load_before),
+        load(r.machine.load_after),
+        r.machine.cores,
+    ));
+    t.line(format!(
+        "{:<40} {:>22} {:>14} {:>14}",
+        "figure", "value", "vs raw", "goal"
+    ));
+}
+
+fn raw_rows(t: &mut Table, raw: &RawResult, after: Option<&RawResult>) {
+    let again = |figure: fn(&RawResult) -> f64| {
+        after
+            .map(|a| format!(" (after: {})", num(figure(a))))
+            .unwrap_or_default()
+    };
+    t.row("raw msgs/s", num(raw.msgs_per_s), "1", again(|r| r.msgs_per_s));
+    t.row(
+        "raw latency under load p50/p99/max ms",
+        lat(&raw.loaded_latency),
+        "",
+        "",
+    );
+    t.row("raw one-way (unloaded) ms", lat(&raw.one_way), "", "");
+    t.row("raw round trip (unloaded) ms", lat(&raw.round_trip), "1", "");
+    t.row(
+        &format!("raw echo round trips/s ({} flows)", raw.echo.flows),
+        num(raw.echo.round_trips_per_s),
+        "",
+        again(|r| r.echo.round_trips_per_s),
+    );
+    t.row("raw echo round trip under load ms", lat(&raw.echo.latency), "", "");
+    let e = &raw.echo_envelope;
+    t.row(
+        "  same, topic exchange + envelope headers",
+        num(e.round_trips_per_s),
+        "",
+        format!(
+            "1 flow p50 {} ms{}",
+            num(e.single_round_trip.p50_ms),
+            again(|r| r.echo_envelope.round_trips_per_s)
+        ),
+    );
+}
+
+fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
+    let f = &fw.result;
+    t.row(
+        &format!("forward briefs/s ({} senders)", f.senders),
+        num(f.briefs_per_s),
+        times(rt.forward_briefs_to_raw),
+        goal_cell("≥0.45×", g.forward_ratio.as_ref()),
+    );
+    t.row(
+        "  (physical msgs/s, 2 per brief)",
+        num(f.msgs_per_s),
+        times(rt.forward_msgs_to_raw),
+        "",
+    );
+    t.row(
+        "  (briefs/s vs raw echo round trips/s)",
+        "",
+        times(rt.forward_briefs_to_raw_echo),
+        format!("envelope {}", times(rt.forward_briefs_to_raw_envelope_echo)),
+    );
+    t.row(
+        "forward SEND→INJECTED (1 sender) ms",
+        lat(&f.latency),
+        format!("+{} ms", opt(rt.forward_p50_minus_raw_round_trip_ms)),
+        goal_cell("≤+2 ms", g.forward_p50_within_ms_of_raw_round_trip.as_ref()),
+    );
+    t.row("forward SEND→INJECTED under load ms", lat(&f.loaded_latency), "", "");
+    if f.failures > 0 {
+        t.line(format!(
+            "  forward failures: {} (first: {})",
+            f.failures,
+            f.first_failure.as_deref().unwrap_or("-")
+        ));
+    }
+    t.lines(stages::lines("forward", &fw.stages));
+}
+
+fn pull_rows(t: &mut Table, p: &PullSection, rt: &Ratios, g: &Goals) {
+    let r = &p.result;
+    t.row(
+        &format!("pull replies/s ({} workers)", r.workers),
+        num(r.replies_per_s),
+        times(rt.pull_replies_to_raw),
+        goal_cell("≥0.8×", g.pull_ratio.as_ref()),
+    );
+    t.row("pull reply→drained under load ms", lat(&r.loaded_latency), "", "");
+    t.row("pull bridge_reply call under load ms", lat(&r.reply_call), "", "");
+    t.row(
+        "pull reply→bridge_wait (1 flow) ms",
+        lat(&r.latency),
+        format!("+{} ms", opt(rt.pull_p50_minus_raw_round_trip_ms)),
+        "",
+    );
+    if r.lost > 0 {
+        t.line(format!("  pull: {} drainers gave up before every reply came", r.lost));
+    }
+    t.lines(stages::lines("pull", &p.stages));
+}
+
+fn presence_rows(t: &mut Table, p: &PresenceResult) {
+    t.row("presence: new gateway /readyz ms (mean)", num(p.ready_ms_mean), "", "");
+    t.row(
+        "presence: new host listed at peer ms",
+        num(p.visible_at_peer_ms_mean),
+        "",
+        format!("H={} ms", p.heartbeat_ms),
+    );
+    t.row(
+        "presence: peer listed at new host ms",
+        num(p.peer_visible_at_new_ms_mean),
+        "",
+        "",
+    );
+}
+
+/// The migration section's rows: its raw baselines, the move, its check.
+fn migration_rows(t: &mut Table, m: &MigrationResult, goal: Option<&Goal>) {
+    t.row(
+        &format!("migration raw publish msgs/s ({})", m.replies),
+        num(m.raw_publish_msgs_per_s_used),
+        "1",
+        format!("(runs: {}, {})", num(m.raw_publish.msgs_per_s), num(m.seed.msgs_per_s)),
+    );
+    t.row(
+        &format!("migration raw get+publish+ack/s (×{})", m.raw_move_batch),
+        num(m.raw_move.msgs_per_s),
+        "",
+        "",
+    );
+    t.row(
+        "migration replies/s (register → gone)",
+        num(m.replies_per_s),
+        times(Some(m.ratio_to_raw_publish)),
+        goal_cell("≥1000/s", goal),
+    );
+    t.row(
+        "  move alone, vs the raw get+publish+ack",
+        num(m.move_replies_per_s),
+        times(Some(m.move_ratio_to_raw_move)),
+        format!("start +{} ms", num(m.start_delay_ms)),
+    );
+    t.row(
+        "  registration call ms (plain worker)",
+        format!("{} ({})", num(m.register_call_ms), num(m.plain_register_ms)),
+        "",
+        "",
+    );
+    let v = &m.verified;
+    if v.ok {
+        t.row(
+            "  main's inbox after the move",
+            format!("{}/{} ok", v.found, v.expected),
+            "",
+            "in order",
+        );
+    } else {
+        t.line(format!(
+            "!!! MIGRATION LOST OR DAMAGED REPLIES: main's inbox holds {} of {}; missing {}, duplicated {}, \
+             unexpected {}, malformed {}, in order {}; first problem: {}",
+            v.found,
+            v.expected,
+            v.missing,
+            v.duplicates,
+            v.unexpected,
+            v.malformed,
+            v.in_order,
+            v.first_problem.as_deref().unwrap_or("-")
+        ));
+    }
+}
+
+fn scale_rows(t: &mut Table, points: &[ScalePoint]) {
+    t.line(format!(
+        "{:<12} {:>10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>12} {:>16}",
+        "entities", "RSS MiB", "peak MiB", "threads", "fds", "gw CPU %", "broker %", "register/s", "heartbeat round"
+    ));
+    for p in points {
+        t.line(format!(
+            "{:<12} {:>10.1} {:>10.1} {:>8} {:>6} {:>10.1} {:>10} {:>12.1} {:>16}",
+            p.entities,
+            p.rss_kib as f64 / 1024.0,
+            p.peak_rss_kib as f64 / 1024.0,
+            p.threads,
+            p.fds,
+            p.gateway_cpu_pct,
+            opt(p.broker_cpu_pct),
+            p.register_per_s,
+            format!("{} ms / {:.0} msgs", num(p.heartbeat_round_ms), p.presences_per_round),
+        ));
+    }
+}
+
+/// `label  bench 0.12 · broker 0.30 · …`, or `None` when nothing was measured.
+fn cpu_line(label: &str, per: Option<&BTreeMap<String, f64>>, cpu: Option<&CpuSpent>) -> Option<String> {
+    let per = per?;
+    let parts: Vec<String> = per.iter().map(|(k, x)| format!("{k} {}", num(*x))).collect();
+    let busy = match cpu {
+        Some(c) if c.capacity_s > 0.0 => format!(" · cores busy {:.0} %", 100.0 * c.machine_busy()),
+        _ => String::new(),
+    };
+    Some(format!("  {label:<28} {}{busy}", parts.join(" · ")))
+}
+
+fn cpu_rows(t: &mut Table, r: &Report) {
+    let s = &r.sections;
+    t.line("CPU ms per message (by process; other = rest of the machine, also other users):".into());
+    let raw = s.raw.as_ref();
+    let rows = [
+        ("raw (per msg)", raw.map(|x| (&x.cpu_ms_per_msg, &x.cpu))),
+        (
+            "raw echo (per round trip)",
+            raw.map(|x| (&x.echo.cpu_ms_per_round_trip, &x.echo.cpu)),
+        ),
+        (
+            "raw envelope echo (per r.t.)",
+            raw.map(|x| (&x.echo_envelope.cpu_ms_per_round_trip, &x.echo_envelope.cpu)),
+        ),
+        (
+            "forward (per brief)",
+            s.forward.as_ref().map(|f| (&f.result.cpu_ms_per_brief, &f.result.cpu)),
+        ),
+        (
+            "pull (per reply)",
+            s.pull.as_ref().map(|p| (&p.result.cpu_ms_per_reply, &p.result.cpu)),
+        ),
+        (
+            "migration (per reply)",
+            s.migration.as_ref().map(|m| (&m.cpu_ms_per_reply, &m.cpu)),
+        ),
+    ];
+    for (label, figures) in rows {
+        if let Some(l) = cpu_line(label, figures.map(|f| f.0), figures.map(|f| f.1)) {
+            t.line(l);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+    use crate::report::Sections;
+    use crate::stages::Breakdown;
+
+    #[test]
+    fn every_section_that_ran_is_printed() {
+        let r = report(Sections {
+            raw: Some(raw(10_000.0, 2.0, 5_000.0, 4_000.0)),
+            forward: Some(ForwardSection {
+                result: forward(4_500.0, 4.5, &[("gateway_a", 0.1)]),
+                stages: Breakdown::new(),
+            }),
+            ..Sections::default()
+        });
+        let text = table(&r);
+        assert!(
+            text.contains("forward briefs/s") && text.contains("raw msgs/s"),
+            "{text}"
+        );
+        assert!(text.contains("gateway_a 0.10"), "{text}");
+        assert!(!text.contains("pull replies/s"), "{text}");
+    }
+
+    #[test]
+    fn a_migration_that_lost_replies_is_printed_loudly() {
+        let ok = report(Sections {
+            migration: Some(migration(1_200.0, true)),
+            ..Sections::default()
+        });
+        assert!(table(&ok).contains("10/10 ok"));
+        assert!(table(&ok).contains("≥1000/s met"));
+        let lost = report(Sections {
+            migration: Some(migration(1_200.0, false)),
+            ..Sections::default()
+        });
+        assert!(table(&lost).contains("MIGRATION LOST"));
+    }
+}
