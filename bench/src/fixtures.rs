@@ -11,6 +11,7 @@ use crate::paths::{ForwardResult, PullResult};
 use crate::raw::EchoResult;
 use crate::raw::RawResult;
 use crate::report::*;
+use crate::scale::ScalePoint;
 use crate::stats::{CpuSpent, Latency};
 
 pub fn latency(p50_ms: f64) -> Latency {
@@ -135,6 +136,25 @@ pub fn migration(replies_per_s: f64, ok: bool) -> MigrationResult {
     }
 }
 
+/// A scale level of `entities` with `rss_kib`, its heartbeat round taking `round_ms`.
+pub fn scale_point(entities: usize, rss_kib: u64, round_ms: f64) -> ScalePoint {
+    ScalePoint {
+        entities,
+        register_s: 1.0,
+        register_per_s: entities as f64,
+        rss_kib,
+        peak_rss_kib: rss_kib,
+        threads: 4,
+        fds: 20,
+        gateway_cpu_pct: 5.0,
+        broker_cpu_pct: Some(5.0),
+        window_s: 15.0,
+        heartbeat_rounds: 2,
+        heartbeat_round_ms: round_ms,
+        presences_per_round: entities as f64 + 1.0,
+    }
+}
+
 /// A report of `sections`, as a run on a quiet 2-core machine would make it.
 pub fn report(sections: Sections) -> Report {
     Report::new(
@@ -160,7 +180,7 @@ pub fn report(sections: Sections) -> Report {
                 replies: 1600,
                 latency_samples: 100,
             },
-            heartbeat_ms: "5000".into(),
+            heartbeat_ms: 5_000,
             migration: MigrationCounts {
                 replies: 10,
                 message_bytes: 1024,

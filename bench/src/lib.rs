@@ -63,6 +63,8 @@ pub struct Options {
     pub raw: raw::RawSettings,
     pub paths: paths::PathSettings,
     pub presence_trials: usize,
+    /// H, the heartbeat interval every gateway of the run is started with (`FLEET_HEARTBEAT_MS`).
+    pub heartbeat_ms: u64,
     pub scale: scale::ScaleSettings,
     pub migration: migration::MigrationSettings,
     /// Keep the work directory (gateway logs) after the run.
@@ -185,7 +187,8 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         .chain((1..=opts.presence_trials).map(|i| format!("c{i}")))
         .chain([migration::HOST.to_string()])
         .collect();
-    let mut fleet = Fleet::new(work.clone(), url.clone(), opts.gateway_cmd.clone(), &hosts);
+    let tunables = BTreeMap::from([("FLEET_HEARTBEAT_MS".to_string(), opts.heartbeat_ms.to_string())]);
+    let mut fleet = Fleet::new(work.clone(), url.clone(), opts.gateway_cmd.clone(), tunables, &hosts);
     let env = BTreeMap::new();
     let outcome = async {
         let needs_ab = ["forward", "pull", "presence"].iter().any(|s| on(opts, s));
@@ -224,7 +227,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         if on(opts, "presence") {
             eprintln!("fleet-bench: presence convergence …");
             let names: Vec<String> = (1..=opts.presence_trials).map(|i| format!("c{i}")).collect();
-            sections.presence = Some(presence::run(&mut fleet, &names, &env, 5_000).await?);
+            sections.presence = Some(presence::run(&mut fleet, &names, &env, opts.heartbeat_ms).await?);
         }
         fleet.stop_host("a").await;
         fleet.stop_host("b").await;
@@ -237,9 +240,10 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         if on(opts, "scale") {
             eprintln!("fleet-bench: scale {:?} …", opts.scale.levels);
             fleet.start_host("s", &env).await?;
-            let points = scale::run(&fleet, &url, &opts.scale, broker_pid).await?;
-            sections.presence_model = presence_model::model(&points, presence_model::HEARTBEAT_S);
-            sections.scale = Some(points);
+            let scaled = scale::run(&fleet, &url, &opts.scale, broker_pid).await?;
+            let heartbeat_s = scaled.heartbeat_ms as f64 / 1e3;
+            sections.presence_model = presence_model::model(&scaled.points, heartbeat_s);
+            sections.scale = Some(scaled);
         }
         anyhow::Ok(())
     }

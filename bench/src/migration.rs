@@ -47,9 +47,6 @@ use fleet_conformance::envelope::Envelope;
 use fleet_conformance::herdr::{AgentStatus, InputReaction};
 use fleet_conformance::legacy::{amqp_code, derived_msg_id, legacy_queue_name};
 
-/// Issue 16: at least this many replies per second on this machine.
-pub const GOAL_MIGRATION_REPLIES_PER_S: f64 = 1_000.0;
-
 /// The raw move's batch: the reference gateway's (`reference-gateway/src/migration.rs`).
 pub const RAW_MOVE_BATCH: usize = 100;
 

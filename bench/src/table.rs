@@ -7,13 +7,16 @@
 use std::collections::BTreeMap;
 
 use super::gate;
-use super::goals::{Goal, Goals, verdict};
+use super::goals::{
+    GOAL_CPU_MS_PER_BRIEF, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_ENVELOPE_ECHO, GOAL_MIGRATION_REPLIES_PER_S,
+    GOAL_PULL_TO_ENVELOPE_ECHO, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, Goals, verdict,
+};
 use super::migration::MigrationResult;
 use super::presence::PresenceResult;
 use super::presence_model;
 use super::raw::RawResult;
 use super::report::{ForwardSection, PullSection, Ratios, Report};
-use super::scale::ScalePoint;
+use super::scale::ScaleResult;
 use super::stages;
 use super::stats::{CpuSpent, Latency};
 
@@ -89,12 +92,13 @@ pub fn table(r: &Report) -> String {
     if let Some(m) = &s.migration {
         migration_rows(&mut t, m, r.goals.migration_replies_per_s.as_ref());
     }
-    if let Some(points) = &s.scale {
-        scale_rows(&mut t, points);
+    if let Some(scale) = &s.scale {
+        scale_rows(&mut t, scale);
     }
     if let Some(m) = &s.presence_model {
         t.lines(presence_model::lines(m));
     }
+    goal_rows(&mut t, r);
     if let Some(g) = &r.gate {
         t.lines(gate::lines(g));
     }
@@ -163,7 +167,22 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
         &format!("forward briefs/s ({} senders)", f.senders),
         num(f.briefs_per_s),
         times(rt.forward_briefs_to_raw),
-        goal_cell("≥0.45×", g.forward_ratio.as_ref()),
+        "",
+    );
+    t.row(
+        "  ÷ raw envelope echo round trips/s",
+        "",
+        times(rt.forward_briefs_to_raw_envelope_echo),
+        goal_cell(
+            &format!("≥{GOAL_FORWARD_TO_ENVELOPE_ECHO}×"),
+            g.forward_to_envelope_echo.as_ref(),
+        ),
+    );
+    t.row(
+        "  ÷ raw plain echo round trips/s",
+        "",
+        times(rt.forward_briefs_to_raw_echo),
+        "",
     );
     t.row(
         "  (physical msgs/s, 2 per brief)",
@@ -171,17 +190,29 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
         times(rt.forward_msgs_to_raw),
         "",
     );
+    let cpu = |side: &str| f.cpu_ms_per_brief.get(side).map(|ms| format!("{ms:.3}"));
+    let (a, b) = (
+        g.cpu_ms_per_brief_gateway_a.as_ref(),
+        g.cpu_ms_per_brief_gateway_b.as_ref(),
+    );
     t.row(
-        "  (briefs/s vs raw echo round trips/s)",
+        "  gateway CPU ms per brief, a / b",
+        format!(
+            "{} / {}",
+            cpu("gateway_a").unwrap_or_else(|| "-".into()),
+            cpu("gateway_b").unwrap_or_else(|| "-".into())
+        ),
         "",
-        times(rt.forward_briefs_to_raw_echo),
-        format!("envelope {}", times(rt.forward_briefs_to_raw_envelope_echo)),
+        format!("≤{GOAL_CPU_MS_PER_BRIEF} {}/{}", verdict(a), verdict(b)),
     );
     t.row(
         "forward SEND→INJECTED (1 sender) ms",
         lat(&f.latency),
         format!("+{} ms", opt(rt.forward_p50_minus_raw_round_trip_ms)),
-        goal_cell("≤+2 ms", g.forward_p50_within_ms_of_raw_round_trip.as_ref()),
+        goal_cell(
+            &format!("≤+{GOAL_FORWARD_P50_DELTA_MS} ms"),
+            g.forward_p50_minus_raw_round_trip_ms.as_ref(),
+        ),
     );
     t.row("forward SEND→INJECTED under load ms", lat(&f.loaded_latency), "", "");
     if f.failures > 0 {
@@ -200,7 +231,22 @@ fn pull_rows(t: &mut Table, p: &PullSection, rt: &Ratios, g: &Goals) {
         &format!("pull replies/s ({} workers)", r.workers),
         num(r.replies_per_s),
         times(rt.pull_replies_to_raw),
-        goal_cell("≥0.8×", g.pull_ratio.as_ref()),
+        "",
+    );
+    t.row(
+        "  ÷ raw envelope echo round trips/s",
+        "",
+        times(rt.pull_replies_to_raw_envelope_echo),
+        goal_cell(
+            &format!("≥{GOAL_PULL_TO_ENVELOPE_ECHO}×"),
+            g.pull_to_envelope_echo.as_ref(),
+        ),
+    );
+    t.row(
+        "  ÷ raw plain echo round trips/s",
+        "",
+        times(rt.pull_replies_to_raw_echo),
+        "",
     );
     t.row("pull reply→drained under load ms", lat(&r.loaded_latency), "", "");
     t.row("pull bridge_reply call under load ms", lat(&r.reply_call), "", "");
@@ -250,7 +296,7 @@ fn migration_rows(t: &mut Table, m: &MigrationResult, goal: Option<&Goal>) {
         "migration replies/s (register → gone)",
         num(m.replies_per_s),
         times(Some(m.ratio_to_raw_publish)),
-        goal_cell("≥1000/s", goal),
+        goal_cell(&format!("≥{GOAL_MIGRATION_REPLIES_PER_S}/s"), goal),
     );
     t.row(
         "  move alone, vs the raw get+publish+ack",
@@ -288,12 +334,12 @@ fn migration_rows(t: &mut Table, m: &MigrationResult, goal: Option<&Goal>) {
     }
 }
 
-fn scale_rows(t: &mut Table, points: &[ScalePoint]) {
+fn scale_rows(t: &mut Table, scale: &ScaleResult) {
     t.line(format!(
         "{:<12} {:>10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>12} {:>16}",
         "entities", "RSS MiB", "peak MiB", "threads", "fds", "gw CPU %", "broker %", "register/s", "heartbeat round"
     ));
-    for p in points {
+    for p in &scale.points {
         t.line(format!(
             "{:<12} {:>10.1} {:>10.1} {:>8} {:>6} {:>10.1} {:>10} {:>12.1} {:>16}",
             p.entities,
@@ -307,6 +353,106 @@ fn scale_rows(t: &mut Table, points: &[ScalePoint]) {
             format!("{} ms / {:.0} msgs", num(p.heartbeat_round_ms), p.presences_per_round),
         ));
     }
+    t.line(format!("  (H = {} ms for the scale run's gateway)", scale.heartbeat_ms));
+    if let Some(r) = &scale.refused {
+        t.line(format!(
+            "!!! scale: the gateway refused a registration on the way to {} entities, at {}: {}",
+            r.level, r.reached, r.error
+        ));
+    }
+}
+
+/// Goals of issue 16, one line each: figure, value, goal, verdict.
+fn goal_rows(t: &mut Table, r: &Report) {
+    let g = &r.goals;
+    let s = &r.sections;
+    t.line(format!(
+        "goals (issue 16) {:<43} {:>14} {:>12}  verdict",
+        "", "value", "goal"
+    ));
+    let mut line = |name: String, value: Option<String>, goal: String, verdict: &str, note: String| {
+        let value = value.unwrap_or_else(|| "-".into());
+        t.line(format!("  {name:<57} {value:>14} {goal:>12}  {verdict}{note}"));
+    };
+    let pairs = s.forward.as_ref().map(|f| f.result.senders);
+    let workers = s.pull.as_ref().map(|p| p.result.workers);
+    let n = |x: Option<usize>| x.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+    let ratio = |x: Option<&Goal>| x.map(|x| format!("{:.2}×", x.value));
+    let ms = |x: Option<&Goal>, digits: usize| x.map(|x| format!("{:.digits$} ms", x.value));
+    line(
+        format!("forward briefs/s ({} senders) ÷ raw envelope echo", n(pairs)),
+        ratio(g.forward_to_envelope_echo.as_ref()),
+        format!("≥ {GOAL_FORWARD_TO_ENVELOPE_ECHO}×"),
+        verdict(g.forward_to_envelope_echo.as_ref()),
+        String::new(),
+    );
+    line(
+        format!("pull replies/s ({} workers) ÷ raw envelope echo", n(workers)),
+        ratio(g.pull_to_envelope_echo.as_ref()),
+        format!("≥ {GOAL_PULL_TO_ENVELOPE_ECHO}×"),
+        verdict(g.pull_to_envelope_echo.as_ref()),
+        String::new(),
+    );
+    for (side, goal) in [
+        ("a (sender side)", g.cpu_ms_per_brief_gateway_a.as_ref()),
+        ("b (worker side)", g.cpu_ms_per_brief_gateway_b.as_ref()),
+    ] {
+        line(
+            format!("gateway {side} CPU per brief"),
+            ms(goal, 3),
+            format!("≤ {GOAL_CPU_MS_PER_BRIEF} ms"),
+            verdict(goal),
+            String::new(),
+        );
+    }
+    let p50 = g.forward_p50_minus_raw_round_trip_ms.as_ref();
+    line(
+        "SEND→INJECTED p50 (1 sender) − raw unloaded round trip p50".into(),
+        p50.map(|x| format!("{:+.2} ms", x.value)),
+        format!("≤ +{GOAL_FORWARD_P50_DELTA_MS} ms"),
+        verdict(p50),
+        String::new(),
+    );
+    let rss = g.rss_mib_at_10000_entities.as_ref();
+    let extrapolated = g
+        .rss_mib_at_10000_extrapolated
+        .as_ref()
+        .map(|x| {
+            format!(
+                " (extrapolated, linear from {} and {} entities: {:.0} MiB)",
+                x.from_entities[0], x.from_entities[1], x.rss_mib
+            )
+        })
+        .unwrap_or_default();
+    line(
+        format!("RSS of one gateway with {GOAL_RSS_ENTITIES} entities"),
+        rss.map(|x| format!("{:.1} MiB", x.value)),
+        format!("≤ {GOAL_RSS_MIB} MiB"),
+        verdict(rss),
+        extrapolated,
+    );
+    let hb = g.heartbeat_round_ms.as_ref();
+    let scale = s.scale.as_ref();
+    let at = match (scale, scale.and_then(|s| s.largest())) {
+        (Some(s), Some(p)) => format!("{} entities (H = {} ms)", p.entities, s.heartbeat_ms),
+        _ => "the largest entity count".into(),
+    };
+    line(
+        format!("heartbeat round at {at}"),
+        ms(hb, 1),
+        hb.map(|x| format!("≤ {:.0} ms", x.goal))
+            .unwrap_or_else(|| "≤ H/5".into()),
+        verdict(hb),
+        String::new(),
+    );
+    let mig = g.migration_replies_per_s.as_ref();
+    line(
+        "migration move (registration → legacy queue gone)".into(),
+        mig.map(|x| format!("{:.0}/s", x.value)),
+        format!("≥ {GOAL_MIGRATION_REPLIES_PER_S}/s"),
+        verdict(mig),
+        String::new(),
+    );
 }
 
 /// `label  bench 0.12 · broker 0.30 · …`, or `None` when nothing was measured.
@@ -377,7 +523,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("gateway_a 0.10"), "{text}");
-        assert!(!text.contains("pull replies/s"), "{text}");
+        assert!(!text.contains("pull reply→drained"), "{text}");
     }
 
     #[test]
@@ -393,5 +539,70 @@ mod tests {
             ..Sections::default()
         });
         assert!(table(&lost).contains("MIGRATION LOST"));
+    }
+
+    /// The goals block's line for `figure`.
+    fn goal_line<'a>(text: &'a str, figure: &str) -> &'a str {
+        text.lines()
+            .find(|l| l.starts_with("  ") && l.contains(figure))
+            .unwrap_or_else(|| panic!("no goal line for {figure}:\n{text}"))
+    }
+
+    #[test]
+    fn every_goal_has_a_line_measured_or_not() {
+        let r = report(Sections {
+            raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
+            forward: Some(ForwardSection {
+                result: forward(4_500.0, 2.9, &[("gateway_a", 0.1), ("gateway_b", 0.2)]),
+                stages: Breakdown::new(),
+            }),
+            scale: Some(ScaleResult {
+                heartbeat_ms: 5_000,
+                points: vec![scale_point(100, 20 * 1024, 5.0), scale_point(1_000, 38 * 1024, 1_500.0)],
+                refused: None,
+            }),
+            ..Sections::default()
+        });
+        let text = table(&r);
+        assert!(
+            goal_line(&text, "forward briefs/s (8 senders)").ends_with("met"),
+            "{text}"
+        );
+        assert!(goal_line(&text, "pull replies/s").ends_with("not measured"), "{text}");
+        assert!(goal_line(&text, "gateway a (sender side)").ends_with("met"), "{text}");
+        assert!(
+            goal_line(&text, "gateway b (worker side)").ends_with("MISSED"),
+            "{text}"
+        );
+        assert!(goal_line(&text, "SEND→INJECTED p50").contains("+0.90 ms"), "{text}");
+        let rss = goal_line(&text, "RSS of one gateway with 10000 entities");
+        assert!(
+            rss.contains("not measured (extrapolated, linear from 100 and 1000 entities: 218 MiB)"),
+            "{rss}"
+        );
+        let hb = goal_line(&text, "heartbeat round at 1000 entities (H = 5000 ms)");
+        assert!(hb.contains("≤ 1000 ms") && hb.ends_with("MISSED"), "{hb}");
+        assert!(goal_line(&text, "migration move").ends_with("not measured"), "{text}");
+        assert!(
+            text.contains("≥0.8× met") && text.contains("≤0.15 met/MISSED"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_refused_level_is_printed() {
+        let r = report(Sections {
+            scale: Some(ScaleResult {
+                heartbeat_ms: 5_000,
+                points: vec![scale_point(1, 19 * 1024, 1.0)],
+                refused: Some(crate::scale::Refused {
+                    level: 10_000,
+                    reached: 2_040,
+                    error: "channel limit".into(),
+                }),
+            }),
+            ..Sections::default()
+        });
+        assert!(table(&r).contains("refused a registration on the way to 10000 entities, at 2040"));
     }
 }
