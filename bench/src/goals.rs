@@ -196,7 +196,7 @@ impl Goals {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::report::{ForwardSection, PullSection};
+    use crate::report::{ForwardSection, ForwardStages, PullSection};
     use crate::stages::Breakdown;
 
     #[test]
@@ -220,7 +220,7 @@ mod tests {
             raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 2.9, &[("gateway_a", 0.15), ("gateway_b", 0.2)]),
-                stages: Breakdown::new(),
+                stages: ForwardStages::default(),
             }),
             pull: Some(PullSection {
                 result: pull(3_500.0, 2.5),

@@ -15,6 +15,7 @@
 //! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a
 //!   raw get → publish → ack move of the same messages, then checked for losses
 //! - [`stages`] — the gateways' own `fleet_stage_seconds` read around each path: where the time goes
+//! - [`decomposition`] — the 1-sender forward p50 split into raw round trip, herdr, verify, rest
 //! - [`stats`] — percentiles and `/proc` CPU accounting
 //! - [`gate`] — the regression gate: ratios against `fixtures/bench/baseline.json`, and whether
 //!   the machine was quiet enough to trust them
@@ -26,6 +27,7 @@
 //! This file only runs the sections in order and hands their results to [`report::Report`].
 
 pub mod cli;
+pub mod decomposition;
 #[cfg(test)]
 mod fixtures;
 pub mod fleet;
@@ -49,7 +51,7 @@ use anyhow::Context as _;
 
 use fleet::Fleet;
 use fleet_conformance::broker::{Broker, BrokerSpec};
-use report::{BrokerInfo, ForwardSection, Machine, PullSection, Report, Sections, Settings};
+use report::{BrokerInfo, ForwardSection, ForwardStages, Machine, PullSection, Report, Sections, Settings};
 use stats::CpuProbe;
 pub use table::table;
 
@@ -158,6 +160,30 @@ fn on(opts: &Options, section: &str) -> bool {
     opts.sections.contains(section)
 }
 
+/// The forward path, the gateways' stages scraped around its throughput run and its 1-sender
+/// latency run separately (the warm-up in neither).
+async fn forward(
+    fleet: &Fleet,
+    pairs: &[paths::Pair],
+    opts: &Options,
+    cpu: &CpuProbe,
+) -> anyhow::Result<ForwardSection> {
+    let hosts = [paths::SENDER_HOST, paths::WORKER_HOST];
+    paths::forward_warmup(pairs, &opts.paths).await?;
+    let before = stages::scrape(fleet, &hosts).await;
+    let throughput = paths::forward_throughput(pairs, &opts.paths, cpu).await?;
+    let between = stages::scrape(fleet, &hosts).await;
+    let single = paths::forward_single(pairs, &opts.paths).await?;
+    let after = stages::scrape(fleet, &hosts).await;
+    Ok(ForwardSection {
+        result: paths::ForwardResult::of(throughput, single),
+        stages: ForwardStages {
+            throughput: stages::breakdown(&before, &between),
+            single_sender: stages::breakdown(&between, &after),
+        },
+    })
+}
+
 /// Runs the selected sections on `broker` (one vhost, deleted afterwards).
 async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
     let vhost = broker.create_vhost().await?;
@@ -205,11 +231,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
             let pairs = paths::pairs(&fleet, opts.paths.pairs.max(1)).await?;
             if on(opts, "forward") {
                 eprintln!("fleet-bench: forward path …");
-                let before = stages::scrape(&fleet, &["a", "b"]).await;
-                let result = paths::forward(&pairs, &opts.paths, &path_cpu).await?;
-                let after = stages::scrape(&fleet, &["a", "b"]).await;
-                let stages = stages::breakdown(&before, &after);
-                sections.forward = Some(ForwardSection { result, stages });
+                sections.forward = Some(forward(&fleet, &pairs, opts, &path_cpu).await?);
             }
             if on(opts, "pull") {
                 eprintln!("fleet-bench: pull path …");

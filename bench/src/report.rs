@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::decomposition::{Decomposition, decompose};
 use super::gate::Gate;
 use super::goals::Goals;
 use super::migration::MigrationResult;
@@ -30,6 +31,8 @@ pub struct Report {
     pub sections: Sections,
     pub ratios: Ratios,
     pub goals: Goals,
+    /// The 1-sender forward p50 split by the gateways' stage means (`None` without the metric).
+    pub forward_p50_decomposition: Option<Decomposition>,
     /// The regression gate's findings (`None` until the gate ran).
     pub gate: Option<Gate>,
 }
@@ -151,7 +154,16 @@ pub struct Sections {
 pub struct ForwardSection {
     #[serde(flatten)]
     pub result: ForwardResult,
-    pub stages: Breakdown,
+    pub stages: ForwardStages,
+}
+
+/// The gateways' stage breakdown of each forward run, scraped around that run alone.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ForwardStages {
+    /// Every pair sending at once.
+    pub throughput: Breakdown,
+    /// One sender, one brief at a time (the latency figure).
+    pub single_sender: Breakdown,
 }
 
 /// The pull path and where its time went inside the gateways.
@@ -248,6 +260,11 @@ impl Report {
     ) -> Report {
         let ratios = Ratios::of(&sections);
         let goals = Goals::of(&sections, &ratios);
+        let forward_p50_decomposition = sections.forward.as_ref().and_then(|f| {
+            let latency = &f.result.latency;
+            let rtt = ratios.raw_round_trip_p50_ms_used?;
+            (latency.n > 0).then(|| decompose(latency.p50_ms, rtt, &f.stages.single_sender))?
+        });
         Report {
             broker,
             gateway_cmd,
@@ -256,6 +273,7 @@ impl Report {
             sections,
             ratios,
             goals,
+            forward_p50_decomposition,
             gate: None,
         }
     }
@@ -277,7 +295,7 @@ mod tests {
             raw_after: Some(raw(8_000.0, 4.0, 5_000.0, 4_000.0)),
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 4.5, &[]),
-                stages: Breakdown::new(),
+                stages: ForwardStages::default(),
             }),
             pull: Some(PullSection {
                 result: pull(7_200.0, 3.0),
@@ -316,9 +334,35 @@ mod tests {
             v.get("migration").is_none(),
             "a section that did not run is left out: {v}"
         );
+        assert!(v["forward"]["stages"]["single_sender"].is_object(), "{v}");
         let back: Report = serde_json::from_value(v).expect("reads back");
         assert_eq!(back.ratios, r.ratios);
         assert!(back.sections.migration.is_none() && back.sections.forward.is_some());
+    }
+
+    #[test]
+    fn the_decomposition_needs_the_single_sender_stages_and_the_raw_round_trip() {
+        let mut s = paths_sections();
+        assert_eq!(report(s.clone()).forward_p50_decomposition, None, "no metric, no split");
+        let stage = |mean_ms| crate::stages::StageTime { count: 100, mean_ms };
+        if let Some(f) = s.forward.as_mut() {
+            f.stages.single_sender = Breakdown::from([
+                ("a".to_string(), [("verify".to_string(), stage(0.1))].into()),
+                (
+                    "b".to_string(),
+                    [("verify".to_string(), stage(0.1)), ("inject".to_string(), stage(0.8))].into(),
+                ),
+            ]);
+        }
+        let d = report(s.clone()).forward_p50_decomposition.expect("split");
+        // p50 4.5 − round trip 3.0 (mean of 2 and 4) − 0.8 − 0.1 − 0.1.
+        assert!(
+            (d.rest_ms - 0.5).abs() < 1e-9 && d.raw_round_trip_p50_ms == 3.0,
+            "{d:?}"
+        );
+        s.raw = None;
+        s.raw_after = None;
+        assert_eq!(report(s).forward_p50_decomposition, None, "no raw run, no round trip");
     }
 
     #[test]

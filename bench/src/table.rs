@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::decomposition::Decomposition;
 use super::gate;
 use super::goals::{
     GOAL_CPU_MS_PER_BRIEF, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_ENVELOPE_ECHO, GOAL_MIGRATION_REPLIES_PER_S,
@@ -82,6 +83,7 @@ pub fn table(r: &Report) -> String {
     }
     if let Some(fw) = &s.forward {
         forward_rows(&mut t, fw, &r.ratios, &r.goals);
+        decomposition_rows(&mut t, r.forward_p50_decomposition.as_ref());
     }
     if let Some(p) = &s.pull {
         pull_rows(&mut t, p, &r.ratios, &r.goals);
@@ -222,7 +224,39 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
             f.first_failure.as_deref().unwrap_or("-")
         ));
     }
-    t.lines(stages::lines("forward", &fw.stages));
+    t.lines(stages::lines(
+        &format!("forward, throughput run ({} senders)", f.senders),
+        &fw.stages.throughput,
+    ));
+    t.lines(stages::lines(
+        "forward, latency run (1 sender)",
+        &fw.stages.single_sender,
+    ));
+}
+
+/// The 1-sender p50 split: one line of parts, one of the stages shown beside it.
+fn decomposition_rows(t: &mut Table, d: Option<&Decomposition>) {
+    let Some(d) = d else {
+        t.line(
+            "forward p50 decomposition: none (no fleet_stage_seconds inject/verify for the 1-sender run, or no raw \
+             round trip)"
+                .into(),
+        );
+        return;
+    };
+    t.line(format!(
+        "forward p50 decomposition (1 sender; stage figures are means): p50 {:.2} ms = raw round trip p50 {:.2} \
+         + herdr (b inject) {:.2} + verify a {:.3} + verify b {:.3} + HTTP/MCP, scheduling and other gateway work {:.2}",
+        d.p50_ms, d.raw_round_trip_p50_ms, d.herdr_inject_mean_ms, d.verify_a_mean_ms, d.verify_b_mean_ms, d.rest_ms
+    ));
+    let ms = |x: Option<f64>| x.map(|x| format!("{x:.2} ms")).unwrap_or_else(|| "-".into());
+    t.line(format!(
+        "  beside it, not subtracted (the broker's confirm overlaps them): publish/sign a {} · report b {} · \
+         await_injected a {} (means)",
+        ms(d.publish_a_mean_ms),
+        ms(d.report_b_mean_ms),
+        ms(d.await_injected_a_mean_ms)
+    ));
 }
 
 fn pull_rows(t: &mut Table, p: &PullSection, rt: &Ratios, g: &Goals) {
@@ -504,8 +538,8 @@ fn cpu_rows(t: &mut Table, r: &Report) {
 mod tests {
     use super::*;
     use crate::fixtures::*;
+    use crate::report::ForwardStages;
     use crate::report::Sections;
-    use crate::stages::Breakdown;
 
     #[test]
     fn every_section_that_ran_is_printed() {
@@ -513,7 +547,7 @@ mod tests {
             raw: Some(raw(10_000.0, 2.0, 5_000.0, 4_000.0)),
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 4.5, &[("gateway_a", 0.1)]),
-                stages: Breakdown::new(),
+                stages: ForwardStages::default(),
             }),
             ..Sections::default()
         });
@@ -523,6 +557,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("gateway_a 0.10"), "{text}");
+        assert!(
+            text.contains("forward p50 decomposition: none"),
+            "no metric, no split: {text}"
+        );
         assert!(!text.contains("pull reply→drained"), "{text}");
     }
 
@@ -554,7 +592,7 @@ mod tests {
             raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 2.9, &[("gateway_a", 0.1), ("gateway_b", 0.2)]),
-                stages: Breakdown::new(),
+                stages: ForwardStages::default(),
             }),
             scale: Some(ScaleResult {
                 heartbeat_ms: 5_000,
@@ -585,6 +623,31 @@ mod tests {
         assert!(goal_line(&text, "migration move").ends_with("not measured"), "{text}");
         assert!(
             text.contains("≥0.8× met") && text.contains("≤0.15 met/MISSED"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_decomposition_is_one_line_of_means() {
+        let d = Decomposition {
+            p50_ms: 3.5,
+            raw_round_trip_p50_ms: 1.2,
+            herdr_inject_mean_ms: 0.8,
+            verify_a_mean_ms: 0.05,
+            verify_b_mean_ms: 0.15,
+            rest_ms: 1.3,
+            publish_a_mean_ms: Some(0.7),
+            report_b_mean_ms: None,
+            await_injected_a_mean_ms: Some(2.5),
+        };
+        let mut t = Table::default();
+        decomposition_rows(&mut t, Some(&d));
+        let text = t.0.join("\n");
+        assert!(
+            text.contains("p50 3.50 ms = raw round trip p50 1.20 + herdr (b inject) 0.80 + verify a 0.050")
+                && text.contains("HTTP/MCP, scheduling and other gateway work 1.30")
+                && text.contains("stage figures are means")
+                && text.contains("report b -"),
             "{text}"
         );
     }
