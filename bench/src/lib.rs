@@ -9,7 +9,7 @@
 //! - [`raw`] — the baseline: pipelined confirms → durable queue → manual-ack consumer
 //! - [`paths`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
 //! - [`presence`] — roster convergence after a gateway start
-//! - [`scale`] — gateway RSS and CPU with 1, 100, 1000 local entities
+//! - [`scale`] — gateway RSS, CPU and heartbeat rounds with 1, 100, 1000 (… 10,000) local entities
 //! - [`presence_model`] — from the scale run's per-message costs, presence priced for fleets of
 //!   10 to 1,000 hosts, per-entity (SPEC §8) and host-batched (docs/PRESENCE-BATCH.md)
 //! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a

@@ -246,7 +246,7 @@ fn decomposition_rows(t: &mut Table, d: Option<&Decomposition>) {
     };
     t.line(format!(
         "forward p50 decomposition (1 sender; stage figures are means): p50 {:.2} ms = raw round trip p50 {:.2} \
-         + herdr (b inject) {:.2} + verify a {:.3} + verify b {:.3} + HTTP/MCP, scheduling and other gateway work {:.2}",
+         (mean of the raw runs) + herdr (b inject) {:.2} + verify a {:.3} + verify b {:.3} + HTTP/MCP, scheduling and other gateway work {:.2}",
         d.p50_ms, d.raw_round_trip_p50_ms, d.herdr_inject_mean_ms, d.verify_a_mean_ms, d.verify_b_mean_ms, d.rest_ms
     ));
     let ms = |x: Option<f64>| x.map(|x| format!("{x:.2} ms")).unwrap_or_else(|| "-".into());
@@ -408,20 +408,20 @@ fn goal_rows(t: &mut Table, r: &Report) {
         let value = value.unwrap_or_else(|| "-".into());
         t.line(format!("  {name:<57} {value:>14} {goal:>12}  {verdict}{note}"));
     };
-    let pairs = s.forward.as_ref().map(|f| f.result.senders);
-    let workers = s.pull.as_ref().map(|p| p.result.workers);
-    let n = |x: Option<usize>| x.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+    // The pairs the paths ran with, or would have.
+    let pairs = s.forward.as_ref().map_or(r.settings.paths.pairs, |f| f.result.senders);
+    let workers = s.pull.as_ref().map_or(r.settings.paths.pairs, |p| p.result.workers);
     let ratio = |x: Option<&Goal>| x.map(|x| format!("{:.2}×", x.value));
     let ms = |x: Option<&Goal>, digits: usize| x.map(|x| format!("{:.digits$} ms", x.value));
     line(
-        format!("forward briefs/s ({} senders) ÷ raw envelope echo", n(pairs)),
+        format!("forward briefs/s ({pairs} senders) ÷ raw envelope echo"),
         ratio(g.forward_to_envelope_echo.as_ref()),
         format!("≥ {GOAL_FORWARD_TO_ENVELOPE_ECHO}×"),
         verdict(g.forward_to_envelope_echo.as_ref()),
         String::new(),
     );
     line(
-        format!("pull replies/s ({} workers) ÷ raw envelope echo", n(workers)),
+        format!("pull replies/s ({workers} workers) ÷ raw envelope echo"),
         ratio(g.pull_to_envelope_echo.as_ref()),
         format!("≥ {GOAL_PULL_TO_ENVELOPE_ECHO}×"),
         verdict(g.pull_to_envelope_echo.as_ref()),
@@ -644,8 +644,9 @@ mod tests {
         decomposition_rows(&mut t, Some(&d));
         let text = t.0.join("\n");
         assert!(
-            text.contains("p50 3.50 ms = raw round trip p50 1.20 + herdr (b inject) 0.80 + verify a 0.050")
-                && text.contains("HTTP/MCP, scheduling and other gateway work 1.30")
+            text.contains(
+                "p50 3.50 ms = raw round trip p50 1.20 (mean of the raw runs) + herdr (b inject) 0.80 + verify a 0.050"
+            ) && text.contains("HTTP/MCP, scheduling and other gateway work 1.30")
                 && text.contains("stage figures are means")
                 && text.contains("report b -"),
             "{text}"
