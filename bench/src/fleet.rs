@@ -35,19 +35,28 @@ pub struct Fleet {
     dir: PathBuf,
     amqp_url: String,
     gateway_cmd: String,
+    /// Variables every host's gateway gets (the run's tunables, e.g. `FLEET_HEARTBEAT_MS`).
+    env: BTreeMap<String, String>,
     keys: BTreeMap<String, HostKey>,
     pub hosts: BTreeMap<String, BenchHost>,
 }
 
 impl Fleet {
     /// A fleet in `dir` whose gateways connect to `amqp_url`; `hosts` names every host that may
-    /// ever be started (their keys are pinned everywhere).
-    pub fn new(dir: PathBuf, amqp_url: String, gateway_cmd: String, hosts: &[String]) -> Fleet {
+    /// ever be started (their keys are pinned everywhere); every gateway gets `env`.
+    pub fn new(
+        dir: PathBuf,
+        amqp_url: String,
+        gateway_cmd: String,
+        env: BTreeMap<String, String>,
+        hosts: &[String],
+    ) -> Fleet {
         let keys = hosts.iter().map(|h| (h.clone(), HostKey::generate(h))).collect();
         Fleet {
             dir,
             amqp_url,
             gateway_cmd,
+            env,
             keys,
             hosts: BTreeMap::new(),
         }
@@ -71,12 +80,17 @@ impl Fleet {
             dir: hdir,
             key,
             peers: self.keys.clone(),
-            extra_env: env.clone(),
+            extra_env: self
+                .env
+                .iter()
+                .chain(env)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         };
         Ok((spec, herdr))
     }
 
-    /// Starts `host` and waits for its `/readyz`.
+    /// Starts `host` (with `env` over the fleet's variables) and waits for its `/readyz`.
     pub async fn start_host(&mut self, host: &str, env: &BTreeMap<String, String>) -> anyhow::Result<()> {
         let (spec, herdr) = self.prepare(host, env).await?;
         let gateway = GatewayProcess::start(spec).await?;

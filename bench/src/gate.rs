@@ -10,7 +10,8 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use super::report::Ratios;
 
 /// How much worse than the baseline a ratio may get before it is a regression (20 %).
 pub const DROP: f64 = 0.20;
@@ -22,14 +23,33 @@ enum Better {
     Lower,
 }
 
-/// The ratios the gate watches (keys of the report's `ratios`), and which way is better.
-const GATED: [(&str, Better); 6] = [
-    ("forward_briefs_to_raw_echo", Better::Higher),
-    ("forward_briefs_to_raw", Better::Higher),
-    ("pull_replies_to_raw", Better::Higher),
-    ("forward_p50_to_raw_round_trip", Better::Lower),
-    ("migration_replies_to_raw_publish", Better::Higher),
-    ("migration_move_to_raw_move", Better::Higher),
+/// A ratio of the report, by its name in the report's `ratios` (and in the baseline file).
+type Pick = fn(&Ratios) -> Option<f64>;
+
+/// The ratios the gate watches, and which way is better.
+const GATED: [(&str, Pick, Better); 6] = [
+    (
+        "forward_briefs_to_raw_echo",
+        |r| r.forward_briefs_to_raw_echo,
+        Better::Higher,
+    ),
+    ("forward_briefs_to_raw", |r| r.forward_briefs_to_raw, Better::Higher),
+    ("pull_replies_to_raw", |r| r.pull_replies_to_raw, Better::Higher),
+    (
+        "forward_p50_to_raw_round_trip",
+        |r| r.forward_p50_to_raw_round_trip,
+        Better::Lower,
+    ),
+    (
+        "migration_replies_to_raw_publish",
+        |r| r.migration_replies_to_raw_publish,
+        Better::Higher,
+    ),
+    (
+        "migration_move_to_raw_move",
+        |r| r.migration_move_to_raw_move,
+        Better::Higher,
+    ),
 ];
 
 /// The checked-in baseline: ratios only, with where they came from.
@@ -64,21 +84,21 @@ pub struct Gate {
     pub trusted: bool,
 }
 
-/// The report's gated ratios, as a baseline recorded now.
-pub fn baseline_of(report: &Value, recorded: String) -> Baseline {
+/// The run's gated ratios, as a baseline recorded now.
+pub fn baseline_of(ratios: &Ratios, recorded: String) -> Baseline {
     let ratios = GATED
         .iter()
-        .filter_map(|(k, _)| Some((k.to_string(), report["ratios"][*k].as_f64()?)))
+        .filter_map(|(k, pick, _)| Some((k.to_string(), pick(ratios)?)))
         .collect();
     Baseline { recorded, ratios }
 }
 
-/// Compares the report's ratios with `baseline`; ratios missing on either side are left out.
-pub fn compare(report: &Value, baseline: &Baseline) -> Vec<Compared> {
+/// Compares the run's ratios with `baseline`; ratios missing on either side are left out.
+pub fn compare(ratios: &Ratios, baseline: &Baseline) -> Vec<Compared> {
     GATED
         .iter()
-        .filter_map(|(k, better)| {
-            let now = report["ratios"][*k].as_f64()?;
+        .filter_map(|(k, pick, better)| {
+            let now = pick(ratios)?;
             let base = *baseline.ratios.get(*k)?;
             if base <= 0.0 || now <= 0.0 {
                 return None;
@@ -161,11 +181,14 @@ pub fn lines(g: &Gate) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn report(fwd: f64, p50: f64) -> Value {
-        json!({"ratios": {"forward_briefs_to_raw_echo": fwd, "forward_p50_to_raw_round_trip": p50,
-                          "pull_replies_to_raw": null}})
+    fn report(fwd: f64, p50: f64) -> Ratios {
+        Ratios {
+            forward_briefs_to_raw_echo: Some(fwd),
+            forward_p50_to_raw_round_trip: Some(p50),
+            pull_replies_to_raw: None,
+            ..Ratios::default()
+        }
     }
 
     #[test]

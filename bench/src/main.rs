@@ -57,7 +57,7 @@ async fn main() -> std::process::ExitCode {
         Ok(report) => {
             println!("{}", bench::table(&report));
             println!("JSON: {}", opts.out.display());
-            if bench::migration_lost(&report) {
+            if report.migration_lost() {
                 // A move that loses replies is a failure whatever its speed.
                 eprintln!("fleet-bench: the migration lost or damaged replies (see the table and the JSON)");
                 return std::process::ExitCode::FAILURE;

@@ -38,7 +38,7 @@ use lapin::options::{
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::fleet::Fleet;
@@ -46,9 +46,6 @@ use super::stats::{CpuProbe, CpuSpent};
 use fleet_conformance::envelope::Envelope;
 use fleet_conformance::herdr::{AgentStatus, InputReaction};
 use fleet_conformance::legacy::{amqp_code, derived_msg_id, legacy_queue_name};
-
-/// Issue 16: at least this many replies per second on this machine.
-pub const GOAL_MIGRATION_REPLIES_PER_S: f64 = 1_000.0;
 
 /// The raw move's batch: the reference gateway's (`reference-gateway/src/migration.rs`).
 pub const RAW_MOVE_BATCH: usize = 100;
@@ -70,7 +67,7 @@ pub struct MigrationSettings {
 }
 
 /// N messages in some wall time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rate {
     pub messages: usize,
     pub seconds: f64,
@@ -88,7 +85,7 @@ impl Rate {
 }
 
 /// What the main's inbox held after the move.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Verified {
     pub expected: usize,
     /// Messages in the main's inbox (passive declare, the main's gateway stopped).
@@ -109,7 +106,7 @@ pub struct Verified {
 }
 
 /// What the migration section measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MigrationResult {
     pub replies: usize,
     pub message_bytes: usize,
@@ -145,17 +142,6 @@ pub struct MigrationResult {
     pub cpu: CpuSpent,
     pub cpu_ms_per_reply: BTreeMap<String, f64>,
     pub verified: Verified,
-}
-
-impl MigrationResult {
-    /// The goal of issue 16 as the report's `goals` entry.
-    pub fn goal(&self) -> Value {
-        json!({
-            "value": self.replies_per_s,
-            "goal": GOAL_MIGRATION_REPLIES_PER_S,
-            "met": self.replies_per_s >= GOAL_MIGRATION_REPLIES_PER_S,
-        })
-    }
 }
 
 /// One legacy reply: its v1 `message_id` and body.

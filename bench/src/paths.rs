@@ -5,7 +5,8 @@
 //!
 //! - **forward** (SPEC §5): `bridge_send(to=worker, wait_reply=false)` returns once INJECTED came
 //!   back: main → gateway a → broker → gateway b → herdr inject + submit check → INJECTED → a.
-//!   Throughput with every pair sending at once; latency with one sender, one brief at a time.
+//!   Warm-up, throughput with every pair sending at once, and latency with one sender, one brief
+//!   at a time, are three calls, so the caller can read the gateways' stage metrics around each.
 //! - **pull** (SPEC §6): the worker's `bridge_reply` → broker → gateway a holds it → the main
 //!   drains it: `bridge_wait` until something is held, then `bridge_poll` (batches of up to 100)
 //!   for the rest, so a main never spins on empty polls. Throughput with every pair at once; the
@@ -15,13 +16,18 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::fleet::{Fleet, Member};
 use super::stats::{CpuProbe, CpuSpent, Latency};
 use fleet_conformance::herdr::InputReaction;
 use fleet_conformance::mcp::{McpClient, McpHandle};
+
+/// The host of the mains (the senders' gateway, "gateway a").
+pub const SENDER_HOST: &str = "a";
+/// The host of the workers (the gateway that injects, "gateway b").
+pub const WORKER_HOST: &str = "b";
 
 /// Settings of the path runs.
 #[derive(Debug, Clone)]
@@ -42,13 +48,16 @@ pub struct Pair {
     worker_mcp: McpClient,
 }
 
-/// Registers `n` pairs (mains on `a`, workers on `b`) and opens their MCP sessions.
+/// Registers `n` pairs (mains on [`SENDER_HOST`], workers on [`WORKER_HOST`]) and opens their MCP
+/// sessions.
 pub async fn pairs(fleet: &Fleet, n: usize) -> anyhow::Result<Vec<Pair>> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let main = fleet.add("a", "main", None, InputReaction::StartWorking).await?;
+        let main = fleet
+            .add(SENDER_HOST, "main", None, InputReaction::StartWorking)
+            .await?;
         let worker = fleet
-            .add("b", "worker", Some(&main.gid), InputReaction::WorksBriefly)
+            .add(WORKER_HOST, "worker", Some(&main.gid), InputReaction::WorksBriefly)
             .await?;
         let main_mcp = fleet.mcp(&main).await?;
         let worker_mcp = fleet.mcp(&worker).await?;
@@ -63,7 +72,7 @@ pub async fn pairs(fleet: &Fleet, n: usize) -> anyhow::Result<Vec<Pair>> {
 }
 
 /// What the forward path measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ForwardResult {
     pub briefs: usize,
     pub senders: usize,
@@ -82,7 +91,7 @@ pub struct ForwardResult {
 }
 
 /// What the pull path measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PullResult {
     pub replies: usize,
     pub workers: usize,
@@ -122,9 +131,8 @@ async fn send(h: &McpHandle, to: &str, text: &str) -> anyhow::Result<Result<Dura
     })
 }
 
-/// The forward path: warm-up, throughput with every pair, then single-sender latency.
-pub async fn forward(pairs: &[Pair], s: &PathSettings, cpu: &CpuProbe) -> anyhow::Result<ForwardResult> {
-    let first = pairs.first().ok_or_else(|| anyhow!("no pairs"))?;
+/// Warm-up of the forward path: `warmup` briefs per pair, each of which must be injected.
+pub async fn forward_warmup(pairs: &[Pair], s: &PathSettings) -> anyhow::Result<()> {
     for p in pairs {
         for i in 0..s.warmup {
             let text = padded(format!("warm-up {i} "), s.size);
@@ -133,7 +141,26 @@ pub async fn forward(pairs: &[Pair], s: &PathSettings, cpu: &CpuProbe) -> anyhow
             }
         }
     }
-    let per = s.briefs.div_ceil(pairs.len().max(1));
+    Ok(())
+}
+
+/// The forward path's throughput run: every pair sending at once.
+#[derive(Debug, Clone)]
+pub struct ForwardThroughput {
+    senders: usize,
+    wall: Duration,
+    /// SEND→INJECTED of each brief that came back injected.
+    latencies: Vec<Duration>,
+    failures: Vec<String>,
+    cpu: CpuSpent,
+}
+
+/// Throughput: every pair sends its share of `briefs`, one brief at a time each.
+pub async fn forward_throughput(pairs: &[Pair], s: &PathSettings, cpu: &CpuProbe) -> anyhow::Result<ForwardThroughput> {
+    if pairs.is_empty() {
+        return Err(anyhow!("no pairs"));
+    }
+    let per = s.briefs.div_ceil(pairs.len());
     let before = cpu.snapshot();
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -155,38 +182,66 @@ pub async fn forward(pairs: &[Pair], s: &PathSettings, cpu: &CpuProbe) -> anyhow
             (lat, failed)
         }));
     }
-    let mut lat = Vec::new();
-    let mut failed = Vec::new();
+    let mut latencies = Vec::new();
+    let mut failures = Vec::new();
     for t in tasks {
         let (l, f) = t.await.context("a forward sender panicked")?;
-        lat.extend(l);
-        failed.extend(f);
+        latencies.extend(l);
+        failures.extend(f);
     }
     let wall = started.elapsed();
-    let spent = before.until(&cpu.snapshot());
-    let done = lat.len();
+    Ok(ForwardThroughput {
+        senders: pairs.len(),
+        wall,
+        latencies,
+        failures,
+        cpu: before.until(&cpu.snapshot()),
+    })
+}
+
+/// The forward path's latency run: one sender, one brief at a time.
+#[derive(Debug, Clone)]
+pub struct ForwardSingle {
+    latencies: Vec<Duration>,
+    failures: Vec<String>,
+}
+
+/// Latency: the first pair's main sends `latency_samples` briefs, each after the last came back.
+pub async fn forward_single(pairs: &[Pair], s: &PathSettings) -> anyhow::Result<ForwardSingle> {
+    let first = pairs.first().ok_or_else(|| anyhow!("no pairs"))?;
     let h = first.main_mcp.handle();
-    let mut single = Vec::with_capacity(s.latency_samples);
+    let mut latencies = Vec::with_capacity(s.latency_samples);
+    let mut failures = Vec::new();
     for k in 0..s.latency_samples {
         let text = padded(format!("latency {k} "), s.size);
         match send(&h, &first.worker.gid, &text).await? {
-            Ok(d) => single.push(d),
-            Err(status) => failed.push(status),
+            Ok(d) => latencies.push(d),
+            Err(status) => failures.push(status),
         }
     }
-    Ok(ForwardResult {
-        briefs: done,
-        senders: pairs.len(),
-        seconds: wall.as_secs_f64(),
-        briefs_per_s: done as f64 / wall.as_secs_f64().max(1e-9),
-        msgs_per_s: 2.0 * done as f64 / wall.as_secs_f64().max(1e-9),
-        failures: failed.len(),
-        first_failure: failed.first().cloned(),
-        latency: Latency::of(&single),
-        loaded_latency: Latency::of(&lat),
-        cpu_ms_per_brief: spent.per_unit_ms(done),
-        cpu: spent,
-    })
+    Ok(ForwardSingle { latencies, failures })
+}
+
+impl ForwardResult {
+    /// The forward path's figures from its throughput and latency runs.
+    pub fn of(t: ForwardThroughput, single: ForwardSingle) -> ForwardResult {
+        let done = t.latencies.len();
+        let secs = t.wall.as_secs_f64().max(1e-9);
+        let failures: Vec<String> = t.failures.into_iter().chain(single.failures).collect();
+        ForwardResult {
+            briefs: done,
+            senders: t.senders,
+            seconds: t.wall.as_secs_f64(),
+            briefs_per_s: done as f64 / secs,
+            msgs_per_s: 2.0 * done as f64 / secs,
+            failures: failures.len(),
+            first_failure: failures.into_iter().next(),
+            latency: Latency::of(&single.latencies),
+            loaded_latency: Latency::of(&t.latencies),
+            cpu_ms_per_brief: t.cpu.per_unit_ms(done),
+            cpu: t.cpu,
+        }
+    }
 }
 
 /// Parses the `<nanos> ` prefix of a pull-path text.
@@ -333,4 +388,40 @@ pub async fn pull(pairs: &[Pair], s: &PathSettings, cpu: &CpuProbe) -> anyhow::R
         cpu_ms_per_reply: spent.per_unit_ms(done),
         cpu: spent,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_forward_figures_take_rates_from_the_throughput_run_and_latency_from_the_single() {
+        let ms = Duration::from_millis;
+        let t = ForwardThroughput {
+            senders: 8,
+            wall: Duration::from_secs(2),
+            latencies: vec![ms(10); 1_000],
+            failures: vec!["busy".into()],
+            cpu: CpuSpent {
+                wall_s: 2.0,
+                seconds: [("gateway_a".to_string(), 0.2)].into(),
+                machine_s: 1.0,
+                capacity_s: 4.0,
+            },
+        };
+        let single = ForwardSingle {
+            latencies: vec![ms(3), ms(4), ms(5)],
+            failures: vec!["inject_timeout".into()],
+        };
+        let r = ForwardResult::of(t, single);
+        assert_eq!((r.briefs, r.briefs_per_s, r.msgs_per_s), (1_000, 500.0, 1_000.0));
+        assert_eq!((r.latency.n, r.latency.p50_ms), (3, 4.0));
+        assert_eq!(r.loaded_latency.p50_ms, 10.0);
+        assert_eq!((r.failures, r.first_failure.as_deref()), (2, Some("busy")));
+        assert!(
+            (r.cpu_ms_per_brief["gateway_a"] - 0.2).abs() < 1e-9,
+            "{:?}",
+            r.cpu_ms_per_brief
+        );
+    }
 }

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::fleet::Fleet;
 
 /// One start of a fresh gateway.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Trial {
     pub host: String,
     pub ready_ms: f64,
@@ -26,7 +26,7 @@ pub struct Trial {
     pub peer_visible_at_new_ms: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PresenceResult {
     pub heartbeat_ms: u64,
     pub trials: Vec<Trial>,

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::scale::ScalePoint;
 
-/// The spec's default heartbeat interval H (PRS-1), which the bench's gateways run with.
+/// The spec's default heartbeat interval H (PRS-1), the bench's default `--heartbeat-ms` (a run
+/// prices with the H its scale run used).
 pub const HEARTBEAT_S: f64 = 5.0;
 
 /// Fleet sizes the model prices: hosts × agents per host.

@@ -25,7 +25,7 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::stats::{CpuProbe, CpuSpent, Latency};
@@ -46,7 +46,7 @@ pub struct RawSettings {
 }
 
 /// What the raw run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RawResult {
     pub messages: usize,
     pub seconds: f64,
@@ -67,7 +67,7 @@ pub struct RawResult {
 
 /// `flows` concurrent publish → echo → consume round trips: the forward path's shape (two
 /// confirmed persistent messages per round trip, a handful in flight) without gateways.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EchoResult {
     pub flows: usize,
     pub round_trips: usize,

@@ -1,12 +1,17 @@
 //! Gateway footprint by number of local entities: memory and CPU at rest.
 //!
 //! One gateway (host `s`) gets a main, then workers (parent: that main) registered through
-//! `POST /v1/entities` until it holds 1, 100, 1000 … entities. Each entity is an inbox queue with
-//! its bindings, an exclusive consumer on its own channel, and a heartbeat every interval (plus a
-//! herdr status read per heartbeat). After each level the gateway settles for one heartbeat, then
-//! its CPU (`/proc/<pid>/stat`) is sampled over a fixed window, and its RSS read at the end. A tap
-//! queue on `bridge.roster` times each heartbeat round (the gateway publishes one presence per
-//! entity, one after the other, each confirmed).
+//! `POST /v1/entities` until it holds 1, 100, 1000 … entities (`--entities`, up to 10,000 and
+//! beyond). Each entity is an inbox queue with its bindings, an exclusive consumer on its own
+//! channel, and a heartbeat every interval H (plus a herdr status read per heartbeat). After each
+//! level the gateway settles for one heartbeat, then its CPU (`/proc/<pid>/stat`) is sampled over
+//! a fixed window, and its RSS (`VmRSS`) read at the end. A tap queue on `bridge.roster` times each
+//! heartbeat round: from the first to the last presence of one burst (one per entity plus the
+//! gateway's own).
+//!
+//! A gateway that refuses a registration on the way to a level (a broker's channel limit, say)
+//! ends the run there: the levels reached are kept and the refusal is reported, so the figures of
+//! a level that could not be reached show as not measured instead of failing the whole bench.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,7 +21,7 @@ use futures_util::StreamExt as _;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::fleet::{Fleet, Member};
 use super::stats::{CpuProbe, process_fds, process_memory};
@@ -30,10 +35,39 @@ pub struct ScaleSettings {
     pub settle: Duration,
     /// Registrations in flight at once.
     pub concurrency: usize,
+    /// H, the heartbeat interval the gateway was started with (`FLEET_HEARTBEAT_MS`).
+    pub heartbeat_ms: u64,
+}
+
+/// What the scale run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScaleResult {
+    /// H, the heartbeat interval the measured gateway ran with.
+    pub heartbeat_ms: u64,
+    /// One point per level reached.
+    pub points: Vec<ScalePoint>,
+    /// The level the gateway did not let the run reach, if any.
+    pub refused: Option<Refused>,
+}
+
+/// A registration the gateway refused on the way to a level.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Refused {
+    pub level: usize,
+    /// Entities registered when the first refusal came back.
+    pub reached: usize,
+    pub error: String,
+}
+
+impl ScaleResult {
+    /// The point with the most entities.
+    pub fn largest(&self) -> Option<&ScalePoint> {
+        self.points.iter().max_by_key(|p| p.entities)
+    }
 }
 
 /// The gateway at one entity count.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScalePoint {
     pub entities: usize,
     /// Wall time of the registrations that brought it to this level.
@@ -114,14 +148,14 @@ impl RosterTap {
     }
 }
 
-/// Splits arrivals into rounds (gaps over a second) and returns (complete rounds, mean round
-/// duration ms, mean presences per round). The first and last rounds may be cut by the window
-/// and are left out when there are more than two.
-fn rounds(arrivals: &[Instant]) -> (usize, f64, f64) {
+/// Splits arrivals into rounds (a gap longer than `gap` starts a new one) and returns (complete
+/// rounds, mean round duration ms, mean presences per round). The first and last rounds may be
+/// cut by the window and are left out when there are more than two.
+fn rounds(arrivals: &[Instant], gap: Duration) -> (usize, f64, f64) {
     let mut bursts: Vec<(Instant, Instant, usize)> = Vec::new();
     for &t in arrivals {
         match bursts.last_mut() {
-            Some((_, last, n)) if t.duration_since(*last) < Duration::from_secs(1) => {
+            Some((_, last, n)) if t.duration_since(*last) < gap => {
                 *last = t;
                 *n += 1;
             }
@@ -145,36 +179,71 @@ fn rounds(arrivals: &[Instant]) -> (usize, f64, f64) {
     (inner.len(), ms, per)
 }
 
-/// Grows host `s` through `levels` and measures each.
+/// Gaps between presences of one round are milliseconds; between rounds, H minus a round.
+fn round_gap(heartbeat_ms: u64) -> Duration {
+    Duration::from_millis((heartbeat_ms / 5).clamp(50, 1_000))
+}
+
+/// Registers workers of `parent` on host `s` until `members` holds `level`; the first refusal
+/// ends it (registrations still in flight are dropped) and is returned.
+async fn grow(fleet: &Fleet, members: &mut Vec<Member>, level: usize, s: &ScaleSettings) -> Option<String> {
+    if members.is_empty() && level > 0 {
+        match fleet.add("s", "main", None, InputReaction::StartWorking).await {
+            Ok(m) => members.push(m),
+            Err(e) => return Some(format!("{e:#}")),
+        }
+    }
+    let parent = members.first()?.gid.clone();
+    let missing = level.saturating_sub(members.len());
+    let started = Instant::now();
+    let mut added = futures_util::stream::iter(0..missing)
+        .map(|_| fleet.add("s", "worker", Some(&parent), InputReaction::WorksBriefly))
+        .buffer_unordered(s.concurrency.max(1));
+    let mut done = 0;
+    while let Some(m) = added.next().await {
+        match m {
+            Ok(m) => members.push(m),
+            Err(e) => return Some(format!("{e:#}")),
+        }
+        done += 1;
+        if done % 1_000 == 0 && done < missing {
+            eprintln!(
+                "fleet-bench: scale: {} of {level} entities ({:.0} registrations/s)",
+                members.len(),
+                done as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            );
+        }
+    }
+    None
+}
+
+/// Grows host `s` through `levels` and measures each, until the gateway refuses a registration.
 pub async fn run(
     fleet: &Fleet,
     amqp_url: &str,
     s: &ScaleSettings,
     broker_pid: Option<u32>,
-) -> anyhow::Result<Vec<ScalePoint>> {
+) -> anyhow::Result<ScaleResult> {
     let tap = RosterTap::start(amqp_url).await?;
     let host = fleet.host("s")?;
     let pid = host.gateway.pid().ok_or_else(|| anyhow!("gateway s has no pid"))?;
     let mut members: Vec<Member> = Vec::new();
     let mut points = Vec::new();
+    let mut refused = None;
     for &level in &s.levels {
         let started = Instant::now();
         let before = members.len();
-        if members.is_empty() && level > 0 {
-            members.push(fleet.add("s", "main", None, InputReaction::StartWorking).await?);
-        }
-        let parent = members
-            .first()
-            .map(|m| m.gid.clone())
-            .ok_or_else(|| anyhow!("no main"))?;
-        let missing = level.saturating_sub(members.len());
-        let added: Vec<anyhow::Result<Member>> = futures_util::stream::iter(0..missing)
-            .map(|_| fleet.add("s", "worker", Some(&parent), InputReaction::WorksBriefly))
-            .buffer_unordered(s.concurrency.max(1))
-            .collect()
-            .await;
-        for m in added {
-            members.push(m?);
+        if let Some(error) = grow(fleet, &mut members, level, s).await {
+            eprintln!(
+                "fleet-bench: scale: the gateway refused entity {} of {level}: {error}",
+                members.len() + 1
+            );
+            refused = Some(Refused {
+                level,
+                reached: members.len(),
+                error,
+            });
+            break;
         }
         let register_s = started.elapsed().as_secs_f64();
         tokio::time::sleep(s.settle).await;
@@ -185,7 +254,8 @@ pub async fn run(
         let a = probe.snapshot();
         tokio::time::sleep(s.window).await;
         let spent = a.until(&probe.snapshot());
-        let (heartbeat_rounds, heartbeat_round_ms, presences_per_round) = rounds(&tap.take());
+        let (heartbeat_rounds, heartbeat_round_ms, presences_per_round) =
+            rounds(&tap.take(), round_gap(s.heartbeat_ms));
         let (rss, hwm, threads) = process_memory(pid).ok_or_else(|| anyhow!("gateway s is gone"))?;
         let pct = |name: &str| spent.seconds.get(name).map(|c| 100.0 * c / spent.wall_s.max(1e-9));
         points.push(ScalePoint {
@@ -205,5 +275,29 @@ pub async fn run(
         });
     }
     let _ = tap.conn.close(200, "done".into()).await;
-    Ok(points)
+    Ok(ScaleResult {
+        heartbeat_ms: s.heartbeat_ms,
+        points,
+        refused,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bursts_split_at_gaps_and_the_cut_ends_are_left_out() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Four bursts of three presences, 10 ms apart, every 5 s.
+        let arrivals: Vec<Instant> = (0..4)
+            .flat_map(|r| (0..3).map(move |i| at(5_000 * r + 10 * i)))
+            .collect();
+        let (n, ms, per) = rounds(&arrivals, round_gap(5_000));
+        assert_eq!(n, 2, "the first and the last burst may be cut by the window");
+        assert!((ms - 20.0).abs() < 1e-6 && (per - 3.0).abs() < 1e-9, "{ms} {per}");
+        assert_eq!(rounds(&[], round_gap(5_000)), (0, 0.0, 0.0));
+        assert_eq!(round_gap(5_000), Duration::from_secs(1));
+    }
 }

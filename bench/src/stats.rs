@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Percentiles of one latency series, in milliseconds.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Latency {
     pub n: usize,
     pub p50_ms: f64,
@@ -111,7 +111,7 @@ pub struct CpuSnapshot {
 }
 
 /// CPU spent between two snapshots.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CpuSpent {
     pub wall_s: f64,
     /// CPU seconds per probed process.

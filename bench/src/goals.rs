@@ -1,0 +1,326 @@
+//! The goals of issue 16 a run is judged against: each a measured figure, its bound, and whether
+//! it was met.
+//!
+//! Why a module: a goal is the one place the bench says "good enough" about a number, so the
+//! bounds, which figure each is taken from and the rule for a figure that was not measured (no
+//! goal entry, never a made-up pass) live together, apart from the measuring and the printing.
+//!
+//! | figure | goal |
+//! |---|---|
+//! | forward briefs/s (8 senders) ÷ raw envelope echo round trips/s | ≥ 0.8× |
+//! | pull replies/s (8 workers) ÷ raw envelope echo round trips/s | ≥ 0.8× |
+//! | gateway CPU per brief, each side (a = sender, b = worker) | ≤ 0.15 ms each |
+//! | SEND→INJECTED p50 (1 sender) − raw unloaded round-trip p50 | ≤ +1 ms |
+//! | RSS of one gateway with 10,000 entities | ≤ 150 MiB |
+//! | heartbeat round at the largest entity count | ≤ H/5 |
+//! | migration move (registration → legacy queue gone) | ≥ 1,000 replies/s |
+//!
+//! The "envelope echo" is the raw round trip with the gateway's wire shape (a topic exchange and
+//! the envelope's headers, [`super::raw`]): the broker work a brief costs, without a gateway.
+
+use serde::{Deserialize, Serialize};
+
+use super::report::{Ratios, Sections};
+use super::scale::{ScalePoint, ScaleResult};
+
+/// Forward briefs/s over the raw envelope echo round trips/s, at least.
+pub const GOAL_FORWARD_TO_ENVELOPE_ECHO: f64 = 0.8;
+/// Pull replies/s over the raw envelope echo round trips/s, at least.
+pub const GOAL_PULL_TO_ENVELOPE_ECHO: f64 = 0.8;
+/// Gateway CPU per forwarded brief on each side, ms, at most.
+pub const GOAL_CPU_MS_PER_BRIEF: f64 = 0.15;
+/// SEND→INJECTED p50 (one sender) over the raw unloaded round trip, ms, at most.
+pub const GOAL_FORWARD_P50_DELTA_MS: f64 = 1.0;
+/// RSS of one gateway holding [`GOAL_RSS_ENTITIES`] entities, MiB, at most.
+pub const GOAL_RSS_MIB: f64 = 150.0;
+pub const GOAL_RSS_ENTITIES: usize = 10_000;
+/// A heartbeat round at the largest entity count, as a fraction of H, at most.
+pub const GOAL_HEARTBEAT_ROUND_OF_H: f64 = 0.2;
+/// Legacy replies moved per second, at least.
+pub const GOAL_MIGRATION_REPLIES_PER_S: f64 = 1_000.0;
+
+/// Which side of the goal a figure has to be on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    AtLeast,
+    AtMost,
+}
+
+/// One measured figure against its goal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Goal {
+    pub value: f64,
+    pub goal: f64,
+    pub bound: Bound,
+    pub met: bool,
+}
+
+impl Goal {
+    /// `value` has to be at least `goal`.
+    pub fn at_least(value: f64, goal: f64) -> Goal {
+        Goal {
+            value,
+            goal,
+            bound: Bound::AtLeast,
+            met: value >= goal,
+        }
+    }
+
+    /// `value` has to be at most `goal`.
+    pub fn at_most(value: f64, goal: f64) -> Goal {
+        Goal {
+            value,
+            goal,
+            bound: Bound::AtMost,
+            met: value <= goal,
+        }
+    }
+}
+
+/// `met`, `MISSED`, or `not measured` for a goal whose figure the run did not produce.
+pub fn verdict(g: Option<&Goal>) -> &'static str {
+    match g {
+        Some(g) if g.met => "met",
+        Some(_) => "MISSED",
+        None => "not measured",
+    }
+}
+
+/// RSS at an entity count the run did not reach, on the line through its two largest levels.
+/// An estimate beside a goal, never a goal's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Extrapolated {
+    pub entities: usize,
+    /// The two measured levels the line goes through.
+    pub from_entities: [usize; 2],
+    /// The line's slope (never below zero: a smaller RSS at more entities is noise).
+    pub kib_per_entity: f64,
+    pub rss_mib: f64,
+}
+
+/// Every goal of issue 16; `None` where the figure was not measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Goals {
+    pub forward_to_envelope_echo: Option<Goal>,
+    pub pull_to_envelope_echo: Option<Goal>,
+    /// Gateway a (the senders' side), CPU ms per brief in the forward throughput run.
+    pub cpu_ms_per_brief_gateway_a: Option<Goal>,
+    /// Gateway b (the workers' side), CPU ms per brief in the forward throughput run.
+    pub cpu_ms_per_brief_gateway_b: Option<Goal>,
+    pub forward_p50_minus_raw_round_trip_ms: Option<Goal>,
+    /// RSS of the scale run's gateway at [`GOAL_RSS_ENTITIES`] entities, MiB.
+    pub rss_mib_at_10000_entities: Option<Goal>,
+    /// When that level was not run: an estimate from the largest levels that were.
+    pub rss_mib_at_10000_extrapolated: Option<Extrapolated>,
+    /// One heartbeat round at the scale run's largest level, ms, against H/5.
+    pub heartbeat_round_ms: Option<Goal>,
+    pub migration_replies_per_s: Option<Goal>,
+}
+
+/// The smallest level with at least `entities`.
+fn at_level(scale: &ScaleResult, entities: usize) -> Option<&ScalePoint> {
+    scale
+        .points
+        .iter()
+        .filter(|p| p.entities >= entities)
+        .min_by_key(|p| p.entities)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// RSS at `entities` on the line through the two largest distinct levels below it.
+pub fn extrapolate_rss(points: &[ScalePoint], entities: usize) -> Option<Extrapolated> {
+    let mut below: Vec<&ScalePoint> = points.iter().filter(|p| p.entities < entities).collect();
+    below.sort_by_key(|p| p.entities);
+    below.dedup_by_key(|p| p.entities);
+    let [.., a, b] = below.as_slice() else {
+        return None;
+    };
+    let slope = ((b.rss_kib as f64 - a.rss_kib as f64) / (b.entities - a.entities) as f64).max(0.0);
+    Some(Extrapolated {
+        entities,
+        from_entities: [a.entities, b.entities],
+        kib_per_entity: slope,
+        rss_mib: mib(b.rss_kib) + slope * (entities - b.entities) as f64 / 1024.0,
+    })
+}
+
+impl Goals {
+    /// The goals of the measured `sections`, from their `ratios`.
+    pub fn of(sections: &Sections, ratios: &Ratios) -> Goals {
+        let cpu = |side: &str| {
+            let f = sections.forward.as_ref()?;
+            let ms = f.result.cpu_ms_per_brief.get(side)?;
+            (f.result.briefs > 0).then(|| Goal::at_most(*ms, GOAL_CPU_MS_PER_BRIEF))
+        };
+        let scale = sections.scale.as_ref();
+        let rss = scale
+            .and_then(|s| at_level(s, GOAL_RSS_ENTITIES))
+            .map(|p| Goal::at_most(mib(p.rss_kib), GOAL_RSS_MIB));
+        let extrapolated = match rss {
+            Some(_) => None,
+            None => scale.and_then(|s| extrapolate_rss(&s.points, GOAL_RSS_ENTITIES)),
+        };
+        let heartbeat = scale.and_then(|s| {
+            let p = s.largest()?;
+            let h_ms = s.heartbeat_ms as f64;
+            (p.heartbeat_rounds > 0).then(|| Goal::at_most(p.heartbeat_round_ms, GOAL_HEARTBEAT_ROUND_OF_H * h_ms))
+        });
+        Goals {
+            forward_to_envelope_echo: ratios
+                .forward_briefs_to_raw_envelope_echo
+                .map(|v| Goal::at_least(v, GOAL_FORWARD_TO_ENVELOPE_ECHO)),
+            pull_to_envelope_echo: ratios
+                .pull_replies_to_raw_envelope_echo
+                .map(|v| Goal::at_least(v, GOAL_PULL_TO_ENVELOPE_ECHO)),
+            cpu_ms_per_brief_gateway_a: cpu("gateway_a"),
+            cpu_ms_per_brief_gateway_b: cpu("gateway_b"),
+            forward_p50_minus_raw_round_trip_ms: ratios
+                .forward_p50_minus_raw_round_trip_ms
+                .map(|v| Goal::at_most(v, GOAL_FORWARD_P50_DELTA_MS)),
+            rss_mib_at_10000_entities: rss,
+            rss_mib_at_10000_extrapolated: extrapolated,
+            heartbeat_round_ms: heartbeat,
+            migration_replies_per_s: sections
+                .migration
+                .as_ref()
+                .map(|m| Goal::at_least(m.replies_per_s, GOAL_MIGRATION_REPLIES_PER_S)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+    use crate::report::{ForwardSection, ForwardStages, PullSection};
+    use crate::stages::Breakdown;
+
+    #[test]
+    fn a_bound_is_met_on_its_side_and_at_the_goal_itself() {
+        assert!(Goal::at_least(0.8, 0.8).met && !Goal::at_least(0.79, 0.8).met);
+        assert!(Goal::at_most(1.0, 1.0).met && !Goal::at_most(1.01, 1.0).met);
+        assert_eq!(verdict(Some(&Goal::at_most(2.0, 1.0))), "MISSED");
+        assert_eq!(verdict(Some(&Goal::at_least(2.0, 1.0))), "met");
+        assert_eq!(verdict(None), "not measured");
+    }
+
+    #[test]
+    fn a_figure_not_measured_has_no_goal() {
+        let g = Goals::of(&Sections::default(), &Ratios::default());
+        assert_eq!(g, Goals::default());
+    }
+
+    fn paths() -> Sections {
+        Sections {
+            // Envelope echo 5,000 round trips/s; unloaded round trip p50 2 ms.
+            raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
+            forward: Some(ForwardSection {
+                result: forward(4_500.0, 2.9, &[("gateway_a", 0.15), ("gateway_b", 0.2)]),
+                stages: ForwardStages::default(),
+            }),
+            pull: Some(PullSection {
+                result: pull(3_500.0, 2.5),
+                stages: Breakdown::new(),
+            }),
+            ..Sections::default()
+        }
+    }
+
+    #[test]
+    fn the_path_goals_are_against_the_envelope_echo_and_the_round_trip() {
+        let s = paths();
+        let g = Goals::of(&s, &Ratios::of(&s));
+        let fwd = g.forward_to_envelope_echo.expect("forward measured");
+        assert!((fwd.value - 0.9).abs() < 1e-9 && fwd.met && fwd.goal == 0.8, "{fwd:?}");
+        let pull = g.pull_to_envelope_echo.expect("pull measured");
+        assert!((pull.value - 0.7).abs() < 1e-9 && !pull.met, "{pull:?}");
+        let p50 = g.forward_p50_minus_raw_round_trip_ms.expect("latency measured");
+        assert!(
+            (p50.value - 0.9).abs() < 1e-9 && p50.met && p50.bound == Bound::AtMost,
+            "{p50:?}"
+        );
+    }
+
+    #[test]
+    fn cpu_per_brief_is_judged_on_each_side_and_needs_both_pids() {
+        let s = paths();
+        let g = Goals::of(&s, &Ratios::of(&s));
+        assert!(g.cpu_ms_per_brief_gateway_a.expect("a").met, "0.15 is at the goal");
+        assert!(!g.cpu_ms_per_brief_gateway_b.expect("b").met);
+        let mut s = paths();
+        if let Some(f) = s.forward.as_mut() {
+            f.result.cpu_ms_per_brief.remove("gateway_b");
+        }
+        let g = Goals::of(&s, &Ratios::of(&s));
+        assert!(g.cpu_ms_per_brief_gateway_a.is_some() && g.cpu_ms_per_brief_gateway_b.is_none());
+    }
+
+    fn scaled(levels: &[(usize, u64, f64)]) -> Sections {
+        Sections {
+            scale: Some(ScaleResult {
+                heartbeat_ms: 5_000,
+                points: levels
+                    .iter()
+                    .map(|&(entities, rss_mib, round_ms)| scale_point(entities, rss_mib * 1024, round_ms))
+                    .collect(),
+                refused: None,
+            }),
+            ..Sections::default()
+        }
+    }
+
+    #[test]
+    fn rss_at_10000_is_judged_only_when_that_level_ran() {
+        let s = scaled(&[(1, 20, 1.0), (1_000, 40, 30.0), (10_000, 160, 400.0)]);
+        let g = Goals::of(&s, &Ratios::of(&s));
+        let rss = g.rss_mib_at_10000_entities.expect("10,000 ran");
+        assert!(rss.value == 160.0 && !rss.met, "{rss:?}");
+        assert_eq!(g.rss_mib_at_10000_extrapolated, None);
+    }
+
+    #[test]
+    fn without_10000_entities_the_rss_goal_is_not_measured_and_extrapolated() {
+        // 20 MiB at 100, 38 MiB at 1,000: 20.48 KiB per entity → 38 + 9,000 × 20.48 / 1024 = 218.
+        let s = scaled(&[(1, 19, 1.0), (100, 20, 5.0), (1_000, 38, 30.0)]);
+        let g = Goals::of(&s, &Ratios::of(&s));
+        assert_eq!(g.rss_mib_at_10000_entities, None);
+        assert_eq!(verdict(g.rss_mib_at_10000_entities.as_ref()), "not measured");
+        let x = g
+            .rss_mib_at_10000_extrapolated
+            .expect("two levels to draw a line through");
+        assert_eq!(x.from_entities, [100, 1_000]);
+        assert!((x.rss_mib - 218.0).abs() < 1e-9, "{x:?}");
+        // One level is no line; a falling one is flat.
+        assert_eq!(extrapolate_rss(&[scale_point(1_000, 1024, 1.0)], 10_000), None);
+        let flat = extrapolate_rss(&[scale_point(1, 2048, 1.0), scale_point(100, 1024, 1.0)], 10_000).expect("line");
+        assert!(flat.kib_per_entity == 0.0 && flat.rss_mib == 1.0, "{flat:?}");
+    }
+
+    #[test]
+    fn the_heartbeat_round_is_judged_at_the_largest_level_against_a_fifth_of_h() {
+        let s = scaled(&[(1, 19, 1.0), (1_000, 38, 1_200.0)]);
+        let g = Goals::of(&s, &Ratios::of(&s));
+        let hb = g.heartbeat_round_ms.expect("rounds seen");
+        assert!(hb.goal == 1_000.0 && hb.value == 1_200.0 && !hb.met, "{hb:?}");
+        // No round seen at the largest level: not measured, whatever smaller levels saw.
+        let mut s = scaled(&[(1, 19, 1.0), (1_000, 38, 30.0)]);
+        if let Some(p) = s.scale.as_mut().and_then(|x| x.points.last_mut()) {
+            p.heartbeat_rounds = 0;
+        }
+        assert_eq!(Goals::of(&s, &Ratios::of(&s)).heartbeat_round_ms, None);
+    }
+
+    #[test]
+    fn the_migration_goal_is_a_thousand_replies_a_second() {
+        let s = Sections {
+            migration: Some(migration(999.0, true)),
+            ..Sections::default()
+        };
+        let g = Goals::of(&s, &Ratios::of(&s));
+        assert!(!g.migration_replies_per_s.expect("ran").met);
+    }
+}
