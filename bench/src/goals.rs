@@ -221,6 +221,7 @@ mod tests {
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 2.9, &[("gateway_a", 0.15), ("gateway_b", 0.2)]),
                 stages: ForwardStages::default(),
+                profile: None,
             }),
             pull: Some(PullSection {
                 result: pull(3_500.0, 2.5),

@@ -37,6 +37,7 @@ pub mod migration;
 pub mod paths;
 pub mod presence;
 pub mod presence_model;
+pub mod profile;
 pub mod raw;
 pub mod report;
 pub mod scale;
@@ -75,6 +76,8 @@ pub struct Options {
     pub baseline: PathBuf,
     /// Write this run's ratios to `baseline` instead of comparing with it.
     pub record_baseline: bool,
+    /// Profile the gateways with `perf` during the forward throughput run ([`profile`]).
+    pub profile: bool,
 }
 
 /// The baseline in this repository: `fixtures/bench/baseline.json`.
@@ -171,7 +174,20 @@ async fn forward(
     let hosts = [paths::SENDER_HOST, paths::WORKER_HOST];
     paths::forward_warmup(pairs, &opts.paths).await?;
     let before = stages::scrape(fleet, &hosts).await;
+    let recording = if opts.profile {
+        start_profile(fleet, &hosts, opts).await
+    } else {
+        None
+    };
     let throughput = paths::forward_throughput(pairs, &opts.paths, cpu).await?;
+    let profile = match recording {
+        Some(r) => r
+            .finish()
+            .await
+            .map_err(|e| eprintln!("fleet-bench: no profile: {e:#}"))
+            .ok(),
+        None => None,
+    };
     let between = stages::scrape(fleet, &hosts).await;
     let single = paths::forward_single(pairs, &opts.paths).await?;
     let after = stages::scrape(fleet, &hosts).await;
@@ -181,7 +197,25 @@ async fn forward(
             throughput: stages::breakdown(&before, &between),
             single_sender: stages::breakdown(&between, &after),
         },
+        profile,
     })
+}
+
+/// `--profile`: starts `perf` on each gateway of `hosts` (None, said why, when it cannot).
+async fn start_profile(fleet: &Fleet, hosts: &[&str], opts: &Options) -> Option<profile::Recording> {
+    if !profile::available().await {
+        eprintln!("fleet-bench: --profile needs Linux perf on the PATH (Debian: linux-perf); no profile");
+        return None;
+    }
+    let targets: Vec<(String, u32)> = hosts
+        .iter()
+        .filter_map(|h| Some((h.to_string(), fleet.host(h).ok()?.gateway.pid()?)))
+        .collect();
+    let dir = opts.out.parent().map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    profile::start(&targets, &dir)
+        .await
+        .map_err(|e| eprintln!("fleet-bench: no profile: {e:#}"))
+        .ok()
 }
 
 /// Runs the selected sections on `broker` (one vhost, deleted afterwards).

@@ -155,6 +155,9 @@ pub struct ForwardSection {
     #[serde(flatten)]
     pub result: ForwardResult,
     pub stages: ForwardStages,
+    /// `--profile`: each gateway's CPU by component during the throughput run, by host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<std::collections::BTreeMap<String, crate::profile::Profile>>,
 }
 
 /// The gateways' stage breakdown of each forward run, scraped around that run alone.
@@ -296,6 +299,7 @@ mod tests {
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 4.5, &[]),
                 stages: ForwardStages::default(),
+                profile: None,
             }),
             pull: Some(PullSection {
                 result: pull(7_200.0, 3.0),

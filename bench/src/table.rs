@@ -232,6 +232,17 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
         "forward, latency run (1 sender)",
         &fw.stages.single_sender,
     ));
+    if let Some(p) = &fw.profile {
+        let per: std::collections::BTreeMap<String, f64> = p
+            .keys()
+            .filter_map(|h| Some((h.clone(), *f.cpu_ms_per_brief.get(&format!("gateway_{h}"))?)))
+            .collect();
+        t.lines(crate::profile::lines(
+            &format!("forward, throughput run ({} senders)", f.senders),
+            p,
+            &per,
+        ));
+    }
 }
 
 /// The 1-sender p50 split: one line of parts, one of the stages shown beside it.
@@ -548,6 +559,7 @@ mod tests {
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 4.5, &[("gateway_a", 0.1)]),
                 stages: ForwardStages::default(),
+                profile: None,
             }),
             ..Sections::default()
         });
@@ -593,6 +605,7 @@ mod tests {
             forward: Some(ForwardSection {
                 result: forward(4_500.0, 2.9, &[("gateway_a", 0.1), ("gateway_b", 0.2)]),
                 stages: ForwardStages::default(),
+                profile: None,
             }),
             scale: Some(ScaleResult {
                 heartbeat_ms: 5_000,
