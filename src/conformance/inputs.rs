@@ -175,57 +175,9 @@ mod tests {
         assert!(seen > 0);
     }
 
-    /// The same test registry as the judge's tests (`verdict/judge.rs`): two capabilities, four
-    /// requirements.
-    fn registry() -> Registry {
-        Registry::parse(
-            "test",
-            r#"
-[[capability]]
-name = "stop"
-tag = "cap-stop"
-level = "MAY"
-requirements = ["SPN-5"]
-text = "STOP"
-
-[[capability]]
-name = "submit-confirm"
-tag = "cap-submit-confirm"
-level = "SHOULD"
-requirements = ["FWD-7"]
-text = "submitted"
-
-[[requirement]]
-id = "FWD-1"
-level = "MUST"
-section = "5"
-text = "ack before inject"
-
-[[requirement]]
-id = "FWD-7"
-level = "SHOULD"
-section = "5"
-text = "submitted"
-
-[[requirement]]
-id = "SPN-5"
-level = "MUST"
-section = "9"
-text = "stop"
-
-[[requirement]]
-id = "TOP-1"
-level = "MUST"
-section = "1"
-text = "topology"
-"#,
-        )
-        .expect("test registry")
-    }
-
     #[test]
     fn capabilities_and_baselines_parse_and_name_only_known_things() {
-        let reg = registry();
+        let reg = crate::conformance::registry::test_registry();
         let c = Capabilities::parse("c", "capabilities = [\"stop\"]", &reg).expect("parses");
         assert_eq!(c.excluded_tags(&reg), ["cap-submit-confirm"]);
         assert!(Capabilities::parse("c", "capabilities = [\"teleport\"]", &reg).is_err());

@@ -219,6 +219,54 @@ pub fn level_mismatch(level: Level, spec_text: &str) -> Option<String> {
     }
 }
 
+/// The registry of the verdict and input tests: two capabilities, four requirements.
+#[cfg(test)]
+pub(crate) fn test_registry() -> Registry {
+    Registry::parse(
+        "test",
+        r#"
+[[capability]]
+name = "stop"
+tag = "cap-stop"
+level = "MAY"
+requirements = ["SPN-5"]
+text = "STOP"
+
+[[capability]]
+name = "submit-confirm"
+tag = "cap-submit-confirm"
+level = "SHOULD"
+requirements = ["FWD-7"]
+text = "submitted"
+
+[[requirement]]
+id = "FWD-1"
+level = "MUST"
+section = "5"
+text = "ack before inject"
+
+[[requirement]]
+id = "FWD-7"
+level = "SHOULD"
+section = "5"
+text = "submitted"
+
+[[requirement]]
+id = "SPN-5"
+level = "MUST"
+section = "9"
+text = "stop"
+
+[[requirement]]
+id = "TOP-1"
+level = "MUST"
+section = "1"
+text = "topology"
+"#,
+    )
+    .expect("test registry")
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

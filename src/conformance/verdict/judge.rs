@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
-        let reg = registry();
+        let reg = crate::conformance::registry::test_registry();
         let c = caps(&[]);
         let results: Vec<ScenarioResult> = everything_but(&[], &[])
             .into_iter()
@@ -243,52 +243,6 @@ mod tests {
             "{top:?}"
         );
         assert!(!j.passed);
-    }
-
-    fn registry() -> Registry {
-        Registry::parse(
-            "test",
-            r#"
-[[capability]]
-name = "stop"
-tag = "cap-stop"
-level = "MAY"
-requirements = ["SPN-5"]
-text = "STOP"
-
-[[capability]]
-name = "submit-confirm"
-tag = "cap-submit-confirm"
-level = "SHOULD"
-requirements = ["FWD-7"]
-text = "submitted"
-
-[[requirement]]
-id = "FWD-1"
-level = "MUST"
-section = "5"
-text = "ack before inject"
-
-[[requirement]]
-id = "FWD-7"
-level = "SHOULD"
-section = "5"
-text = "submitted"
-
-[[requirement]]
-id = "SPN-5"
-level = "MUST"
-section = "9"
-text = "stop"
-
-[[requirement]]
-id = "TOP-1"
-level = "MUST"
-section = "1"
-text = "topology"
-"#,
-        )
-        .expect("test registry")
     }
 
     fn sc(name: &str, tags: &[&str]) -> Scenario {
@@ -363,7 +317,7 @@ text = "topology"
     /// Every scenario of the catalogue, passing, except those named in `failing`.
     fn everything_but(failing: &[&str], caps_declared: &[&str]) -> Vec<ScenarioResult> {
         let c = caps(caps_declared);
-        let excluded = c.excluded_tags(&registry());
+        let excluded = c.excluded_tags(&crate::conformance::registry::test_registry());
         catalogue()
             .into_iter()
             .filter(|s| !s.tags.iter().any(|t| excluded.contains(t)))
@@ -386,7 +340,7 @@ text = "topology"
         strict: bool,
         tags: Option<&str>,
     ) -> Judgement {
-        let reg = registry();
+        let reg = crate::conformance::registry::test_registry();
         let c = caps(declared);
         let sel = tags.map(|t| TagExpr::parse(t).expect("tags"));
         judge(
@@ -556,7 +510,7 @@ text = "topology"
 
     #[test]
     fn a_broker_that_did_not_run_leaves_its_musts_not_tested() {
-        let reg = registry();
+        let reg = crate::conformance::registry::test_registry();
         let mut r = run(Vec::new());
         r.error = Some("could not start".into());
         let j = judge(
