@@ -336,6 +336,12 @@ impl Probe {
         Ok(())
     }
 
+    /// Whether the connection is still open: a broker restart or a connection-level error ends it
+    /// (and every tap on it), and the suite's scenario probe is then connected again.
+    pub fn is_connected(&self) -> bool {
+        self.conn.status().connected()
+    }
+
     pub async fn close(self) {
         let _ = self.conn.close(200, "probe done".into()).await;
     }

@@ -6,26 +6,17 @@ use std::time::Duration;
 use anyhow::{anyhow, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::envelope::{Envelope, now_ms};
-use fleet_conformance::probe::{Crafted, Probe, Tap};
+use fleet_conformance::probe::{Crafted, Tap};
 use fleet_conformance::timing::{scaled, wait_for};
 use serde_json::json;
 
 use crate::world::FleetWorld;
 
-/// The wire tap of a conversation scenario: every message routed to the tapped entities.
+/// The wire taps of a conversation scenario (on the scenario's probe, [`FleetWorld::probe`]):
+/// every message routed to the tapped entities.
 #[derive(Default)]
 pub struct TalkState {
-    probe: Option<Probe>,
     taps: BTreeMap<String, Tap>,
-}
-
-async fn probe(w: &mut FleetWorld) -> anyhow::Result<&Probe> {
-    if w.talk.probe.is_none() {
-        let suite = w.suite()?;
-        let vhost = w.vhost().await?;
-        w.talk.probe = Some(Probe::connect(&suite.broker.amqp_url(&vhost)).await?);
-    }
-    w.talk.probe.as_ref().ok_or_else(|| anyhow!("no probe"))
 }
 
 #[given(regex = r#"^the wire to ((?:"[^"]+"(?:, | and )?)+) is tapped$"#)]
@@ -33,7 +24,7 @@ async fn tapped(w: &mut FleetWorld, names: String) -> anyhow::Result<()> {
     let names: Vec<String> = names.split('"').skip(1).step_by(2).map(str::to_string).collect();
     for name in names {
         let gid = w.gid(&name)?;
-        let tap = probe(w).await?.tap("bridge.msg", &gid).await?;
+        let tap = w.probe().await?.tap("bridge.msg", &gid).await?;
         w.talk.taps.insert(name, tap);
     }
     Ok(())
@@ -271,7 +262,7 @@ async fn late_answer(
         .set("expiresAt", &(now_ms() + 60_000).to_string());
     let env = env.signed_by(&key, text.as_bytes());
     let msg = Crafted::from_envelope("bridge.msg", &to, &env, text.as_bytes());
-    probe(w).await?.publish(&msg).await?;
+    w.probe().await?.publish(&msg).await?;
     Ok(())
 }
 

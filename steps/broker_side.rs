@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::{anyhow, ensure};
 use cucumber::{then, when};
 use fleet_conformance::broker::DelayedExchange;
-use fleet_conformance::probe::Probe;
 use fleet_conformance::timing::wait_for;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -78,10 +77,9 @@ async fn broker_nacks(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
 #[when(expr = "{string} sends {string} to {string} while the suite keeps a copy of the wire")]
 async fn send_with_copy(w: &mut FleetWorld, from: String, text: String, to: String) -> anyhow::Result<()> {
     let gid = w.gid(&to)?;
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let probe = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
-    let tap = probe.tap("bridge.msg", &gid).await?;
+    // The tap's queue (exclusive to the scenario's probe) lives until cleanup closes the probe; no
+    // later step of the scenario lists queues or relies on a route it adds.
+    let tap = w.probe().await?.tap("bridge.msg", &gid).await?;
     let args = json!({"to": gid, "text": text, "wait_reply": false, "timeout_s": 60});
     w.call_in_background("send", &from, "bridge_send", args).await?;
     let copy = tap
@@ -89,7 +87,6 @@ async fn send_with_copy(w: &mut FleetWorld, from: String, text: String, to: Stri
             m.header_str("kind").as_deref() == Some("SEND")
         })
         .await?;
-    probe.close().await;
     w.notes.wire_copy = Some((
         copy.body.clone(),
         copy.properties.content_type().as_ref().map(|c| c.as_str().to_string()),

@@ -5,28 +5,22 @@ use std::time::Duration;
 use anyhow::{anyhow, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::herdr::{Fault, InputReaction};
-use fleet_conformance::probe::{Crafted, Probe, Tap};
+use fleet_conformance::probe::{Crafted, Tap};
 use fleet_conformance::timing::wait_for;
 use serde_json::json;
 
 use crate::world::FleetWorld;
 
-/// The dead-letter watch of a scenario.
+/// The dead-letter watch of a scenario (a tap on the scenario's probe, [`FleetWorld::probe`]).
 #[derive(Default)]
 pub struct FaultState {
-    probe: Option<Probe>,
     dead: Option<Tap>,
 }
 
 async fn dead_tap(w: &mut FleetWorld) -> anyhow::Result<&Tap> {
-    if w.faults.probe.is_none() {
-        let suite = w.suite()?;
-        let vhost = w.vhost().await?;
-        w.faults.probe = Some(Probe::connect(&suite.broker.amqp_url(&vhost)).await?);
-    }
     if w.faults.dead.is_none() {
-        let probe = w.faults.probe.as_ref().ok_or_else(|| anyhow!("no probe"))?;
-        w.faults.dead = Some(probe.watch_dead_letters().await?);
+        let tap = w.probe().await?.watch_dead_letters().await?;
+        w.faults.dead = Some(tap);
     }
     w.faults.dead.as_ref().ok_or_else(|| anyhow!("no dead-letter tap"))
 }
@@ -238,7 +232,7 @@ async fn flood_dlq(w: &mut FleetWorld, n: usize) -> anyhow::Result<()> {
         w.host_mut(&h)?.gateway.kill().await;
     }
     dead_tap(w).await?;
-    let probe = w.faults.probe.as_ref().ok_or_else(|| anyhow!("no probe"))?;
+    let probe = w.probe().await?;
     for i in 0..n {
         let msg = Crafted {
             exchange: "bridge.dlx".into(),

@@ -16,7 +16,7 @@ use fleet_conformance::herdr::AgentStatus;
 use fleet_conformance::legacy::{
     LegacyBroker, LegacyQueue, LegacyState, QueueState, legacy_queue_name, v2_inbox_arguments,
 };
-use fleet_conformance::probe::{Crafted, Probe, Published};
+use fleet_conformance::probe::{Crafted, Published};
 use fleet_conformance::timing::{scaled, wait_for};
 use serde_json::{Value, json};
 
@@ -361,13 +361,11 @@ async fn migrated_copy(
         .with("msgId", &id)
         .with("traceId", &id)
         .signed_by(&key, body);
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let probe = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
-    let r = probe
+    let r = w
+        .probe()
+        .await?
         .publish(&Crafted::from_envelope("bridge.msg", &to, &env, body))
         .await;
-    probe.close().await;
     match r? {
         Published::Routed => Ok(()),
         other => bail!("the copy was not routed to the inbox of {main}: {other:?}"),

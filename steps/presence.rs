@@ -239,15 +239,13 @@ async fn probe_claims(w: &mut FleetWorld, host: String, name: String) -> anyhow:
         .get(&host)
         .cloned()
         .ok_or_else(|| anyhow!("no key for host {host}"))?;
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let probe = w.probe().await?;
     probe.announce(&key, &gid, "worker", Duration::from_secs(60)).await?;
-    // A marker claim on the same channel right after: once a roster lists it, the claim above
-    // (routed earlier into the same roster queue) has been judged too.
+    // A marker claim on the same channel right after (the probe publishes on one channel): once
+    // a roster lists it, the claim above (routed earlier into the same roster queue) has been
+    // judged too.
     let marker = uuid::Uuid::new_v4().to_string();
     probe.announce(&key, &marker, "worker", Duration::from_secs(60)).await?;
-    probe.close().await;
     w.notes.claim = Some((marker, host));
     Ok(())
 }
@@ -288,11 +286,11 @@ async fn presence_flood(w: &mut FleetWorld, n: usize) -> anyhow::Result<()> {
     // Host "e" is trusted by every gateway and runs none: its entities are ordinary, valid
     // presence that each gateway must apply, one by one, before what was queued after them.
     let key = w.keys.get("e").cloned().ok_or_else(|| anyhow!("no key for host e"))?;
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
-    let confirmed = probe.flood_presence(&key, n, Duration::from_secs(600)).await?;
-    probe.close().await;
+    let confirmed = w
+        .probe()
+        .await?
+        .flood_presence(&key, n, Duration::from_secs(600))
+        .await?;
     ensure!(
         confirmed == n,
         "only {confirmed} of {n} heartbeats were confirmed by the broker"
@@ -308,11 +306,10 @@ async fn outlives_ttl(w: &mut FleetWorld, name: String, frozen: String) -> anyho
     w.host(&frozen)?;
     let e = w.entity(&name)?;
     let key = format!("roster.{}.{}", e.host, w.gid(&name)?);
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
-    let tap = probe.tap("bridge.roster", &key).await?;
-    let r = wait_for(&format!("4 heartbeats of {name} on {key}"), heartbeats(w, 6), || {
+    // The tap's queue (exclusive to the scenario's probe) lives until cleanup closes the probe;
+    // what is judged next is `roster.<host>`, which it does not touch.
+    let tap = w.probe().await?.tap("bridge.roster", &key).await?;
+    wait_for(&format!("4 heartbeats of {name} on {key}"), heartbeats(w, 6), || {
         let tap = &tap;
         async move {
             // `fetch` returns everything captured so far.
@@ -324,9 +321,7 @@ async fn outlives_ttl(w: &mut FleetWorld, name: String, frozen: String) -> anyho
             }
         }
     })
-    .await;
-    probe.close().await;
-    r?;
+    .await?;
     Ok(())
 }
 

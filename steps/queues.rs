@@ -6,7 +6,6 @@ use anyhow::{anyhow, ensure};
 use cucumber::then;
 use fleet_conformance::broker::management::QueueInfo;
 use fleet_conformance::names::inbox;
-use fleet_conformance::probe::Probe;
 use fleet_conformance::timing::wait_for;
 use serde_json::json;
 
@@ -202,16 +201,15 @@ async fn inbox_declared(w: &mut FleetWorld, name: String) -> anyhow::Result<()> 
 async fn inbox_exclusive(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let q = inbox(&w.gid(&name)?);
     queue_until(w, &q, 10, "one consumer on the inbox", |i| i.consumers == 1).await?;
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let probe = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let probe = w.probe().await?;
     // The probe asks for a *plain* consume: RabbitMQ and LavinMQ both refuse any second consumer
     // on a queue with an exclusive one, and neither refuses it next to a plain one (asking for an
     // exclusive consume proves nothing: RabbitMQ refuses it next to any consumer). The broker's
     // consumer count lags, and after a reconnect the gateway may re-attach a moment later, so
     // an accepted probe is retried until the deadline: a gateway whose consumer is exclusive is
     // refused as soon as it is attached; one whose consumer is not is never refused.
-    let r = wait_for(
+    // A refusal is a channel error: it closes the try's own channel, not the probe's connection.
+    let refusal = wait_for(
         &format!("a second consumer on {q} refused"),
         Duration::from_secs(10),
         || {
@@ -227,9 +225,7 @@ async fn inbox_exclusive(w: &mut FleetWorld, name: String) -> anyhow::Result<()>
             }
         },
     )
-    .await;
-    probe.close().await;
-    let refusal = r?;
+    .await?;
     ensure!(
         refusal.contains("ACCESS_REFUSED") || refusal.contains("403"),
         "unexpected refusal: {refusal}"

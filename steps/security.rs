@@ -210,6 +210,10 @@ async fn no_connection(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
         w.hosts.len() == 1 && w.hosts.contains_key(&host),
         "the scenario runs other gateways than {host}'s"
     );
+    ensure!(
+        !w.has_probe(),
+        "the scenario's probe is connected into the vhost: its connection would be taken for the gateway's"
+    );
     let vhost = w.vhost().await?;
     let suite = w.suite()?;
     hold_for(

@@ -207,10 +207,8 @@ async fn spawn_again(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
         .await?
         .map(|q| q.acked_total)
         .unwrap_or(0);
-    let probe = fleet_conformance::probe::Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
     let msg = fleet_conformance::probe::Crafted::from_envelope("bridge.control", &host, &env, &body);
-    probe.publish(&msg).await?;
-    probe.close().await;
+    w.probe().await?.publish(&msg).await?;
     // Acted on once its control queue shows one more ack (SPN-2 acks only after acting).
     wait_for("the duplicate SPAWN to be acked", Duration::from_secs(10), || {
         let (suite, vhost, control) = (suite.clone(), vhost.clone(), control.clone());

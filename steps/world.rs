@@ -15,6 +15,7 @@ use fleet_conformance::gateway::{GatewayProcess, GatewaySpec};
 use fleet_conformance::herdr::{AgentStatus, FakeHerdr};
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::mcp::McpClient;
+use fleet_conformance::probe::Probe;
 use serde_json::Value;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
@@ -205,6 +206,9 @@ pub struct FleetWorld {
     /// Per-host broker logins made for this scenario (SEC-2): host → (user, password); the users
     /// are deleted at cleanup.
     pub broker_logins: BTreeMap<String, (String, String)>,
+    /// The scenario's wire probe and the AMQP URL it was connected to ([`FleetWorld::probe`]);
+    /// closed at cleanup.
+    probe: Option<(String, Arc<Probe>)>,
 }
 
 impl std::fmt::Debug for FleetWorld {
@@ -260,6 +264,7 @@ impl FleetWorld {
             replacements: BTreeMap::new(),
             wire: Default::default(),
             broker_logins: BTreeMap::new(),
+            probe: None,
         })
     }
 
@@ -280,6 +285,44 @@ impl FleetWorld {
             .context("creating the scenario's vhost")?;
         self.vhost = Some(v.clone());
         Ok(v)
+    }
+
+    /// The scenario's wire probe: one AMQP connection into the scenario's vhost on its current
+    /// broker, shared by every step (and every tap they make), instead of one connection per step.
+    /// Connected on first use, and again when the cached one is no longer connected (a broker
+    /// restart breaks it, and the taps made on it with it) or was made to another URL (a restart
+    /// scenario moves the world to the restart broker, [`Suite::restart_suite`]).
+    pub async fn probe(&mut self) -> anyhow::Result<Arc<Probe>> {
+        let vhost = self.vhost().await?;
+        let url = self.suite()?.broker.amqp_url(&vhost);
+        if let Some((at, p)) = &self.probe
+            && *at == url
+            && p.is_connected()
+        {
+            return Ok(p.clone());
+        }
+        match self.probe.take() {
+            // Into another broker or vhost (the world moved since): let go of it.
+            Some((_, old)) if old.is_connected() => close_probe(old).await,
+            // Lost (there is nothing to close): said, since every tap on it is gone too.
+            Some((at, _)) if at == url => {
+                eprintln!("note: the probe's connection into {vhost} was lost; connecting again (its taps are gone)")
+            }
+            _ => {}
+        }
+        let p = Arc::new(
+            Probe::connect(&url)
+                .await
+                .with_context(|| format!("connecting the scenario's probe into {vhost}"))?,
+        );
+        self.probe = Some((url, p.clone()));
+        Ok(p)
+    }
+
+    /// Whether the scenario's probe holds a connection (open or lost): a step that counts every
+    /// connection into the vhost as a gateway's must know it would count the probe's too.
+    pub fn has_probe(&self) -> bool {
+        self.probe.is_some()
     }
 
     /// Starts a fake herdr and a gateway for `host`.
@@ -486,8 +529,8 @@ impl FleetWorld {
         Duration::from_millis(ms)
     }
 
-    /// Tears everything down: gateways killed, herdr stopped, vhost deleted, files removed when
-    /// the scenario passed (kept for a failed one, to read the logs).
+    /// Tears everything down: gateways killed, herdr stopped, the probe closed, vhost deleted,
+    /// files removed when the scenario passed (kept for a failed one, to read the logs).
     pub async fn cleanup(&mut self, passed: bool) {
         for (_, c) in std::mem::take(&mut self.calls) {
             c.abort();
@@ -505,6 +548,9 @@ impl FleetWorld {
             h.gateway.kill().await;
             h.herdr.stop().await;
         }
+        if let Some((_, p)) = self.probe.take() {
+            close_probe(p).await;
+        }
         if let (Some(v), Some(s)) = (self.vhost.take(), &self.suite) {
             let _ = s.broker.delete_vhost(&v).await;
         }
@@ -517,5 +563,20 @@ impl FleetWorld {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
         self.slot = None;
+    }
+}
+
+/// Closes a probe connection, waiting a few seconds at most: lapin's `close` sometimes never sees
+/// the broker's close-ok on a connection opened after a broker restart (seen 2 times in ~15 runs),
+/// and a scenario's cleanup must not hang on it. A connection left open goes with the vhost. A
+/// probe still shared (a task of the scenario holds it) is only let go: the last holder's drop
+/// closes it, and deleting the vhost closes it anyway.
+async fn close_probe(probe: Arc<Probe>) {
+    let Ok(probe) = Arc::try_unwrap(probe) else {
+        return;
+    };
+    let bound = fleet_conformance::timing::scaled(Duration::from_secs(5));
+    if tokio::time::timeout(bound, probe.close()).await.is_err() {
+        eprintln!("note: a probe connection did not close within {bound:?}; it goes with the vhost");
     }
 }

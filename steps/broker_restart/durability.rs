@@ -1,5 +1,6 @@
 //! What gateways publish and declare, and what survives the restart (SPEC §1, §2): the probe's
-//! durable copy of the wire (a named queue, read again from a fresh connection each time), every
+//! durable copy of the wire (a named queue, read through the scenario's probe, which connects
+//! again after each restart: [`FleetWorld::probe`]), every
 //! message persistent but ASK and ANSWER, every queue durable but the roster queues, and the
 //! queues of before the restart there again.
 
@@ -8,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure};
 use cucumber::{given, then};
-use fleet_conformance::probe::Probe;
 use fleet_conformance::timing::{scaled, wait_for};
 use serde_json::{Value, json};
 
@@ -28,16 +28,6 @@ fn kinds(list: &str) -> Vec<String> {
 /// How long one look at the broker through the probe may take (nominal).
 const PROBE_BOUND: Duration = Duration::from_secs(30);
 
-/// Closes a probe connection, waiting a few seconds at most: lapin's `close` sometimes never sees
-/// the broker's close-ok on a connection opened after a broker restart (seen 2 times in ~15 runs;
-/// what was read is complete by then). A connection left open goes with the scenario's vhost.
-async fn close_quietly(probe: Probe) {
-    let bound = scaled(Duration::from_secs(5));
-    if tokio::time::timeout(bound, probe.close()).await.is_err() {
-        eprintln!("note: a probe connection did not close within {bound:?}; it goes with the vhost");
-    }
-}
-
 /// Runs `f` within the (scaled) [`PROBE_BOUND`]: a probe that hangs fails the step, saying what.
 async fn bounded<T>(what: &str, f: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
     let bound = scaled(PROBE_BOUND);
@@ -48,8 +38,7 @@ async fn bounded<T>(what: &str, f: impl std::future::Future<Output = anyhow::Res
 
 #[given("the probe keeps a durable copy of what is published on bridge.msg, bridge.roster and bridge.control")]
 async fn durable_copy(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let suite = w.suite()?;
-    let url = suite.broker.amqp_url(&vhost_of(w)?);
+    vhost_of(w)?;
     let queue = format!("probe.durable-copy.{}", uuid::Uuid::new_v4().simple());
     // bridge.control is a direct exchange: one binding per host that runs a gateway (a binding
     // for any other key would make an unroutable SPAWN routable).
@@ -57,10 +46,9 @@ async fn durable_copy(w: &mut FleetWorld) -> anyhow::Result<()> {
     let mut bindings: Vec<(&str, &str)> = vec![("bridge.msg", "#"), ("bridge.roster", "#")];
     bindings.extend(hosts.iter().map(|h| ("bridge.control", h.as_str())));
     bounded("declaring the durable copy", async {
-        let probe = Probe::connect(&url).await?;
-        let r = probe.durable_tap(&queue, &bindings).await;
-        close_quietly(probe).await;
-        r.map(drop).map_err(anyhow::Error::from)
+        let probe = w.probe().await?;
+        probe.durable_tap(&queue, &bindings).await.map(drop)?;
+        Ok(())
     })
     .await?;
     w.notes.restart.copy = Some((queue, Vec::new()));
@@ -76,24 +64,16 @@ pub(super) async fn fetch_copy(w: &mut FleetWorld) -> anyhow::Result<Vec<Value>>
         .copy
         .clone()
         .ok_or_else(|| anyhow!("no durable copy: add \"the probe keeps a durable copy of …\""))?;
-    let suite = w.suite()?;
-    let url = suite.broker.amqp_url(&vhost_of(w)?);
+    vhost_of(w)?;
     // Which part of the look is under way, for the error should one hang.
-    let stage = std::sync::Mutex::new("connecting");
+    let stage = std::sync::Mutex::new("connecting the probe (again, after a restart)");
     let set = |now: &'static str| *stage.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = now;
     let fetched = bounded(&format!("reading the durable copy {queue}"), async {
-        let probe = Probe::connect(&url).await?;
+        let probe = w.probe().await?;
         set("opening a channel");
-        let fetched = match probe.reattach(&queue).await {
-            Ok(tap) => {
-                set("fetching");
-                tap.fetch().await
-            }
-            Err(e) => Err(e),
-        };
-        set("closing the connection");
-        close_quietly(probe).await;
-        Ok(fetched?)
+        let tap = probe.reattach(&queue).await?;
+        set("fetching");
+        Ok(tap.fetch().await?)
     })
     .await
     .map_err(|e| {

@@ -61,7 +61,7 @@ async fn restart_mid_move(w: &mut FleetWorld, k: u32, total: u32, pane: String) 
                             .map_err(|_| "connect: no answer".to_string())?
                             .map_err(|e| e.to_string())?;
                         let s = lb.queue_state(&queue).await;
-                        // As with the probe (see `durability::close_quietly`): what was read is complete.
+                        // As with the probe (see `world::close_probe`): what was read is complete.
                         let _ = tokio::time::timeout(scaled(Duration::from_secs(5)), lb.close()).await;
                         s.map(Some).map_err(|e| e.to_string())
                     }

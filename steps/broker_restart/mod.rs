@@ -14,7 +14,8 @@
 //!
 //! State between steps lives in `w.notes.restart` ([`crate::world::RestartNotes`]) and `w.calls`
 //! (background tasks, their results in `w.results`): the durable copy of the wire is a named queue
-//! on the broker, read again from a fresh connection each time.
+//! on the broker, read through the scenario's probe ([`FleetWorld::probe`]), which connects again
+//! once a restart has broken its connection.
 //!
 //! The steps, by what they do around the restart: [`outage`] (the broker to itself, down and back,
 //! and the gateways' readiness meanwhile), [`briefs`] (briefs in flight: timed sends and injects),

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::world::FleetWorld;
 
 use super::craft::{craft_for_control, craft_for_inbox, craft_for_roster, valid_send};
-use super::{FAKE_TTL, Hostile, Target, count_id, key, last_hostile, poll_until, probe, tap, target, until_listed};
+use super::{FAKE_TTL, Hostile, Target, count_id, key, last_hostile, poll_until, tap, target, until_listed};
 
 #[when(expr = "the probe publishes {string} to {string}")]
 async fn publishes_hostile(w: &mut FleetWorld, row: String, to: String) -> anyhow::Result<()> {
@@ -25,7 +25,7 @@ async fn publishes_hostile(w: &mut FleetWorld, row: String, to: String) -> anyho
         Target::Roster => craft_for_roster(w, &row).await?,
         Target::Control { host } => craft_for_control(w, &row, &host)?,
     };
-    let p = probe(w)?;
+    let p = w.probe().await?;
     p.publish(&planned.msg)
         .await
         .with_context(|| format!("publishing {row:?}"))?;
@@ -99,7 +99,7 @@ async fn valid_accepted(w: &mut FleetWorld, from: &str, to: &str) -> anyhow::Res
         Target::Roster => {
             let gid = new_uuid();
             let k = key(w, "probe")?;
-            probe(w)?.announce(&k, &gid, "worker", FAKE_TTL).await?;
+            w.probe().await?.announce(&k, &gid, "worker", FAKE_TTL).await?;
             until_listed(w, &gid, "probe").await
         }
         Target::Control { host } => {
@@ -108,7 +108,8 @@ async fn valid_accepted(w: &mut FleetWorld, from: &str, to: &str) -> anyhow::Res
         Target::Inbox { name, gid, host } => {
             let text = format!("valid message {}", new_uuid());
             let (env, body) = valid_send(w, from, &gid, &text)?;
-            probe(w)?
+            w.probe()
+                .await?
                 .publish(&Crafted::from_envelope("bridge.msg", &gid, &env, &body))
                 .await?;
             w.wire.valid_texts.push(text.clone());

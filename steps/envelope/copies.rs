@@ -13,7 +13,6 @@ use crate::world::FleetWorld;
 
 use super::count_id;
 use super::craft::valid_send;
-use super::probe;
 
 /// Sends `n` valid SENDs from fake entity `from` to the main `main`, publishing each one twice in
 /// a row (the same bytes: msgId, signature, everything), while a task keeps `main` draining with
@@ -26,7 +25,7 @@ use super::probe;
 async fn sends_twice_while_draining(w: &mut FleetWorld, from: String, n: usize, main: String) -> anyhow::Result<()> {
     let gid = w.gid(&main)?;
     let handle = w.mcp(&main).await?.handle();
-    let probe = probe(w)?;
+    let probe = w.probe().await?;
     let ids = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::<String>::new()));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let drainer = {

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::world::FleetWorld;
 
-use super::{fake_gid, key, poll_until, probe, tap, until_listed};
+use super::{fake_gid, key, poll_until, tap, until_listed};
 
 /// A signed, valid SEND from the fake entity `from` (on host "probe") to `to_gid`.
 pub(super) fn valid_send(w: &FleetWorld, from: &str, to_gid: &str, text: &str) -> anyhow::Result<(Envelope, Vec<u8>)> {
@@ -157,7 +157,7 @@ pub(super) async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str)
             }
             "a SEND through a rogue binding" => {
                 let rogue = format!("rogue-{}", new_uuid());
-                probe(w)?.bind(&inbox(to_gid), "bridge.msg", &rogue).await?;
+                w.probe().await?.bind(&inbox(to_gid), "bridge.msg", &rogue).await?;
                 routing_key = rogue.clone();
                 env.set("to", &rogue);
             }
@@ -247,7 +247,7 @@ async fn replay_of_injected(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<
     let text = format!("injected once {}", new_uuid());
     let (env, body) = valid_send(w, "p1", to_gid, &text)?;
     let msg = Crafted::from_envelope("bridge.msg", to_gid, &env, &body);
-    probe(w)?.publish(&msg).await?;
+    w.probe().await?.publish(&msg).await?;
     w.wire.valid_texts.push(text.clone());
     let id = env.msg_id().to_string();
     // The INJECTED closes the original's forward path (FWD-7 confirm included).
@@ -273,7 +273,7 @@ async fn replay_of_drained(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<P
     let text = format!("drained once {}", new_uuid());
     let (env, body) = valid_send(w, "p1", to_gid, &text)?;
     let msg = Crafted::from_envelope("bridge.msg", to_gid, &env, &body);
-    probe(w)?.publish(&msg).await?;
+    w.probe().await?.publish(&msg).await?;
     let id = env.msg_id().to_string();
     poll_until(w, &main, |m| m["msgId"] == json!(id)).await?;
     w.wire.replayed.push(id);
@@ -377,7 +377,7 @@ pub(super) async fn craft_for_roster(w: &mut FleetWorld, row: &str) -> anyhow::R
             let gid = new_uuid();
             let b = body(&gid);
             let (m, e) = presence_message(&probe_key, &gid, &b, 60_000);
-            probe(w)?.publish(&m).await?;
+            w.probe().await?.publish(&m).await?;
             until_listed(w, &gid, "probe").await?;
             (m, e, b)
         }

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::world::FleetWorld;
 
 use super::craft::valid_send;
-use super::{FAKE_TTL, fake_gid, key, poll_until, probe, tap};
+use super::{FAKE_TTL, fake_gid, key, poll_until, tap};
 
 /// Publishes a valid SEND from a fresh fake entity `name` on host "probe" to `main`, waits until
 /// the main's gateway has taken it off the queue (passive declare: no ready message left), and
@@ -29,7 +29,7 @@ async fn sends_before_presence(w: &mut FleetWorld, main: String, name: String, _
     let to = w.gid(&main)?;
     let text = format!("early message {}", new_uuid());
     let (env, body) = valid_send(w, &name, &to, &text)?;
-    let probe = probe(w)?;
+    let probe = w.probe().await?;
     probe
         .publish(&Crafted::from_envelope("bridge.msg", &to, &env, &body))
         .await?;

@@ -8,7 +8,7 @@ use fleet_conformance::probe::Crafted;
 
 use crate::world::FleetWorld;
 
-use super::{Hostile, fake_gid, key, last_hostile, probe, tap};
+use super::{Hostile, fake_gid, key, last_hostile, tap};
 
 /// Publishes an ASK from fake entity `from` to `main` whose `expiresAt` passed a minute ago, with
 /// no broker `expiration`: only the gateway can tell it is late. It counts as hostile for the
@@ -25,7 +25,7 @@ async fn sends_expired_ask(w: &mut FleetWorld, main: String, from: String) -> an
     let text = format!("a late question {marker}");
     let env = env.signed_by(&key(w, "probe")?, text.as_bytes());
     let msg = Crafted::from_envelope("bridge.msg", &to, &env, text.as_bytes());
-    probe(w)?.publish(&msg).await?;
+    w.probe().await?.publish(&msg).await?;
     w.wire.hostile_texts.push(text);
     w.wire.hostile_ids.push(marker.clone());
     w.wire.hostile = Some(Hostile { marker });

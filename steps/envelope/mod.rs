@@ -37,7 +37,7 @@ use anyhow::anyhow;
 use fleet_conformance::envelope::Envelope;
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::names::inbox;
-use fleet_conformance::probe::{Probe, Tap};
+use fleet_conformance::probe::Tap;
 use fleet_conformance::timing::wait_for;
 use serde_json::{Value, json};
 
@@ -46,10 +46,10 @@ use crate::world::FleetWorld;
 /// How long a fake entity's presence lives: the whole scenario.
 const FAKE_TTL: Duration = Duration::from_secs(600);
 
-/// The probe's part of a scenario world.
+/// The probe's part of a scenario world: its taps (on the scenario's probe connection,
+/// [`FleetWorld::probe`]), keys, fake entities and crafted messages.
 #[derive(Default)]
 pub struct WireState {
-    probe: Option<Arc<Probe>>,
     /// Copies of every dead letter (`bridge.dlx` is a fanout).
     dlx: Option<Arc<Tap>>,
     /// Copies of everything published on `bridge.msg` (key `#`).
@@ -82,13 +82,6 @@ pub struct WireState {
 
 struct Hostile {
     marker: String,
-}
-
-fn probe(w: &FleetWorld) -> anyhow::Result<Arc<Probe>> {
-    w.wire
-        .probe
-        .clone()
-        .ok_or_else(|| anyhow!("the probe is not connected: add \"Given the probe watches the wire\""))
 }
 
 fn tap(t: &Option<Arc<Tap>>, what: &str) -> anyhow::Result<Arc<Tap>> {

@@ -8,11 +8,10 @@ use anyhow::Context as _;
 use cucumber::given;
 use fleet_conformance::envelope::new_uuid;
 use fleet_conformance::keys::HostKey;
-use fleet_conformance::probe::Probe;
 
 use crate::world::FleetWorld;
 
-use super::{FAKE_TTL, key, probe, until_listed};
+use super::{FAKE_TTL, key, until_listed};
 
 #[given(expr = "the gateways' body limit is {int} bytes")]
 async fn body_limit(w: &mut FleetWorld, bytes: u64) {
@@ -21,9 +20,7 @@ async fn body_limit(w: &mut FleetWorld, bytes: u64) {
 
 #[given("the probe watches the wire")]
 async fn probe_watches(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let suite = w.suite()?;
-    let vhost = w.vhost().await?;
-    let p = Probe::connect(&suite.broker.amqp_url(&vhost)).await?;
+    let p = w.probe().await?;
     w.wire.dlx = Some(Arc::new(p.watch_dead_letters().await.context("tapping bridge.dlx")?));
     w.wire.msgs = Some(Arc::new(p.tap("bridge.msg", "#").await.context("tapping bridge.msg")?));
     w.wire.roster = Some(Arc::new(
@@ -39,7 +36,6 @@ async fn probe_watches(w: &mut FleetWorld) -> anyhow::Result<()> {
                 .context("tapping bridge.control")?,
         ));
     }
-    w.wire.probe = Some(Arc::new(p));
     w.wire.mallory = Some(HostKey::generate("mallory"));
     Ok(())
 }
@@ -48,7 +44,7 @@ async fn probe_watches(w: &mut FleetWorld) -> anyhow::Result<()> {
 async fn announces(w: &mut FleetWorld, name: String, host: String) -> anyhow::Result<()> {
     let gid = new_uuid();
     let k = key(w, &host)?;
-    probe(w)?.announce(&k, &gid, "worker", FAKE_TTL).await?;
+    w.probe().await?.announce(&k, &gid, "worker", FAKE_TTL).await?;
     until_listed(w, &gid, &host).await?;
     w.wire.fakes.insert(name, gid);
     Ok(())

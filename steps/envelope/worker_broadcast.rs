@@ -7,7 +7,7 @@ use fleet_conformance::probe::Crafted;
 
 use crate::world::FleetWorld;
 
-use super::{key, probe};
+use super::key;
 
 /// A BROADCAST from worker `from` to `group`, signed by its own host's key (the probe holds every
 /// trusted host's key): what a worker's gateway would publish. Its own inbox is bound to the key,
@@ -20,6 +20,6 @@ async fn broadcast_from_worker(w: &mut FleetWorld, text: String, from: String, g
     let env = Envelope::new("BROADCAST", &gid, &routing, &host).signed_by(&key(w, &host)?, text.as_bytes());
     let mut msg = Crafted::from_envelope("bridge.msg", &routing, &env, text.as_bytes());
     msg.mandatory = false;
-    probe(w)?.publish(&msg).await?;
+    w.probe().await?.publish(&msg).await?;
     Ok(())
 }
