@@ -82,6 +82,9 @@ pub struct Gate {
     pub cores: usize,
     /// Whether the machine was quiet enough for the figures to be trusted.
     pub trusted: bool,
+    /// Per timed section, the share of the machine other processes took ([`trusted`]).
+    #[serde(default)]
+    pub others: Vec<(String, f64)>,
 }
 
 /// The run's gated ratios, as a baseline recorded now.
@@ -120,6 +123,21 @@ pub fn compare(ratios: &Ratios, baseline: &Baseline) -> Vec<Compared> {
 }
 
 /// Whether a load average is quiet enough: at most one runnable task per core.
+/// The most of the machine that processes outside the bench may take during a timed section
+/// before the run is untrusted.
+pub const OTHERS_MAX_SHARE: f64 = 0.10;
+
+/// Whether the timed sections ran on a quiet machine: judged by the CPU that *other* processes
+/// took while they ran (`others`: section → share of the machine), not by the load average, which
+/// after a CPU-bound section is the bench's own load. Without any section measured, the 1-minute
+/// load averages decide ([`quiet`]).
+pub fn trusted(others: &[(String, f64)], load: &[Option<f64>; 2], cores: usize) -> bool {
+    if others.is_empty() {
+        return load.iter().all(|l| quiet(*l, cores));
+    }
+    others.iter().all(|(_, s)| *s <= OTHERS_MAX_SHARE)
+}
+
 pub fn quiet(load: Option<f64>, cores: usize) -> bool {
     load.is_none_or(|l| l <= cores as f64)
 }
@@ -139,14 +157,36 @@ pub fn read_baseline(file: &Path) -> anyhow::Result<Option<Baseline>> {
 pub fn lines(g: &Gate) -> Vec<String> {
     let mut out = Vec::new();
     let load = |l: Option<f64>| l.map(|l| format!("{l:.1}")).unwrap_or_else(|| "?".into());
+    let others: Vec<String> = g
+        .others
+        .iter()
+        .map(|(s, share)| format!("{s} {:.0} %", 100.0 * share))
+        .collect();
     if !g.trusted {
+        let why = if others.is_empty() {
+            format!(
+                "load average {} → {} on {} cores",
+                load(g.load[0]),
+                load(g.load[1]),
+                g.cores
+            )
+        } else {
+            format!(
+                "other processes took more than {:.0} % of the machine while it measured ({})",
+                100.0 * OTHERS_MAX_SHARE,
+                others.join(", ")
+            )
+        };
         out.push(format!(
-            "!!! MACHINE TOO LOADED TO TRUST: load average {} → {} on {} cores. The ratios below may \
-             be the machine's, not the gateway's; rerun on a quiet machine (scripts/bench, nothing \
-             else running) before reading a regression into them.",
-            load(g.load[0]),
-            load(g.load[1]),
-            g.cores
+            "!!! MACHINE TOO LOADED TO TRUST: {why}. The ratios below may be the machine's, not the \
+             gateway's; rerun on a quiet machine (scripts/bench, nothing else running) before \
+             reading a regression into them."
+        ));
+    } else if !others.is_empty() {
+        out.push(format!(
+            "machine quiet enough: other processes took {} of it while it measured (≤ {:.0} % each)",
+            others.join(", "),
+            100.0 * OTHERS_MAX_SHARE
         ));
     }
     match &g.compared {
@@ -224,6 +264,7 @@ mod tests {
             load: [Some(7.5), Some(8.0)],
             cores: 2,
             trusted: quiet(Some(8.0), 2),
+            others: vec![],
         };
         let text = lines(&g).join("\n");
         assert!(
@@ -231,6 +272,32 @@ mod tests {
             "{text}"
         );
         assert!(quiet(Some(1.5), 2) && quiet(None, 2));
+    }
+
+    #[test]
+    fn trust_rests_on_what_other_processes_took_not_on_the_bench_s_own_load() {
+        let busy_after_own_work = [Some(0.4), Some(3.9)];
+        let quiet_sections = vec![("forward".to_string(), 0.02), ("pull".to_string(), 0.03)];
+        assert!(trusted(&quiet_sections, &busy_after_own_work, 2));
+        let shared = vec![("forward".to_string(), 0.02), ("pull".to_string(), 0.35)];
+        assert!(!trusted(&shared, &[Some(0.1), Some(0.1)], 2));
+        assert!(
+            !trusted(&[], &busy_after_own_work, 2),
+            "nothing timed: the load decides"
+        );
+        let g = Gate {
+            baseline_file: "b.json".into(),
+            compared: None,
+            load: [Some(0.1), Some(0.1)],
+            cores: 2,
+            trusted: false,
+            others: shared,
+        };
+        let text = lines(&g).join("\n");
+        assert!(
+            text.contains("other processes took more than 10 %") && text.contains("pull 35 %"),
+            "{text}"
+        );
     }
 
     #[test]

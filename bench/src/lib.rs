@@ -129,7 +129,8 @@ fn write_json(file: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> 
 fn judge(report: &Report, opts: &Options) -> anyhow::Result<gate::Gate> {
     let m = &report.machine;
     let load = [m.load_before.map(|l| l[0]), m.load_after.map(|l| l[0])];
-    let trusted = load.iter().all(|l| gate::quiet(*l, m.cores));
+    let others = others_shares(&report.sections);
+    let trusted = gate::trusted(&others, &load, m.cores);
     let compared = if opts.record_baseline {
         let recorded = format!(
             "{} · {} · load {:?} on {} cores{}",
@@ -156,7 +157,23 @@ fn judge(report: &Report, opts: &Options) -> anyhow::Result<gate::Gate> {
         load,
         cores: m.cores,
         trusted,
+        others,
     })
+}
+
+/// Per timed section, the share of the machine processes outside the bench took.
+fn others_shares(s: &Sections) -> Vec<(String, f64)> {
+    let spent = [
+        ("raw", s.raw.as_ref().map(|r| &r.cpu)),
+        ("raw echo", s.raw.as_ref().map(|r| &r.echo_envelope.cpu)),
+        ("forward", s.forward.as_ref().map(|f| &f.result.cpu)),
+        ("pull", s.pull.as_ref().map(|p| &p.result.cpu)),
+        ("migration", s.migration.as_ref().map(|m| &m.cpu)),
+    ];
+    spent
+        .into_iter()
+        .filter_map(|(name, cpu)| Some((name.to_string(), cpu?.others_share()?)))
+        .collect()
 }
 
 fn on(opts: &Options, section: &str) -> bool {
@@ -212,6 +229,10 @@ async fn start_profile(fleet: &Fleet, hosts: &[&str], opts: &Options) -> Option<
         .filter_map(|h| Some((h.to_string(), fleet.host(h).ok()?.gateway.pid()?)))
         .collect();
     let dir = opts.out.parent().map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("fleet-bench: no profile: creating {}: {e}", dir.display());
+        return None;
+    }
     profile::start(&targets, &dir)
         .await
         .map_err(|e| eprintln!("fleet-bench: no profile: {e:#}"))

@@ -122,6 +122,17 @@ pub struct CpuSpent {
     pub capacity_s: f64,
 }
 
+impl CpuSpent {
+    /// The share of the machine's capacity that processes outside the probe (other users, a build)
+    /// took during the measurement: what makes a figure the machine's rather than the gateway's.
+    pub fn others_share(&self) -> Option<f64> {
+        (self.capacity_s > 0.0).then(|| {
+            let ours: f64 = self.seconds.values().sum();
+            ((self.machine_s - ours) / self.capacity_s).max(0.0)
+        })
+    }
+}
+
 impl CpuProbe {
     pub fn with(mut self, name: &str, pid: Option<u32>) -> CpuProbe {
         if let Some(pid) = pid {
