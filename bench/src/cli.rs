@@ -81,11 +81,13 @@ pub struct BenchCli {
     /// Ratios the regression gate compares with (default: fixtures/bench/baseline.json).
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
-    /// Write this run's ratios to the baseline instead of comparing (on a quiet machine).
-    #[arg(long)]
+    /// Write this run's ratios to the baseline instead of comparing (on a quiet machine; not
+    /// with --profile, whose sampling costs the gateways CPU).
+    #[arg(long, conflicts_with = "profile")]
     pub record_baseline: bool,
     /// Sample each gateway with Linux `perf` during the forward throughput run and print its CPU
-    /// per brief by component (signatures, AMQP client, HTTP/MCP, herdr client, …).
+    /// per brief by component (signatures, AMQP client, HTTP/MCP, herdr client, …). The sampling
+    /// itself costs the gateways CPU (~10–20 % here): read the run's rates and ratios as slower.
     #[arg(long)]
     pub profile: bool,
 }

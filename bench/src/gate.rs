@@ -4,7 +4,8 @@
 //! a baseline of messages per second would cry wolf; a ratio to the raw broker measured in the same
 //! run carries the machine's speed in both terms and survives a change of machine far better. A
 //! gated ratio that got more than [`DROP`] worse than the baseline is printed loudly. The verdict
-//! is only as good as the run: with the load average above the number of cores the figures are
+//! is only as good as the run: with other processes taking a share of the machine while it measured
+//! ([`trusted`]; the load average only when nothing was timed) the figures are
 //! not trusted, and the gate says so and how to rerun, instead of blaming the gateway.
 
 use std::path::Path;
