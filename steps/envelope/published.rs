@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{anyhow, ensure};
 use cucumber::then;
 use fleet_conformance::envelope::Envelope;
-use fleet_conformance::probe::Captured;
+use fleet_conformance::probe::{Captured, Tap};
 
 use crate::world::FleetWorld;
 
@@ -171,16 +171,7 @@ async fn injected_for_valid(w: &mut FleetWorld) -> anyhow::Result<()> {
         .clone()
         .ok_or_else(|| anyhow!("the probe sent no valid message"))?;
     let id = sent.msg_id().to_string();
-    let m = tap(&w.wire.msgs, "bridge.msg")?
-        .wait_for(
-            &format!("an INJECTED with corrId {id}"),
-            Duration::from_secs(10),
-            |c: &Captured| {
-                c.header_str("kind").as_deref() == Some("INJECTED")
-                    && c.header_str("corrId").as_deref() == Some(id.as_str())
-            },
-        )
-        .await?;
+    let m = injected_for(&*tap(&w.wire.msgs, "bridge.msg")?, &id).await?;
     let env = check_published(w, &m)?;
     ensure!(
         env.value("traceId") == sent.value("traceId"),
@@ -194,6 +185,20 @@ async fn injected_for_valid(w: &mut FleetWorld) -> anyhow::Result<()> {
         env.value("to")
     );
     Ok(())
+}
+
+/// Waits for the INJECTED that answers the SEND `id` (its `corrId`).
+async fn injected_for(msgs: &Tap, id: &str) -> anyhow::Result<Captured> {
+    let inj = msgs
+        .wait_for(
+            &format!("an INJECTED with corrId {id}"),
+            Duration::from_secs(10),
+            |c: &Captured| {
+                c.header_str("kind").as_deref() == Some("INJECTED") && c.header_str("corrId").as_deref() == Some(id)
+            },
+        )
+        .await?;
+    Ok(inj)
 }
 
 #[then(expr = "the INJECTED for {string}'s send carries the send's traceId")]
@@ -212,16 +217,7 @@ async fn injected_for_send(w: &mut FleetWorld, main: String) -> anyhow::Result<(
         .await?;
     let send_env = check_published(w, &send)?;
     let id = send_env.msg_id().to_string();
-    let inj = msgs
-        .wait_for(
-            &format!("an INJECTED with corrId {id}"),
-            Duration::from_secs(10),
-            |c: &Captured| {
-                c.header_str("kind").as_deref() == Some("INJECTED")
-                    && c.header_str("corrId").as_deref() == Some(id.as_str())
-            },
-        )
-        .await?;
+    let inj = injected_for(&msgs, &id).await?;
     let inj_env = check_published(w, &inj)?;
     ensure!(
         inj_env.value("traceId") == send_env.value("traceId"),
