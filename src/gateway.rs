@@ -424,6 +424,26 @@ impl GatewayProcess {
     }
 }
 
+/// `POST /v1/entities` with any registration `body` (e.g. one claiming a legacy queue) → the
+/// answer's JSON, or an error naming the status. Owned arguments, so a caller can run it in the
+/// background (a registration that migrates, or whose gateway is killed meanwhile); no deadline of
+/// its own for the same reason — such a registration takes as long as its move, and its caller
+/// bounds the wait.
+pub async fn post_registration(base_url: String, admin_token: String, body: Value) -> anyhow::Result<Value> {
+    use anyhow::Context as _;
+    let r = reqwest::Client::new()
+        .post(format!("{base_url}/v1/entities"))
+        .bearer_auth(admin_token)
+        .json(&body)
+        .send()
+        .await
+        .context("POST /v1/entities")?;
+    let status = r.status();
+    let v: Value = r.json().await.context("POST /v1/entities answer")?;
+    anyhow::ensure!(status.is_success(), "POST /v1/entities answered {status}: {v}");
+    Ok(v)
+}
+
 /// The HTTP client for a gateway's local API: every request has a deadline (a frozen gateway
 /// accepts the connection and never answers; the kernel does that for it), scaled by the suite's
 /// time knob. The local API answers at once by contract: none of its calls blocks.

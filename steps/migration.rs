@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::envelope::Envelope;
+use fleet_conformance::gateway::post_registration;
 use fleet_conformance::herdr::AgentStatus;
 use fleet_conformance::legacy::{
     LegacyBroker, LegacyQueue, LegacyState, QueueState, legacy_queue_name, v2_inbox_arguments,
@@ -87,21 +88,6 @@ fn claim_body(pane: &str, parent_gid: &str, legacy_pane: &str, gid: Option<&str>
         body["gid"] = json!(g);
     }
     body
-}
-
-/// Posts a registration to `base_url` and returns `(gid, token)`.
-async fn post_registration(base_url: String, admin_token: String, body: Value) -> anyhow::Result<Value> {
-    let r = reqwest::Client::new()
-        .post(format!("{base_url}/v1/entities"))
-        .bearer_auth(admin_token)
-        .json(&body)
-        .send()
-        .await
-        .context("POST /v1/entities")?;
-    let status = r.status();
-    let v: Value = r.json().await.context("POST /v1/entities answer")?;
-    ensure!(status.is_success(), "POST /v1/entities answered {status}: {v}");
-    Ok(v)
 }
 
 #[given(

@@ -326,17 +326,9 @@ async fn register_claim(
     legacy: String,
 ) -> anyhow::Result<Value> {
     let body = json!({"role": "worker", "pane": pane, "groups": [], "parent": parent, "legacyPaneId": legacy});
-    let r = reqwest::Client::new()
-        .post(format!("{base_url}/v1/entities"))
-        .bearer_auth(admin_token)
-        .json(&body)
-        .send()
+    fleet_conformance::gateway::post_registration(base_url, admin_token, body)
         .await
-        .context("POST /v1/entities with legacyPaneId")?;
-    let status = r.status();
-    let v: Value = r.json().await.context("POST /v1/entities answer")?;
-    ensure!(status.is_success(), "POST /v1/entities answered {status}: {v}");
-    Ok(v)
+        .context("registering a worker with legacyPaneId")
 }
 
 /// The gateway log lines about the migration, for an error message.
