@@ -69,4 +69,5 @@ Feature: Spawn and stop across hosts (SPEC §9)
     Then herdr on "b" shows the pane of "w9" closed
     And the inbox of "w9" is gone
     And within 1 heartbeat the roster of "a" no longer lists "w9"
+    And over 1 heartbeat the probe sees no heartbeat of "w9" after its down
     And every message the probe saw a gateway publish is complete, in long strings, and signed

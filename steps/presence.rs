@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure};
 use cucumber::{given, then, when};
-use fleet_conformance::timing::wait_for;
+use fleet_conformance::probe::Captured;
+use fleet_conformance::timing::{hold_for, wait_for};
 use serde_json::Value;
 
 use crate::world::FleetWorld;
@@ -102,6 +103,55 @@ async fn roster_drops(w: &mut FleetWorld, n: u32, at: String, name: String) -> a
         }
     })
     .await?;
+    Ok(())
+}
+
+/// The `state` of a captured presence of `gid` (routing key `roster.<host>.<gid>`), if it is one.
+fn presence_state(m: &Captured, gid: &str) -> Option<String> {
+    if !m.routing_key.ends_with(&format!(".{gid}")) {
+        return None;
+    }
+    let body: Value = serde_json::from_slice(&m.body).ok()?;
+    body["state"].as_str().map(str::to_string)
+}
+
+/// PRS-2 with SPN-5 (contract §4): once a stopped entity's `down` is on the wire, its host
+/// publishes no `up` of it — every gateway would list it again for a whole ttl. Judged on the
+/// probe's `bridge.roster` tap (one queue: the broker's order of one publisher's messages) over
+/// a window, and the `down` must have been seen by its end.
+#[then(regex = r#"^over (\d+) heartbeats? the probe sees no heartbeat of "([^"]+)" after its down$"#)]
+async fn no_up_after_down(w: &mut FleetWorld, n: u32, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let roster = w.wire.roster_tap()?;
+    let states = || {
+        let (roster, gid) = (roster.clone(), gid.clone());
+        async move {
+            let all = roster.fetch().await.map_err(|e| e.to_string())?;
+            Ok::<Vec<String>, String>(all.iter().filter_map(|m| presence_state(m, &gid)).collect())
+        }
+    };
+    hold_for(
+        &format!("no heartbeat of {name} after its down"),
+        heartbeats(w, n),
+        || {
+            let states = states();
+            async move {
+                let states = states.await?;
+                match states.iter().position(|s| s == "down") {
+                    Some(i) if states[i..].iter().any(|s| s == "up") => {
+                        Err(format!("its presence in wire order: {states:?}"))
+                    }
+                    _ => Ok(()),
+                }
+            }
+        },
+    )
+    .await?;
+    let states = states().await.map_err(|e| anyhow!(e))?;
+    ensure!(
+        states.iter().any(|s| s == "down"),
+        "the probe saw no down of {name}; its presence in wire order: {states:?}"
+    );
     Ok(())
 }
 

@@ -156,8 +156,13 @@ impl Gateway {
             }
             Err(e) => warn!(%gid, error = %e, "inbox not deleted; x-expires will collect it"),
         }
-        if let Err(e) = self.announce_entity(&entity, "down").await {
-            warn!(%gid, error = %e, "presence down not published; the entry expires with its ttl");
+        {
+            // No heartbeat carries the gid once its `down` is announced (see `departures`).
+            let mut departed = self.departures.lock().await;
+            departed.depart(gid);
+            if let Err(e) = self.announce_entity(&entity, "down").await {
+                warn!(%gid, error = %e, "presence down not published; the entry expires with its ttl");
+            }
         }
         if entity.role == Role::Worker
             && let Err(e) = self.herdr.close(&entity.pane).await
@@ -171,6 +176,8 @@ impl Gateway {
             .map_err(|_| EntityError::Registry("lock poisoned".into()))?
             .remove(gid)
             .map_err(|e| EntityError::Registry(e.to_string()))?;
+        // Out of the registry, so no heartbeat round takes it any more.
+        self.departures.lock().await.forget(gid);
         info!(%gid, "entity stopped");
         Ok(entity)
     }

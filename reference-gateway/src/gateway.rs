@@ -66,6 +66,8 @@ pub struct Gateway {
     pub(crate) inflight_injects: std::sync::atomic::AtomicUsize,
     /// A heartbeat's agent-status refresh is running (one at a time).
     pub(crate) refreshing_statuses: AtomicBool,
+    /// Orders every `down` after the heartbeats already on their way (no `up` follows a `down`).
+    pub(crate) departures: crate::departures::Departures,
 }
 
 impl Gateway {
@@ -108,6 +110,7 @@ impl Gateway {
             stopping: watch::channel(false).0,
             inflight_injects: std::sync::atomic::AtomicUsize::new(0),
             refreshing_statuses: AtomicBool::new(false),
+            departures: Default::default(),
             cfg,
         }))
     }
@@ -533,6 +536,9 @@ impl Gateway {
             while self.inflight_injects.load(Ordering::SeqCst) > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+            // Held to the end: no heartbeat follows these `down`s (see `departures`).
+            let mut departed = self.departures.lock().await;
+            departed.depart_all();
             for e in self.entities() {
                 let _ = self.announce_entity(&e, "down").await;
             }
@@ -546,6 +552,7 @@ impl Gateway {
                 parent: None,
             };
             let _ = self.announce(crate::envelope::GATEWAY_FROM, &body).await;
+            drop(departed);
         };
         let _ = tokio::time::timeout(bound, work).await;
     }

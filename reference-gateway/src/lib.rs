@@ -6,7 +6,7 @@
 //! - [`topology`], [`publish`] — SPEC §1 and §4: exchanges and queues, confirmed publishing
 //! - [`forward`] — SPEC §5, briefs into workers (at-most-once + INJECTED)
 //! - [`pull`] — SPEC §6, held messages for mains (at-least-once)
-//! - [`presence`] — SPEC §8, heartbeats and the roster view
+//! - [`presence`] — SPEC §8, heartbeats and the roster view; [`departures`] orders `down` after them
 //! - [`entities`], [`registry`] — entity life cycle and the durable registry
 //! - [`inbox`] — verification and routing of every inbox delivery
 //! - [`herdr`] — the herdr socket client
@@ -19,6 +19,7 @@ pub mod api;
 pub mod config;
 pub mod conversation;
 pub mod dead_letters;
+pub mod departures;
 pub mod entities;
 pub mod entity_state;
 pub mod envelope;

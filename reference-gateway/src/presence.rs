@@ -390,12 +390,15 @@ impl Gateway {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while conn.status().connected() {
                 tick.tick().await;
-                if let Err(e) = gw
-                    .announce(crate::envelope::GATEWAY_FROM, &gw.gateway_presence("up"))
-                    .await
+                let departed = gw.departures.lock().await;
+                if departed.may_heartbeat(None)
+                    && let Err(e) = gw
+                        .announce(crate::envelope::GATEWAY_FROM, &gw.gateway_presence("up"))
+                        .await
                 {
                     debug!(error = %e, "gateway heartbeat not published");
                 }
+                drop(departed);
                 gw.heartbeat_entities().await;
                 gw.refresh_agent_statuses();
             }
@@ -406,14 +409,27 @@ impl Gateway {
     /// whole, then its confirms are awaited together — one broker round trip per chunk instead of
     /// one per entity (1,000 entities took 875 ms a round one by one; a round must stay well
     /// inside H).
+    ///
+    /// Each chunk is filtered and published under [`crate::departures::Departures`]: an entity
+    /// stopped since the round read the list is left out, so no `up` follows its `down`.
     async fn heartbeat_entities(&self) {
         let entities = self.entities();
         for chunk in entities.chunks(HEARTBEAT_CHUNK) {
-            let outs = chunk
+            let departed = self.departures.lock().await;
+            let live: Vec<&Entity> = {
+                let registry = lock(&self.registry);
+                chunk
+                    .iter()
+                    .filter(|e| departed.may_heartbeat(Some(&e.gid)) && registry.get(&e.gid).is_some())
+                    .collect()
+            };
+            let outs = live
                 .iter()
                 .map(|e| self.presence_outgoing(&e.gid, &self.entity_presence(e, "up")))
                 .collect();
-            for (e, published) in chunk.iter().zip(self.publisher.publish_batch(outs).await) {
+            let published = self.publisher.publish_batch(outs).await;
+            drop(departed);
+            for (e, published) in live.iter().zip(published) {
                 if let Err(err) = published {
                     debug!(gid = %e.gid, error = %err, "heartbeat not published");
                 }

@@ -80,6 +80,13 @@ pub struct WireState {
     copies: Vec<String>,
 }
 
+impl WireState {
+    /// The probe's `bridge.roster` tap, for steps of other areas that judge presence on the wire.
+    pub fn roster_tap(&self) -> anyhow::Result<Arc<Tap>> {
+        tap(&self.roster, "bridge.roster")
+    }
+}
+
 struct Hostile {
     marker: String,
 }
