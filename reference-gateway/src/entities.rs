@@ -117,8 +117,6 @@ impl Gateway {
             legacy_pane_id: req.legacy_pane_id,
         };
         self.registry
-            .lock()
-            .map_err(|_| EntityError::Registry("lock poisoned".into()))?
             .insert(entity.clone())
             .map_err(|e| EntityError::Registry(e.to_string()))?;
         self.attach_entity(&entity).await;
@@ -133,9 +131,7 @@ impl Gateway {
             // Roll back: an entity that cannot be served is not registered.
             self.detach_entity(&entity.gid).await;
             self.local.forget(&entity.gid);
-            if let Ok(mut r) = self.registry.lock() {
-                let _ = r.remove(&entity.gid);
-            }
+            let _ = self.registry.remove(&entity.gid);
             return Err(EntityError::Broker(why));
         }
         info!(gid = %entity.gid, role = entity.role.as_str(), pane = %entity.pane, "entity registered");
@@ -172,8 +168,6 @@ impl Gateway {
         self.pull.remove(gid);
         self.local.forget(gid);
         self.registry
-            .lock()
-            .map_err(|_| EntityError::Registry("lock poisoned".into()))?
             .remove(gid)
             .map_err(|e| EntityError::Registry(e.to_string()))?;
         // Out of the registry, so no heartbeat round takes it any more.

@@ -39,7 +39,7 @@ pub struct Gateway {
     pub keyring: Keyring,
     pub herdr: Herdr,
     pub publisher: Publisher,
-    pub registry: Mutex<Registry>,
+    pub registry: Registry,
     pub pending: PendingSends,
     pub pull: PullState,
     pub seen: SeenSet,
@@ -92,7 +92,7 @@ impl Gateway {
             signer,
             keyring,
             publisher,
-            registry: Mutex::new(registry),
+            registry,
             pending: PendingSends::default(),
             pull: PullState::default(),
             seen: SeenSet::new(1_000_000),
@@ -127,15 +127,15 @@ impl Gateway {
     }
 
     pub fn entity(&self, gid: &str) -> Option<Entity> {
-        self.registry.lock().ok()?.get(gid).cloned()
+        self.registry.get(gid)
     }
 
     pub fn entity_by_token(&self, token: &str) -> Option<Entity> {
-        self.registry.lock().ok()?.by_token(token).cloned()
+        self.registry.by_token(token)
     }
 
     pub fn entities(&self) -> Vec<Entity> {
-        self.registry.lock().map(|r| r.all()).unwrap_or_default()
+        self.registry.all()
     }
 
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {

@@ -416,13 +416,10 @@ impl Gateway {
         let entities = self.entities();
         for chunk in entities.chunks(HEARTBEAT_CHUNK) {
             let departed = self.departures.lock().await;
-            let live: Vec<&Entity> = {
-                let registry = lock(&self.registry);
-                chunk
-                    .iter()
-                    .filter(|e| departed.may_heartbeat(Some(&e.gid)) && registry.get(&e.gid).is_some())
-                    .collect()
-            };
+            let live: Vec<&Entity> = chunk
+                .iter()
+                .filter(|e| departed.may_heartbeat(Some(&e.gid)) && self.registry.contains(&e.gid))
+                .collect();
             let outs = live
                 .iter()
                 .map(|e| self.presence_outgoing(&e.gid, &self.entity_presence(e, "up")))

@@ -81,12 +81,7 @@ impl Gateway {
     /// SPN-2..4: dedup by spawnId, launch the agent in a new pane, register, deliver the brief.
     async fn on_spawn(self: &Arc<Self>, env: &Envelope, body: &[u8]) {
         let spawn_id = env.spawn_id.clone().unwrap_or_default();
-        if self
-            .registry
-            .lock()
-            .map(|r| r.by_spawn_id(&spawn_id).is_some())
-            .unwrap_or(false)
-        {
+        if self.registry.by_spawn_id(&spawn_id).is_some() {
             info!(spawnId = %spawn_id, "duplicate SPAWN: the worker already exists");
             return;
         }
