@@ -143,21 +143,31 @@ impl Publisher {
     }
 
     /// Publishes every message of `outs` in order, then waits for their confirms: one round trip
-    /// for the batch instead of one per message (the migration's move). Results are in order.
+    /// for the batch instead of one per message (the migration's move, a heartbeat round).
+    /// Results are in order.
+    ///
+    /// The messages are handed to the channel together, not one after another: lapin answers a
+    /// publish once its I/O loop has written the frames, so handing them one by one cost one
+    /// wake-up of that loop per message (~0.27 ms each in a 1,000-entity heartbeat round, and a
+    /// 10,000-entity round no longer fitted in H). [`in_order`] keeps the batch's order on the
+    /// wire.
     ///
     /// The whole batch shares one confirm bound: a connection lost mid-batch fails every
     /// unconfirmed message within one bound, not one bound per message (a batch of 100 would
     /// otherwise hold its caller, and the migration lock, for 100 bounds).
     pub async fn publish_batch(&self, outs: Vec<Outgoing>) -> Vec<Result<Envelope, PublishError>> {
         let deadline = tokio::time::Instant::now() + self.confirm_timeout;
-        let mut sent = Vec::with_capacity(outs.len());
-        for out in outs {
-            let s = match tokio::time::timeout_at(deadline, self.send(out)).await {
-                Ok(s) => s,
-                Err(_) => Err(PublishError::ConfirmTimeout(self.confirm_timeout)),
-            };
-            sent.push(s);
-        }
+        let Some(ch) = self.channel.read().await.clone() else {
+            return outs.iter().map(|_| Err(PublishError::NotConnected)).collect();
+        };
+        let (n, kind) = (outs.len(), outs.first().map_or(Kind::Presence, |o| o.kind));
+        let handing = outs.into_iter().map(|out| self.hand(&ch, out)).collect();
+        let Ok(sent) = tokio::time::timeout_at(deadline, in_order(handing)).await else {
+            self.failed(kind, "confirm_timeout");
+            return (0..n)
+                .map(|_| Err(PublishError::ConfirmTimeout(self.confirm_timeout)))
+                .collect();
+        };
         let mut results = Vec::with_capacity(sent.len());
         for s in sent {
             results.push(match s {
@@ -165,7 +175,10 @@ impl Publisher {
                     Ok(r) => r,
                     Err(_) => Err(PublishError::ConfirmTimeout(self.confirm_timeout)),
                 },
-                Err(e) => Err(e),
+                Err(e) => {
+                    self.failed(kind, "broker");
+                    Err(e.into())
+                }
             });
         }
         results
@@ -173,6 +186,14 @@ impl Publisher {
 
     /// Builds, signs and hands `out` to the channel; the confirm is awaited by [`Self::confirmed`].
     pub async fn send(&self, out: Outgoing) -> Result<Sent, PublishError> {
+        let ch = self.channel.read().await.clone().ok_or(PublishError::NotConnected)?;
+        let kind = out.kind;
+        self.bounded(kind, self.hand(&ch, out)).await
+    }
+
+    /// Builds and signs `out` and hands it to `ch`. Everything up to lapin's queueing of the
+    /// frames happens on the first poll (no await before it), which [`in_order`] relies on.
+    async fn hand(&self, ch: &Channel, out: Outgoing) -> lapin::Result<Sent> {
         let ts = now_ms();
         let mut env = Envelope {
             v: VERSION.to_string(),
@@ -204,13 +225,13 @@ impl Publisher {
             let left = env.expires_at.saturating_sub(ts).max(1);
             props = props.with_expiration(left.to_string().as_str().into());
         }
-        let ch = self.channel.read().await.clone().ok_or(PublishError::NotConnected)?;
         let opts = BasicPublishOptions {
             mandatory: out.mandatory,
             ..BasicPublishOptions::default()
         };
-        let handed = ch.basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props);
-        let confirm = self.bounded(env.kind, handed).await?;
+        let confirm = ch
+            .basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props)
+            .await?;
         Ok(Sent { env, confirm })
     }
 
@@ -232,10 +253,10 @@ impl Publisher {
     }
 
     /// Awaits one broker step of a publish within the confirm bound, counting a failure.
-    async fn bounded<T>(
+    async fn bounded<T, E: Into<PublishError>>(
         &self,
         kind: Kind,
-        step: impl std::future::Future<Output = lapin::Result<T>>,
+        step: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<T, PublishError> {
         match tokio::time::timeout(self.confirm_timeout, step).await {
             Ok(Ok(v)) => Ok(v),
@@ -255,5 +276,65 @@ impl Publisher {
             &self.metrics.publish_failed,
             &[("kind", kind.as_str()), ("reason", reason)],
         );
+    }
+}
+
+/// Runs `futs` to completion, polling each once in the order given before any is polled twice,
+/// and returns their outputs in that order. A lapin publish queues its frames (and takes its
+/// delivery tag) on its first poll, so a batch handed over this way reaches the wire in order,
+/// while the batch waits for the I/O loop's writes together rather than one by one.
+async fn in_order<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    use std::task::Poll;
+    let mut futs: Vec<std::pin::Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut first: Vec<Option<F::Output>> = Vec::with_capacity(futs.len());
+    std::future::poll_fn(|cx| {
+        for f in &mut futs {
+            first.push(match f.as_mut().poll(cx) {
+                Poll::Ready(v) => Some(v),
+                Poll::Pending => None,
+            });
+        }
+        Poll::Ready(())
+    })
+    .await;
+    let mut pending = Vec::new();
+    let mut rest = Vec::new();
+    for (i, (f, done)) in futs.into_iter().zip(&first).enumerate() {
+        if done.is_none() {
+            pending.push(i);
+            rest.push(f);
+        }
+    }
+    for (i, v) in pending.into_iter().zip(futures_util::future::join_all(rest).await) {
+        first[i] = Some(v);
+    }
+    // Every slot is filled: the first pass or `join_all` answered each future once.
+    first.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn in_order_starts_every_future_in_order_and_answers_in_order() {
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let futs: Vec<_> = (0..40usize)
+            .map(|i| {
+                let started = Arc::clone(&started);
+                async move {
+                    started.lock().expect("lock").push(i);
+                    // Later ones finish first; some finish on their first poll.
+                    for _ in 0..(40 - i) % 7 {
+                        tokio::task::yield_now().await;
+                    }
+                    i * 10
+                }
+            })
+            .collect();
+        let out = in_order(futs).await;
+        assert_eq!(out, (0..40).map(|i| i * 10).collect::<Vec<_>>());
+        assert_eq!(*started.lock().expect("lock"), (0..40).collect::<Vec<_>>());
     }
 }
