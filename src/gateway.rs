@@ -111,10 +111,6 @@ impl Drop for GatewayProcess {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 impl GatewayProcess {
     /// Starts the gateway and waits until `/readyz` answers 200.
     pub async fn start(spec: GatewaySpec) -> Result<GatewayProcess, GatewayError> {
@@ -139,7 +135,7 @@ impl GatewayProcess {
         std::fs::create_dir_all(spec.dir.join("state")).map_err(files)?;
         spec.key.write_key_file(&spec.dir.join("signing.key")).map_err(files)?;
         write_peers_file(&spec.dir.join("peers.toml"), &spec.peers).map_err(files)?;
-        let port = free_port().map_err(files)?;
+        let port = crate::ports::free_port().map_err(files)?;
         Ok(GatewayProcess {
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
             admin_token: format!("admin-{}", uuid::Uuid::new_v4().simple()),

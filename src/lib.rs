@@ -33,6 +33,7 @@ pub mod legacy;
 pub mod logs;
 pub mod mcp;
 pub mod names;
+pub mod ports;
 pub mod probe;
 pub mod proxy;
 pub mod report;

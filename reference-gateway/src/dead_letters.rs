@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicQosOptions};
+use lapin::options::BasicAckOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use tracing::{Instrument as _, info, warn};
 
@@ -34,10 +34,11 @@ impl Gateway {
     /// Consumes `bridge.dlq` for the life of `conn`.
     pub async fn start_dead_letters(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
         let ch = conn.create_channel().await?;
-        ch.basic_qos(self.cfg.prefetch, BasicQosOptions::default()).await?;
         let tag = format!("dlq-{}", self.cfg.host_id);
-        self.consume_each(ch, DLQ, &tag, |gw, d| async move { gw.on_dead_letter(d).await })
-            .await?;
+        self.consume_each(ch, DLQ, &tag, self.cfg.prefetch, |gw, d| async move {
+            gw.on_dead_letter(d).await
+        })
+        .await?;
         Ok(())
     }
 

@@ -70,6 +70,9 @@ pub struct Gateway {
     pub(crate) departures: crate::departures::Departures,
 }
 
+/// Deliveries in flight on the roster and control consumers (one handled at a time).
+pub(crate) const CONSUME_PREFETCH: u16 = 256;
+
 impl Gateway {
     /// Builds the gateway from its configuration: reads the keys and the registry.
     pub fn new(cfg: Config) -> anyhow::Result<Arc<Gateway>> {
@@ -374,19 +377,25 @@ impl Gateway {
         Ok(())
     }
 
-    /// Consumes `queue` on `ch` (manual ack) and hands every delivery to `handle`, one at a time,
-    /// for the life of the channel: the shape of the roster, control and DLQ consumers.
+    /// Consumes `queue` on `ch` (manual ack, at most `prefetch` unacked) and hands every delivery
+    /// to `handle`, one at a time, for the life of the channel: the shape of the roster, control
+    /// and DLQ consumers.
     pub async fn consume_each<F, Fut>(
         self: &Arc<Self>,
         ch: Channel,
         queue: &str,
         tag: &str,
+        prefetch: u16,
         handle: F,
     ) -> lapin::Result<()>
     where
         F: Fn(Arc<Gateway>, lapin::message::Delivery) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send,
     {
+        // Bounded like the inboxes: without a prefetch the broker pushed a backlog it could not
+        // yet handle (a 10,000-entity heartbeat round comes back to its own roster queue) into
+        // this process's memory; with one, the backlog waits in the queue.
+        ch.basic_qos(prefetch, BasicQosOptions::default()).await?;
         let mut consumer = ch
             .basic_consume(queue.into(), tag.into(), Default::default(), FieldTable::default())
             .await?;

@@ -476,8 +476,10 @@ impl Gateway {
             *t = Some(now);
         }
         self.roster_sync.reset(now);
-        self.consume_each(ch, &q, "roster", |gw, d| async move { gw.on_presence(d).await })
-            .await?;
+        self.consume_each(ch, &q, "roster", crate::gateway::CONSUME_PREFETCH, |gw, d| async move {
+            gw.on_presence(d).await
+        })
+        .await?;
         Ok(())
     }
 

@@ -35,8 +35,14 @@ impl Gateway {
     pub async fn start_control(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
         let ch = conn.create_channel().await?;
         let q = topology::declare_control(&ch, &self.cfg.host_id).await?;
-        self.consume_each(ch, &q, "control", |gw, d| async move { gw.on_control(d).await })
-            .await?;
+        self.consume_each(
+            ch,
+            &q,
+            "control",
+            crate::gateway::CONSUME_PREFETCH,
+            |gw, d| async move { gw.on_control(d).await },
+        )
+        .await?;
         Ok(())
     }
 

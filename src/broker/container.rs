@@ -147,24 +147,10 @@ fn container_tls_files() -> Option<crate::tls::TlsFiles> {
 /// Free loopback ports for AMQP, management and AMQPS. They are released before docker binds them;
 /// a clash in between fails the container's start, which [`start`] then retries on new ports.
 fn free_host_ports() -> Result<[u16; 3], BrokerError> {
-    let bind = || {
-        std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|source| BrokerError::Io {
-            context: "binding a free loopback port".into(),
-            source,
-        })
-    };
-    let listeners = [bind()?, bind()?, bind()?];
-    let mut ports = [0u16; 3];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener
-            .local_addr()
-            .map_err(|source| BrokerError::Io {
-                context: "reading a free port".into(),
-                source,
-            })?
-            .port();
-    }
-    Ok(ports)
+    crate::ports::free_ports().map_err(|source| BrokerError::Io {
+        context: "finding free loopback ports".into(),
+        source,
+    })
 }
 
 /// Whether a container start failed because a host port was taken meanwhile.

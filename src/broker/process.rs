@@ -16,7 +16,6 @@
 
 use std::fs::File;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -71,16 +70,10 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerEr
     move |source| BrokerError::Io { context, source }
 }
 
-/// Three distinct free loopback ports (AMQP, management, distribution). They are released before
-/// the broker binds them; a clash with another process in between shows up as a boot failure.
+/// Three distinct free loopback ports (AMQP, management, distribution), from [`crate::ports`].
+/// They are released before the broker binds them; a clash in between shows up as a boot failure.
 fn free_ports() -> Result<[u16; 3], BrokerError> {
-    let bind = || TcpListener::bind(("127.0.0.1", 0)).map_err(io_err("binding a free loopback port"));
-    let listeners = [bind()?, bind()?, bind()?];
-    let mut ports = [0u16; 3];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener.local_addr().map_err(io_err("reading a free port"))?.port();
-    }
-    Ok(ports)
+    crate::ports::free_ports().map_err(io_err("finding free loopback ports"))
 }
 
 /// The broker's advanced (Erlang terms) config file: the retention policies of both management
@@ -127,10 +120,7 @@ fn prepare_tls(dir: &Path) -> Option<(super::TlsListener, String)> {
             return None;
         }
     };
-    let port = TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .ok()?
-        .port();
+    let port = crate::ports::free_port().ok()?;
     let conf = tls_conf(
         "127.0.0.1",
         port,
