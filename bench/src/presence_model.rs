@@ -121,6 +121,18 @@ pub fn model(points: &[ScalePoint], heartbeat_s: f64) -> Option<Model> {
     })
 }
 
+/// The shortest a heartbeat round of the measured gateway can be on `cores` cores, seconds: its
+/// entities plus its `_gateway` entry, one delivery each (only the gateway's own roster queue, no
+/// observer), at the broker's measured CPU per delivery, with the gateway costing nothing.
+pub fn round_floor_s(c: &Constants, cores: usize) -> Option<f64> {
+    let b = c.broker_cpu_ms_per_delivery?;
+    Some((c.measured_entities as f64 + 1.0) * b / 1e3 / cores.max(1) as f64)
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 /// A number in engineering form (1.2 k, 10.2 M), for the table.
 fn eng(v: f64) -> String {
     match v {
@@ -158,6 +170,17 @@ pub fn lines(m: &Model) -> Vec<String> {
             "gw cores"
         ),
     ];
+    if let Some(floor) = round_floor_s(c, cores()) {
+        out.push(format!(
+            "one round of {} presences needs {:.2} s of broker CPU for its least delivery (the \
+             gateway's own roster queue, TOP-3), i.e. ≥ {floor:.2} s on {} cores, whatever the \
+             gateway — against H/5 = {:.2} s",
+            c.measured_entities + 1,
+            (c.measured_entities as f64 + 1.0) * c.broker_cpu_ms_per_delivery.unwrap_or_default() / 1e3,
+            cores(),
+            m.heartbeat_s / 5.0,
+        ));
+    }
     for r in &m.rows {
         let (a, b) = (&r.per_entity, &r.batched);
         out.push(format!(
@@ -242,5 +265,26 @@ mod tests {
         let text = lines(&m).join("\n");
         assert!(text.contains("1000 × 50") && text.contains("10.2 M"), "{text}");
         assert!(!text.contains("broker cores"), "no broker pid, no broker cores: {text}");
+    }
+
+    #[test]
+    fn the_round_floor_is_one_delivery_per_presence_over_the_cores() {
+        let c = Constants {
+            measured_entities: 9_999,
+            measured_presences_per_s: 2_000.0,
+            gateway_cpu_ms_per_presence: 0.3,
+            broker_cpu_ms_per_delivery: Some(0.3),
+        };
+        assert!((round_floor_s(&c, 2).unwrap_or_default() - 1.5).abs() < 1e-9);
+        assert_eq!(
+            round_floor_s(
+                &Constants {
+                    broker_cpu_ms_per_delivery: None,
+                    ..c
+                },
+                2
+            ),
+            None
+        );
     }
 }

@@ -395,7 +395,18 @@ fn scale_rows(t: &mut Table, scale: &ScaleResult) {
             p.gateway_cpu_pct,
             opt(p.broker_cpu_pct),
             p.register_per_s,
-            format!("{} ms / {:.0} msgs", num(p.heartbeat_round_ms), p.presences_per_round),
+            format!(
+                "{} ms / {:.0} msgs{}",
+                num(p.heartbeat_round_ms),
+                p.presences_per_round,
+                // More than one round's presences in one burst: no pause between rounds in the
+                // window, a round took at least H.
+                if p.presences_per_round > 1.5 * (p.entities as f64 + 1.0) {
+                    " (rounds ran together: ≥ H)"
+                } else {
+                    ""
+                }
+            ),
         ));
     }
     t.line(format!("  (H = {} ms for the scale run's gateway)", scale.heartbeat_ms));
