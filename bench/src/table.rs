@@ -399,9 +399,9 @@ fn scale_rows(t: &mut Table, scale: &ScaleResult) {
                 "{} ms / {:.0} msgs{}",
                 num(p.heartbeat_round_ms),
                 p.presences_per_round,
-                // More than one round's presences in one burst: no pause between rounds in the
-                // window, a round took at least H.
-                if p.presences_per_round > 1.5 * (p.entities as f64 + 1.0) {
+                // More than one round's presences (entities + `_gateway`) in one burst: rounds
+                // ran into each other with no pause between them, so a round took about H or more.
+                if p.presences_per_round > 1.1 * (p.entities as f64 + 1.0) {
                     " (rounds ran together: ≥ H)"
                 } else {
                     ""
