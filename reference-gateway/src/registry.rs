@@ -268,11 +268,23 @@ impl Registry {
         // Appended even when folding: the journal then holds every change since the last
         // snapshot, and replaying it over the new snapshot (a crash between the snapshot's rename
         // and the journal's truncation) changes nothing.
-        journal.append(&change)?;
-        match snapshot {
-            Some(copy) => journal.fold(&copy),
-            None => Ok(()),
-        }
+        off_the_runtime(|| {
+            journal.append(&change)?;
+            match snapshot {
+                Some(copy) => journal.fold(&copy),
+                None => Ok(()),
+            }
+        })
+    }
+}
+
+/// Runs a disk write that ends in a sync without stalling the runtime worker it was called on:
+/// on tokio's multi-thread runtime the worker's other tasks move to another thread meanwhile
+/// (`block_in_place`); elsewhere (a current-thread runtime, tests, no runtime) it just runs.
+fn off_the_runtime<T>(write: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(write),
+        _ => write(),
     }
 }
 
@@ -486,6 +498,16 @@ mod tests {
         )
         .expect("w");
         assert_eq!(Registry::open(&dir).expect("open").all(), vec![e]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_change_made_on_the_runtime_syncs_off_its_worker() {
+        let dir = fresh_dir("runtime");
+        let r = Registry::open(&dir).expect("open");
+        r.insert(entity("g1", "t1", None))
+            .expect("insert on a multi-thread runtime");
+        assert!(r.remove("g1").expect("remove").is_some());
         let _ = std::fs::remove_dir_all(dir);
     }
 }
