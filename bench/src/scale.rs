@@ -83,8 +83,9 @@ pub struct ScalePoint {
     pub broker_cpu_pct: Option<f64>,
     pub window_s: f64,
     /// Heartbeat rounds seen on `bridge.roster` during the window, and how long one round of
-    /// presence publishes (one per entity plus the gateway's, published one after the other, each
-    /// confirmed) took from its first to its last message.
+    /// presence publishes (one per entity plus the gateway's) took from its first to its last
+    /// message. When rounds run into each other (no pause between them), one "round" holds more
+    /// than a round's presences and lasts about as long as the window allows.
     pub heartbeat_rounds: usize,
     pub heartbeat_round_ms: f64,
     pub presences_per_round: f64,
