@@ -173,12 +173,7 @@ async fn injected_for_valid(w: &mut FleetWorld) -> anyhow::Result<()> {
     let id = sent.msg_id().to_string();
     let m = injected_for(&*tap(&w.wire.msgs, "bridge.msg")?, &id).await?;
     let env = check_published(w, &m)?;
-    ensure!(
-        env.value("traceId") == sent.value("traceId"),
-        "ENV-3: the INJECTED carries traceId {}, the SEND had {}",
-        env.value("traceId"),
-        sent.value("traceId")
-    );
+    same_trace(&env, &sent)?;
     ensure!(
         env.value("to") == sent.value("from"),
         "the INJECTED goes to {}, not the sender",
@@ -219,11 +214,16 @@ async fn injected_for_send(w: &mut FleetWorld, main: String) -> anyhow::Result<(
     let id = send_env.msg_id().to_string();
     let inj = injected_for(&msgs, &id).await?;
     let inj_env = check_published(w, &inj)?;
+    same_trace(&inj_env, &send_env)
+}
+
+/// ENV-3: an INJECTED carries the traceId of the SEND it answers.
+fn same_trace(injected: &Envelope, send: &Envelope) -> anyhow::Result<()> {
     ensure!(
-        inj_env.value("traceId") == send_env.value("traceId"),
-        "ENV-3: INJECTED traceId {} ≠ SEND traceId {}",
-        inj_env.value("traceId"),
-        send_env.value("traceId")
+        injected.value("traceId") == send.value("traceId"),
+        "ENV-3: the INJECTED carries traceId {}, the SEND had {}",
+        injected.value("traceId"),
+        send.value("traceId")
     );
     Ok(())
 }
