@@ -308,12 +308,29 @@ fn decode(tool: &str, result: CallToolResult) -> Result<Value, McpError> {
 }
 
 /// Opens a new MCP session: HTTP transport with the bearer token, then `initialize`.
+/// The HTTP client of one session: connections are kept alive and reused, as an agent's MCP
+/// client does (Node's fetch, which Claude Code's SDK uses, pools by default), and requests are
+/// written without Nagle's delay.
+///
+/// rmcp's default client turns pooling off (one TCP connection per call), against a stall that
+/// appears only when a response stream is dropped unread; its transport drains a call's stream
+/// after the answer, so the connection comes back clean. A connection per call would charge
+/// every call a TCP handshake and a new HTTP connection in the gateway — a cost real agents do not
+/// make it pay, which the bench would then report as the gateway's.
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
+}
+
 async fn open(url: &str, token: &str, within: Duration) -> Result<RunningService<RoleClient, ()>, McpError> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
         .auth_header(token.to_string())
         // Session expiry is handled in `Session::run`, which knows whether a call may be repeated.
         .reinit_on_expired_session(false);
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
     match tokio::time::timeout(within, ().serve(transport)).await {
         Ok(Ok(service)) => Ok(service),
         Ok(Err(e)) => Err(McpError::Connect {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use axum::serve::ListenerExt as _;
 use fleet_gateway::config::Config;
 use fleet_gateway::gateway::Gateway;
 use fleet_gateway::signing::Signer;
@@ -88,9 +89,17 @@ fn keygen(out: PathBuf, host: Option<String>) -> anyhow::Result<()> {
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
     let gw = Gateway::new(cfg.clone())?;
+    // Without TCP_NODELAY an answer on a kept-alive connection waits for the client's delayed ACK
+    // (up to 40 ms on Linux): an MCP answer is written in two parts (the SSE stream's head, then
+    // the result), and Nagle holds the second until the first is acknowledged.
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
-        .with_context(|| format!("FLEET_LISTEN: cannot listen on {}", cfg.listen))?;
+        .with_context(|| format!("FLEET_LISTEN: cannot listen on {}", cfg.listen))?
+        .tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+            }
+        });
     tracing::info!(host = %cfg.host_id, listen = %cfg.listen, "fleet-gateway starting");
     let app = fleet_gateway::api::router(gw.clone());
     let mut http_shutdown = gw.shutdown_signal();
