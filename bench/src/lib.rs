@@ -31,6 +31,7 @@ pub mod decomposition;
 #[cfg(test)]
 mod fixtures;
 pub mod fleet;
+pub mod floor;
 pub mod gate;
 pub mod goals;
 pub mod migration;
@@ -333,6 +334,16 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         eprintln!("fleet-bench: gateway logs kept in {}", work.display());
     }
     outcome?;
+    if sections.forward.is_some() {
+        // The AMQP share of the floor: the mean over the raw runs of the bench's own CPU per
+        // envelope echo round trip.
+        let echo: Vec<f64> = raws
+            .iter()
+            .filter_map(|r| r.echo_envelope.cpu_ms_per_round_trip.get("bench").copied())
+            .collect();
+        let echo_ms = (!echo.is_empty()).then(|| echo.iter().sum::<f64>() / echo.len() as f64);
+        sections.cpu_floor = Some(floor::measure(opts.paths.size, echo_ms).await);
+    }
     let mut raws = raws.into_iter();
     sections.raw = raws.next();
     sections.raw_after = raws.next();

@@ -147,6 +147,9 @@ pub struct Sections {
     pub scale: Option<ScaleResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub presence_model: Option<Model>,
+    /// What any gateway pays per brief and side here (with the forward section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_floor: Option<crate::floor::CpuFloor>,
 }
 
 /// The forward path and where its time went inside the gateways.

@@ -83,6 +83,9 @@ pub fn table(r: &Report) -> String {
     }
     if let Some(fw) = &s.forward {
         forward_rows(&mut t, fw, &r.ratios, &r.goals);
+        if let Some(floor) = &s.cpu_floor {
+            t.line(crate::floor::line(floor));
+        }
         decomposition_rows(&mut t, r.forward_p50_decomposition.as_ref());
     }
     if let Some(p) = &s.pull {

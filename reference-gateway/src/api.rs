@@ -48,7 +48,9 @@ pub fn router(gw: Arc<Gateway>) -> Router {
 
 async fn admin_auth(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -> Response {
     match bearer(req.headers()) {
-        Some(t) if t == gw.cfg.admin_token => next.run(req).await,
+        Some(t) if crate::registry::constant_time_eq(t.as_bytes(), gw.cfg.admin_token.as_bytes()) => {
+            next.run(req).await
+        }
         _ => (
             StatusCode::UNAUTHORIZED,
             Json(json!({"error": "admin bearer token required"})),

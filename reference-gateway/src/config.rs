@@ -10,6 +10,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The AMQP frame size the gateway asks for, unless `FLEET_AMQP_URL` sets `frame_max`.
+///
+/// The AMQP client keeps a receive and a send buffer of 32 frames per connection, so the
+/// broker's default (RabbitMQ and LavinMQ: 128 KiB) costs 8 MiB of memory per connection, and a
+/// gateway with many entities holds several connections (one per ~2,000 inbox channels). A larger
+/// message is split into several frames, which costs only for bodies above this size.
+pub const AMQP_FRAME_MAX: u32 = 32 * 1024;
+
 /// A configuration error. Each names the variable (or file) at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -219,13 +227,22 @@ impl Config {
         Ok(cfg)
     }
 
-    /// The AMQP URL with the AMQP heartbeat (CON-1) set, unless the URL already sets one.
-    pub fn amqp_url_with_heartbeat(&self) -> String {
-        if self.amqp_url.contains("heartbeat=") {
-            return self.amqp_url.clone();
-        }
-        let sep = if self.amqp_url.contains('?') { '&' } else { '?' };
-        format!("{}{sep}heartbeat={}", self.amqp_url, self.amqp_heartbeat_s)
+    /// The AMQP URL the gateway connects with: the AMQP heartbeat (CON-1) and the frame size
+    /// ([`AMQP_FRAME_MAX`]) added, each unless the URL already sets it.
+    pub fn amqp_url_effective(&self) -> String {
+        let mut url = self.amqp_url.clone();
+        let mut add = |key: &str, value: String| {
+            let has = url
+                .split_once('?')
+                .is_some_and(|(_, q)| q.split('&').any(|kv| kv.split('=').next() == Some(key)));
+            if !has {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                url = format!("{url}{sep}{key}={value}");
+            }
+        };
+        add("heartbeat", self.amqp_heartbeat_s.to_string());
+        add("frame_max", AMQP_FRAME_MAX.to_string());
+        url
     }
 
     /// The effective configuration as `KEY = value` lines, secrets masked (for `check-config`).
@@ -380,6 +397,27 @@ mod tests {
     }
 
     #[test]
+    fn the_amqp_url_keeps_what_it_sets() {
+        let mut env = base();
+        env.insert(
+            "FLEET_AMQP_URL".into(),
+            "amqp://u:p@b:5672/v?frame_max=131072&heartbeat=30".into(),
+        );
+        let c = Config::from_sources(env, None).expect("valid");
+        assert_eq!(
+            c.amqp_url_effective(),
+            "amqp://u:p@b:5672/v?frame_max=131072&heartbeat=30"
+        );
+        let mut env = base();
+        env.insert("FLEET_AMQP_URL".into(), "amqp://u:p@b:5672/v?channel_max=100".into());
+        let c = Config::from_sources(env, None).expect("valid");
+        assert_eq!(
+            c.amqp_url_effective(),
+            format!("amqp://u:p@b:5672/v?channel_max=100&heartbeat=10&frame_max={AMQP_FRAME_MAX}")
+        );
+    }
+
+    #[test]
     fn defaults_match_the_spec() {
         let c = Config::from_sources(base(), None).expect("valid");
         assert_eq!(c.prefetch, 32);
@@ -391,7 +429,10 @@ mod tests {
         assert_eq!(c.heartbeat, Duration::from_secs(5));
         assert_eq!(c.inject_timeout, Duration::from_secs(30));
         assert_eq!(c.submit_confirm, Duration::from_secs(5), "FWD-7 confirm bound");
-        assert!(c.amqp_url_with_heartbeat().ends_with("?heartbeat=10"));
+        assert!(
+            c.amqp_url_effective()
+                .ends_with(&format!("?heartbeat=10&frame_max={AMQP_FRAME_MAX}"))
+        );
         let mut env = base();
         env.insert("FLEET_INJECT_TIMEOUT_MS".into(), "8000".into());
         let short = Config::from_sources(env, None).expect("valid");

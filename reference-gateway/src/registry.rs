@@ -375,7 +375,8 @@ fn write_snapshot(path: &Path, index: &Index) -> Result<(), RegistryError> {
     })
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Compares two secrets without an early exit, so the time taken does not say how much matched.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
