@@ -16,6 +16,8 @@
 //! What a gateway spends above the floor is its own (HTTP/MCP, herdr, logging, scheduling, logic).
 //! Nothing here is judged: the floor is printed beside the goal.
 
+use std::collections::BTreeMap;
+
 use ed25519_dalek::{Signer as _, SigningKey};
 use fleet_conformance::envelope::Envelope;
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,10 @@ pub struct CpuFloor {
     pub sign_verify_ms: f64,
     /// Half the bench's CPU per raw envelope echo round trip (`None` without the raw section).
     pub amqp_ms: Option<f64>,
+    /// On a machine whose cores the run kept busy, the highest forward ÷ envelope echo ratio two
+    /// gateways *at the floor* could reach: see [`throughput_ceiling`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_ceiling: Option<f64>,
 }
 
 impl CpuFloor {
@@ -74,6 +80,22 @@ pub fn sign_verify_ms(size: usize, rounds: usize) -> f64 {
     best
 }
 
+/// The forward ÷ envelope echo ratio two gateways at the floor could reach on a CPU-bound
+/// machine, from the run's CPU per unit by process (`bench`, `broker`, gateways).
+///
+/// Where the cores are the limit, throughput is inversely proportional to the CPU one unit costs
+/// the machine. A raw echo round trip costs the bench (both clients) and the broker; a brief costs
+/// the bench (MCP clients and fake herdrs, which the echo does not need), the broker and both
+/// gateways. With the gateways' share at `2 × floor`, the ratio is at most
+/// `(echo bench + echo broker) ÷ (brief bench + brief broker + 2 × floor)`. Meaningful only when
+/// the run kept the cores busy (the table shows how busy).
+pub fn throughput_ceiling(echo: &BTreeMap<String, f64>, brief: &BTreeMap<String, f64>, floor_ms: f64) -> Option<f64> {
+    let part = |m: &BTreeMap<String, f64>| Some(m.get("bench")? + m.get("broker")?);
+    let (echo, brief) = (part(echo)?, part(brief)?);
+    let cost = brief + 2.0 * floor_ms;
+    (echo > 0.0 && cost > 0.0).then(|| echo / cost)
+}
+
 /// The floor of a run: the signatures timed now, the AMQP share from the raw envelope echo's
 /// bench CPU per round trip (when the raw section ran).
 pub async fn measure(size: usize, echo_bench_ms_per_round_trip: Option<f64>) -> CpuFloor {
@@ -83,6 +105,7 @@ pub async fn measure(size: usize, echo_bench_ms_per_round_trip: Option<f64>) -> 
     CpuFloor {
         sign_verify_ms,
         amqp_ms: echo_bench_ms_per_round_trip.map(|ms| ms / 2.0),
+        throughput_ceiling: None,
     }
 }
 
@@ -100,6 +123,15 @@ pub fn line(floor: &CpuFloor) -> String {
     }
 }
 
+/// The ceiling line, when it was computed.
+pub fn ceiling_line(floor: &CpuFloor) -> Option<String> {
+    floor.throughput_ceiling.map(|c| {
+        format!(
+            "  ceiling: with both gateways at that floor, forward ÷ envelope echo ≤ {c:.2}× on this machine while its cores are busy (the bench's MCP clients and fake herdrs, and the broker, share them)"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,10 +147,20 @@ mod tests {
         let f = CpuFloor {
             sign_verify_ms: 0.08,
             amqp_ms: Some(0.12),
+            throughput_ceiling: None,
         };
         assert!((f.total_ms().unwrap_or(0.0) - 0.20).abs() < 1e-9);
         assert!(line(&f).contains("= 0.200 ms"));
         let g = CpuFloor { amqp_ms: None, ..f };
         assert_eq!(g.total_ms(), None);
+    }
+
+    #[test]
+    fn the_ceiling_charges_the_gateways_their_floor_only() {
+        let m = |b: f64, k: f64| BTreeMap::from([("bench".to_string(), b), ("broker".to_string(), k)]);
+        // echo 0.2 + 0.6 = 0.8; brief 0.4 + 0.8 + 2 × 0.2 = 1.6 → 0.5×.
+        let c = throughput_ceiling(&m(0.2, 0.6), &m(0.4, 0.8), 0.2).unwrap_or(0.0);
+        assert!((c - 0.5).abs() < 1e-9, "{c}");
+        assert_eq!(throughput_ceiling(&BTreeMap::new(), &m(0.4, 0.8), 0.2), None);
     }
 }

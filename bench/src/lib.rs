@@ -342,7 +342,15 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
             .filter_map(|r| r.echo_envelope.cpu_ms_per_round_trip.get("bench").copied())
             .collect();
         let echo_ms = (!echo.is_empty()).then(|| echo.iter().sum::<f64>() / echo.len() as f64);
-        sections.cpu_floor = Some(floor::measure(opts.paths.size, echo_ms).await);
+        let mut cpu_floor = floor::measure(opts.paths.size, echo_ms).await;
+        if let (Some(total), Some(raw), Some(fw)) = (cpu_floor.total_ms(), raws.first(), &sections.forward) {
+            cpu_floor.throughput_ceiling = floor::throughput_ceiling(
+                &raw.echo_envelope.cpu_ms_per_round_trip,
+                &fw.result.cpu_ms_per_brief,
+                total,
+            );
+        }
+        sections.cpu_floor = Some(cpu_floor);
     }
     let mut raws = raws.into_iter();
     sections.raw = raws.next();

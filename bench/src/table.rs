@@ -85,6 +85,9 @@ pub fn table(r: &Report) -> String {
         forward_rows(&mut t, fw, &r.ratios, &r.goals);
         if let Some(floor) = &s.cpu_floor {
             t.line(crate::floor::line(floor));
+            if let Some(l) = crate::floor::ceiling_line(floor) {
+                t.line(l);
+            }
         }
         decomposition_rows(&mut t, r.forward_p50_decomposition.as_ref());
     }
