@@ -172,9 +172,9 @@ async fn wait_for_signal() {
 /// glibc gives threads that allocate at once arenas of their own, up to eight per core, and each
 /// keeps what was freed in it. A gateway's allocations are small and spread over its runtime's
 /// threads, so the memory held idle in arenas grew with the entity count: measured at 10,000
-/// entities, 173 MiB of RSS with glibc's default, 143 MiB with two arenas, at no measurable cost
-/// in CPU (the gateway's hot paths are not allocator-bound). Called before the runtime starts its
-/// threads.
+/// entities, 173 MiB of RSS with glibc's default, 143 MiB with two arenas; the forward path's CPU
+/// per brief stayed within the runs' noise (0.47 / 0.44 ms before, 0.45 / 0.44 ms after). Called
+/// before the runtime starts its threads.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
