@@ -307,7 +307,6 @@ fn decode(tool: &str, result: CallToolResult) -> Result<Value, McpError> {
     }
 }
 
-/// Opens a new MCP session: HTTP transport with the bearer token, then `initialize`.
 /// The HTTP client of one session: connections are kept alive and reused, as an agent's MCP
 /// client does (Node's fetch, which Claude Code's SDK uses, pools by default), and requests are
 /// written without Nagle's delay.
@@ -325,6 +324,7 @@ fn http_client() -> reqwest::Client {
         .unwrap_or_else(|_| reqwest::Client::new())
 }
 
+/// Opens a new MCP session: HTTP transport with the bearer token, then `initialize`.
 async fn open(url: &str, token: &str, within: Duration) -> Result<RunningService<RoleClient, ()>, McpError> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
         .auth_header(token.to_string())

@@ -80,19 +80,22 @@ pub fn sign_verify_ms(size: usize, rounds: usize) -> f64 {
     best
 }
 
+/// The CPU ms per unit of the processes `who` together (`None` when one was not measured).
+pub fn cpu_of(per_unit: &BTreeMap<String, f64>, who: &[&str]) -> Option<f64> {
+    who.iter().map(|w| per_unit.get(*w).copied()).sum()
+}
+
 /// The forward ÷ envelope echo ratio two gateways at the floor could reach on a CPU-bound
-/// machine, from the run's CPU per unit by process (`bench`, `broker`, gateways).
+/// machine.
 ///
 /// Where the cores are the limit, throughput is inversely proportional to the CPU one unit costs
-/// the machine. A raw echo round trip costs the bench (both clients) and the broker; a brief costs
-/// the bench (MCP clients and fake herdrs, which the echo does not need), the broker and both
-/// gateways. With the gateways' share at `2 × floor`, the ratio is at most
-/// `(echo bench + echo broker) ÷ (brief bench + brief broker + 2 × floor)`. Meaningful only when
-/// the run kept the cores busy (the table shows how busy).
-pub fn throughput_ceiling(echo: &BTreeMap<String, f64>, brief: &BTreeMap<String, f64>, floor_ms: f64) -> Option<f64> {
-    let part = |m: &BTreeMap<String, f64>| Some(m.get("bench")? + m.get("broker")?);
-    let (echo, brief) = (part(echo)?, part(brief)?);
-    let cost = brief + 2.0 * floor_ms;
+/// the machine. A raw echo round trip costs the bench (both clients) and the broker (`echo_ms`);
+/// a brief costs the bench (MCP clients and fake herdrs, which the echo does not need) and the
+/// broker (`brief_ms`), plus both gateways. With the gateways' share at `2 × floor`, the ratio is
+/// at most `echo_ms ÷ (brief_ms + 2 × floor)`. Meaningful only when the run kept the cores busy
+/// (the table shows how busy).
+pub fn throughput_ceiling(echo_ms: Option<f64>, brief_ms: Option<f64>, floor_ms: Option<f64>) -> Option<f64> {
+    let (echo, cost) = (echo_ms?, brief_ms? + 2.0 * floor_ms?);
     (echo > 0.0 && cost > 0.0).then(|| echo / cost)
 }
 
@@ -158,9 +161,12 @@ mod tests {
     #[test]
     fn the_ceiling_charges_the_gateways_their_floor_only() {
         let m = |b: f64, k: f64| BTreeMap::from([("bench".to_string(), b), ("broker".to_string(), k)]);
+        let (echo, brief) = (m(0.2, 0.6), m(0.4, 0.8));
+        let both = ["bench", "broker"];
         // echo 0.2 + 0.6 = 0.8; brief 0.4 + 0.8 + 2 × 0.2 = 1.6 → 0.5×.
-        let c = throughput_ceiling(&m(0.2, 0.6), &m(0.4, 0.8), 0.2).unwrap_or(0.0);
+        let c = throughput_ceiling(cpu_of(&echo, &both), cpu_of(&brief, &both), Some(0.2)).unwrap_or(0.0);
         assert!((c - 0.5).abs() < 1e-9, "{c}");
-        assert_eq!(throughput_ceiling(&BTreeMap::new(), &m(0.4, 0.8), 0.2), None);
+        assert_eq!(cpu_of(&BTreeMap::new(), &both), None);
+        assert_eq!(throughput_ceiling(None, cpu_of(&brief, &both), Some(0.2)), None);
     }
 }

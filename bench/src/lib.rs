@@ -334,26 +334,21 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         eprintln!("fleet-bench: gateway logs kept in {}", work.display());
     }
     outcome?;
-    if sections.forward.is_some() {
-        // The AMQP share of the floor: the mean over the raw runs of the bench's own CPU per
-        // envelope echo round trip.
-        let echo: Vec<f64> = raws
-            .iter()
-            .filter_map(|r| r.echo_envelope.cpu_ms_per_round_trip.get("bench").copied())
-            .collect();
-        let echo_ms = (!echo.is_empty()).then(|| echo.iter().sum::<f64>() / echo.len() as f64);
-        let mut cpu_floor = floor::measure(opts.paths.size, echo_ms).await;
-        if let (Some(total), Some(raw), Some(fw)) = (cpu_floor.total_ms(), raws.first(), &sections.forward) {
-            cpu_floor.throughput_ceiling = floor::throughput_ceiling(
-                &raw.echo_envelope.cpu_ms_per_round_trip,
-                &fw.result.cpu_ms_per_brief,
-                total,
-            );
-        }
-        sections.cpu_floor = Some(cpu_floor);
-    }
     let mut raws = raws.into_iter();
     sections.raw = raws.next();
     sections.raw_after = raws.next();
+    if let Some(fw) = &sections.forward {
+        // Echo figures are the mean of the raw runs, as the ratios take them.
+        let echo = |who: &[&str]| {
+            sections
+                .raw_mean(|r| floor::cpu_of(&r.echo_envelope.cpu_ms_per_round_trip, who).unwrap_or(f64::NAN))
+                .filter(|ms| ms.is_finite())
+        };
+        let brief = floor::cpu_of(&fw.result.cpu_ms_per_brief, &["bench", "broker"]);
+        let mut cpu_floor = floor::measure(opts.paths.size, echo(&["bench"])).await;
+        cpu_floor.throughput_ceiling =
+            floor::throughput_ceiling(echo(&["bench", "broker"]), brief, cpu_floor.total_ms());
+        sections.cpu_floor = Some(cpu_floor);
+    }
     Ok(sections)
 }
