@@ -316,7 +316,7 @@ fn decode(tool: &str, result: CallToolResult) -> Result<Value, McpError> {
 /// after the answer, so the connection comes back clean. A connection per call would charge
 /// every call a TCP handshake and a new HTTP connection in the gateway — a cost real agents do not
 /// make it pay, which the bench would then report as the gateway's.
-fn http_client() -> reqwest::Client {
+pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .tcp_nodelay(true)
         .redirect(reqwest::redirect::Policy::none())

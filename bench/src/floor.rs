@@ -13,22 +13,36 @@
 //!   SEND and verifies the INJECTED; b the other way round), timed here on one thread's CPU clock
 //!   over a brief-sized signing input, with the key already parsed.
 //!
-//! What a gateway spends above the floor is its own (HTTP/MCP, herdr, logging, scheduling, logic).
-//! Nothing here is judged: the floor is printed beside the goal.
+//! Each side also speaks one local protocol SPEC and herdr impose: gateway a serves the sender's
+//! MCP call over HTTP, gateway b makes herdr's three one-shot requests of an inject. Their floors
+//! are measured with minimal implementations in [`super::local_floor`] and added per side.
+//!
+//! What a gateway spends above its side's floor is its own (the MCP framework beyond bare HTTP,
+//! logging, scheduling, logic). Nothing here is judged: the floor is printed beside the goal.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use ed25519_dalek::{Signer as _, SigningKey};
 use fleet_conformance::envelope::Envelope;
 use serde::{Deserialize, Serialize};
 
-/// The floor of one side of a brief, ms of CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// The floor of each side of a brief, ms of CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuFloor {
     /// One Ed25519 signature plus one strict verification of a brief's signing input.
     pub sign_verify_ms: f64,
     /// Half the bench's CPU per raw envelope echo round trip (`None` without the raw section).
     pub amqp_ms: Option<f64>,
+    /// Side a's local protocol: one `tools/call` served by a bare HTTP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_ms: Option<f64>,
+    /// Side b's local protocol: an inject's three one-shot herdr requests by a bare client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub herdr_ms: Option<f64>,
+    /// Why a local floor could not be measured (shown, never fatal).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_measured: Vec<String>,
     /// On a machine whose cores the run kept busy, the highest forward ÷ envelope echo ratio two
     /// gateways *at the floor* could reach: see [`throughput_ceiling`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,14 +50,33 @@ pub struct CpuFloor {
 }
 
 impl CpuFloor {
-    /// The whole floor, once both parts were measured.
+    /// What both sides pay alike (AMQP client and signatures), once both parts were measured.
     pub fn total_ms(&self) -> Option<f64> {
         self.amqp_ms.map(|a| a + self.sign_verify_ms)
+    }
+
+    /// Side a's floor: the shared part plus serving the MCP call (when it was measured).
+    pub fn side_a_ms(&self) -> Option<f64> {
+        Some(self.total_ms()? + self.mcp_ms?)
+    }
+
+    /// Side b's floor: the shared part plus herdr's three requests (when they were measured).
+    pub fn side_b_ms(&self) -> Option<f64> {
+        Some(self.total_ms()? + self.herdr_ms?)
+    }
+
+    /// Both gateways' floor for one brief: the sides' floors, or twice the shared part when a
+    /// local floor is missing.
+    pub fn both_sides_ms(&self) -> Option<f64> {
+        match (self.side_a_ms(), self.side_b_ms()) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => self.total_ms().map(|t| 2.0 * t),
+        }
     }
 }
 
 /// One thread's CPU time so far.
-fn thread_cpu() -> std::time::Duration {
+pub(crate) fn thread_cpu() -> std::time::Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -86,35 +119,56 @@ pub fn cpu_of(per_unit: &BTreeMap<String, f64>, who: &[&str]) -> Option<f64> {
 }
 
 /// The forward ÷ envelope echo ratio two gateways at the floor could reach on a CPU-bound
-/// machine.
+/// machine, with `floors_ms` both gateways' floor for one brief ([`CpuFloor::both_sides_ms`]).
 ///
 /// Where the cores are the limit, throughput is inversely proportional to the CPU one unit costs
 /// the machine. A raw echo round trip costs the bench (both clients) and the broker (`echo_ms`);
 /// a brief costs the bench (MCP clients and fake herdrs, which the echo does not need) and the
-/// broker (`brief_ms`), plus both gateways. With the gateways' share at `2 × floor`, the ratio is
-/// at most `echo_ms ÷ (brief_ms + 2 × floor)`. Meaningful only when the run kept the cores busy
+/// broker (`brief_ms`), plus both gateways. With the gateways' share at their floors, the ratio is
+/// at most `echo_ms ÷ (brief_ms + floors_ms)`. Meaningful only when the run kept the cores busy
 /// (the table shows how busy).
-pub fn throughput_ceiling(echo_ms: Option<f64>, brief_ms: Option<f64>, floor_ms: Option<f64>) -> Option<f64> {
-    let (echo, cost) = (echo_ms?, brief_ms? + 2.0 * floor_ms?);
+pub fn throughput_ceiling(echo_ms: Option<f64>, brief_ms: Option<f64>, floors_ms: Option<f64>) -> Option<f64> {
+    let (echo, cost) = (echo_ms?, brief_ms? + floors_ms?);
     (echo > 0.0 && cost > 0.0).then(|| echo / cost)
 }
 
-/// The floor of a run: the signatures timed now, the AMQP share from the raw envelope echo's
-/// bench CPU per round trip (when the raw section ran).
-pub async fn measure(size: usize, echo_bench_ms_per_round_trip: Option<f64>) -> CpuFloor {
+/// The floor of a run: the signatures and the local protocols timed now (`parallel` at once, as
+/// the forward run's senders; the fake herdr in `work`), the AMQP share from the raw envelope
+/// echo's bench CPU per round trip (when the raw section ran).
+pub async fn measure(
+    size: usize,
+    parallel: usize,
+    work: PathBuf,
+    echo_bench_ms_per_round_trip: Option<f64>,
+) -> CpuFloor {
     let sign_verify_ms = tokio::task::spawn_blocking(move || sign_verify_ms(size, 500))
         .await
         .unwrap_or(f64::NAN);
+    let (mcp, herdr) = super::local_floor::measure(size, parallel, work).await;
+    let mut not_measured = Vec::new();
+    let mut keep = |what: &str, r: Result<f64, String>| match r {
+        Ok(ms) => Some(ms),
+        Err(e) => {
+            not_measured.push(format!("{what}: {e}"));
+            None
+        }
+    };
+    let (mcp_ms, herdr_ms) = (keep("MCP over HTTP", mcp), keep("herdr", herdr));
     CpuFloor {
         sign_verify_ms,
         amqp_ms: echo_bench_ms_per_round_trip.map(|ms| ms / 2.0),
+        mcp_ms,
+        herdr_ms,
+        not_measured,
         throughput_ceiling: None,
     }
 }
 
-/// The table line shown beside the CPU goal.
-pub fn line(floor: &CpuFloor) -> String {
-    match (floor.amqp_ms, floor.total_ms()) {
+/// The table lines shown beside the CPU goal: the shared floor, each side's with its local
+/// protocol, and what each gateway of the run spent above its side's floor (`spent`: gateway
+/// CPU ms per brief, by process name).
+pub fn lines(floor: &CpuFloor, spent: &BTreeMap<String, f64>) -> Vec<String> {
+    let mut out = vec![match (floor.amqp_ms, floor.total_ms()) {
         (Some(amqp), Some(total)) => format!(
             "  floor per side (any gateway here): AMQP client {amqp:.3} (raw envelope echo, bench CPU ÷ 2) + Ed25519 sign + verify {:.3} = {total:.3} ms",
             floor.sign_verify_ms
@@ -123,14 +177,45 @@ pub fn line(floor: &CpuFloor) -> String {
             "  floor per side (any gateway here): Ed25519 sign + verify {:.3} ms (+ the AMQP client's share: run the raw section to see it)",
             floor.sign_verify_ms
         ),
-    }
+    }];
+    let side = |name: &str, what: &str, part: Option<f64>, whole: Option<f64>, process: &str| {
+        let part = part?;
+        let mut l = format!("    {name}: + {what} {part:.3}");
+        if let Some(w) = whole {
+            l.push_str(&format!(" = {w:.3} ms"));
+            if let Some(ms) = spent.get(process) {
+                l.push_str(&format!(
+                    " · gateway {name} spent {ms:.3}: {:.3} above it ({:.1}× the floor)",
+                    ms - w,
+                    ms / w
+                ));
+            }
+        }
+        Some(l)
+    };
+    out.extend(side(
+        "a",
+        "serving one MCP call over HTTP (bare hyper server, JSON answer)",
+        floor.mcp_ms,
+        floor.side_a_ms(),
+        "gateway_a",
+    ));
+    out.extend(side(
+        "b",
+        "herdr's three one-shot requests of an inject (bare client)",
+        floor.herdr_ms,
+        floor.side_b_ms(),
+        "gateway_b",
+    ));
+    out.extend(floor.not_measured.iter().map(|why| format!("    not measured: {why}")));
+    out
 }
 
 /// The ceiling line, when it was computed.
 pub fn ceiling_line(floor: &CpuFloor) -> Option<String> {
     floor.throughput_ceiling.map(|c| {
         format!(
-            "  ceiling: with both gateways at that floor, forward ÷ envelope echo ≤ {c:.2}× on this machine while its cores are busy (the bench's MCP clients and fake herdrs, and the broker, share them)"
+            "  ceiling: with both gateways at their floors, forward ÷ envelope echo ≤ {c:.2}× on this machine while its cores are busy (the bench's MCP clients and fake herdrs, and the broker, share them)"
         )
     })
 }
@@ -150,12 +235,56 @@ mod tests {
         let f = CpuFloor {
             sign_verify_ms: 0.08,
             amqp_ms: Some(0.12),
+            mcp_ms: None,
+            herdr_ms: None,
+            not_measured: vec![],
             throughput_ceiling: None,
         };
         assert!((f.total_ms().unwrap_or(0.0) - 0.20).abs() < 1e-9);
-        assert!(line(&f).contains("= 0.200 ms"));
+        assert!(lines(&f, &BTreeMap::new())[0].contains("= 0.200 ms"));
+        assert_eq!(f.side_a_ms(), None);
+        assert!(
+            (f.both_sides_ms().unwrap_or(0.0) - 0.40).abs() < 1e-9,
+            "twice the shared part"
+        );
         let g = CpuFloor { amqp_ms: None, ..f };
         assert_eq!(g.total_ms(), None);
+        assert_eq!(g.both_sides_ms(), None);
+    }
+
+    #[test]
+    fn each_side_adds_its_local_protocol_and_shows_what_is_above_it() {
+        let f = CpuFloor {
+            sign_verify_ms: 0.08,
+            amqp_ms: Some(0.12),
+            mcp_ms: Some(0.05),
+            herdr_ms: Some(0.10),
+            not_measured: vec![],
+            throughput_ceiling: None,
+        };
+        assert!((f.side_a_ms().unwrap_or(0.0) - 0.25).abs() < 1e-9);
+        assert!((f.side_b_ms().unwrap_or(0.0) - 0.30).abs() < 1e-9);
+        assert!((f.both_sides_ms().unwrap_or(0.0) - 0.55).abs() < 1e-9);
+        let spent = BTreeMap::from([("gateway_a".to_string(), 0.5), ("gateway_b".to_string(), 0.45)]);
+        let l = lines(&f, &spent);
+        assert!(
+            l[1].contains("= 0.250 ms") && l[1].contains("0.250 above it (2.0× the floor)"),
+            "{}",
+            l[1]
+        );
+        assert!(
+            l[2].contains("= 0.300 ms") && l[2].contains("0.150 above it (1.5× the floor)"),
+            "{}",
+            l[2]
+        );
+        let missing = CpuFloor {
+            herdr_ms: None,
+            not_measured: vec!["herdr: no socket".into()],
+            ..f
+        };
+        let l = lines(&missing, &spent);
+        assert_eq!(l.len(), 3, "{l:?}");
+        assert!(l[2].contains("not measured: herdr: no socket"));
     }
 
     #[test]
@@ -164,9 +293,9 @@ mod tests {
         let (echo, brief) = (m(0.2, 0.6), m(0.4, 0.8));
         let both = ["bench", "broker"];
         // echo 0.2 + 0.6 = 0.8; brief 0.4 + 0.8 + 2 × 0.2 = 1.6 → 0.5×.
-        let c = throughput_ceiling(cpu_of(&echo, &both), cpu_of(&brief, &both), Some(0.2)).unwrap_or(0.0);
+        let c = throughput_ceiling(cpu_of(&echo, &both), cpu_of(&brief, &both), Some(0.4)).unwrap_or(0.0);
         assert!((c - 0.5).abs() < 1e-9, "{c}");
         assert_eq!(cpu_of(&BTreeMap::new(), &both), None);
-        assert_eq!(throughput_ceiling(None, cpu_of(&brief, &both), Some(0.2)), None);
+        assert_eq!(throughput_ceiling(None, cpu_of(&brief, &both), Some(0.4)), None);
     }
 }

@@ -34,6 +34,7 @@ pub mod fleet;
 pub mod floor;
 pub mod gate;
 pub mod goals;
+pub mod local_floor;
 pub mod migration;
 pub mod paths;
 pub mod presence;
@@ -345,9 +346,10 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
                 .filter(|ms| ms.is_finite())
         };
         let brief = floor::cpu_of(&fw.result.cpu_ms_per_brief, &["bench", "broker"]);
-        let mut cpu_floor = floor::measure(opts.paths.size, echo(&["bench"])).await;
+        let herdr_dir = std::env::temp_dir().join(format!("fleet-bench-floor-{}", uuid::Uuid::new_v4()));
+        let mut cpu_floor = floor::measure(opts.paths.size, opts.paths.pairs, herdr_dir, echo(&["bench"])).await;
         cpu_floor.throughput_ceiling =
-            floor::throughput_ceiling(echo(&["bench", "broker"]), brief, cpu_floor.total_ms());
+            floor::throughput_ceiling(echo(&["bench", "broker"]), brief, cpu_floor.both_sides_ms());
         sections.cpu_floor = Some(cpu_floor);
     }
     Ok(sections)

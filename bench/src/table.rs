@@ -84,7 +84,9 @@ pub fn table(r: &Report) -> String {
     if let Some(fw) = &s.forward {
         forward_rows(&mut t, fw, &r.ratios, &r.goals);
         if let Some(floor) = &s.cpu_floor {
-            t.line(crate::floor::line(floor));
+            for l in crate::floor::lines(floor, &fw.result.cpu_ms_per_brief) {
+                t.line(l);
+            }
             if let Some(l) = crate::floor::ceiling_line(floor) {
                 t.line(l);
             }

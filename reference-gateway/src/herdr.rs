@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 /// An agent's status as herdr reports it.
@@ -70,6 +72,55 @@ pub struct Herdr {
     call_timeout: Duration,
 }
 
+/// herdr's maximum line (HERDR.md): an answer that grows past it without a newline is refused.
+const MAX_LINE: usize = 1 << 20;
+
+/// One request line: `{"id", "method", "params"}` (real herdr refuses a request without `params`).
+#[derive(Serialize)]
+struct Request<'a, P> {
+    id: &'a str,
+    method: &'a str,
+    params: P,
+}
+
+/// One answer line, parsed only as far as the caller's `R` needs (unknown fields are skipped, not
+/// built into a JSON tree: an answer carries a whole `PaneInfo`, the gateway reads one field).
+#[derive(Deserialize)]
+struct Answer<R> {
+    result: Option<R>,
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// `pane.get` → `pane_info{pane}`: the one field the gate reads.
+#[derive(Deserialize)]
+struct PaneInfo {
+    pane: PaneStatus,
+}
+
+#[derive(Deserialize)]
+struct PaneStatus {
+    agent_status: Option<String>,
+}
+
+/// `tab.create` → `tab_created{tab, root_pane}`: the new pane's id.
+#[derive(Deserialize)]
+struct TabCreated {
+    root_pane: RootPane,
+}
+
+#[derive(Deserialize)]
+struct RootPane {
+    pane_id: String,
+}
+
 impl Herdr {
     pub fn new(path: PathBuf) -> Herdr {
         Herdr {
@@ -80,45 +131,44 @@ impl Herdr {
     }
 
     /// One request, one answer, one connection.
-    async fn call(&self, method: &str, params: Value, extra: Duration) -> Result<Value, HerdrError> {
+    async fn call<R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        extra: Duration,
+    ) -> Result<R, HerdrError> {
         let id = format!("g{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         let timeout = self.call_timeout + extra;
+        let protocol = |reason: String| HerdrError::Protocol {
+            method: method.into(),
+            reason,
+        };
+        let io_err = |e: std::io::Error| HerdrError::Unreachable {
+            path: self.path.display().to_string(),
+            reason: e.to_string(),
+        };
         let fut = async {
-            let mut stream = UnixStream::connect(&self.path)
-                .await
-                .map_err(|e| HerdrError::Unreachable {
-                    path: self.path.display().to_string(),
-                    reason: e.to_string(),
-                })?;
-            let mut line = serde_json::to_vec(&json!({"id": id, "method": method, "params": params})).map_err(|e| {
-                HerdrError::Protocol {
-                    method: method.into(),
-                    reason: e.to_string(),
-                }
-            })?;
-            line.push(b'\n');
-            let io_err = |e: std::io::Error| HerdrError::Unreachable {
-                path: self.path.display().to_string(),
-                reason: e.to_string(),
-            };
-            stream.write_all(&line).await.map_err(io_err)?;
-            let mut reader = BufReader::new(stream);
-            let mut answer = String::new();
-            reader.read_line(&mut answer).await.map_err(io_err)?;
-            let v: Value = serde_json::from_str(answer.trim()).map_err(|e| HerdrError::Protocol {
-                method: method.into(),
-                reason: format!("{e}: {answer:?}"),
-            })?;
-            if let Some(err) = v.get("error") {
-                return Err(HerdrError::Api {
-                    code: err.get("code").and_then(Value::as_str).unwrap_or("unknown").to_string(),
-                    message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
-                });
-            }
-            v.get("result").cloned().ok_or_else(|| HerdrError::Protocol {
-                method: method.into(),
-                reason: "neither result nor error".into(),
+            let mut stream = UnixStream::connect(&self.path).await.map_err(io_err)?;
+            let mut line = serde_json::to_vec(&Request {
+                id: &id,
+                method,
+                params,
             })
+            .map_err(|e| protocol(e.to_string()))?;
+            line.push(b'\n');
+            stream.write_all(&line).await.map_err(io_err)?;
+            let answer = read_line(&mut stream).await.map_err(io_err)?;
+            let answer = answer.ok_or_else(|| protocol(format!("no answer line within {MAX_LINE} bytes")))?;
+            let a: Answer<R> = serde_json::from_slice(&answer)
+                .map_err(|e| protocol(format!("{e}: {:?}", String::from_utf8_lossy(&answer))))?;
+            match (a.error, a.result) {
+                (Some(err), _) => Err(HerdrError::Api {
+                    code: err.code.unwrap_or_else(|| "unknown".into()),
+                    message: err.message.unwrap_or_default(),
+                }),
+                (None, Some(r)) => Ok(r),
+                (None, None) => Err(protocol("neither result nor error".into())),
+            }
         };
         tokio::time::timeout(timeout, fut)
             .await
@@ -129,36 +179,37 @@ impl Herdr {
     }
 
     pub async fn ping(&self) -> Result<(), HerdrError> {
-        self.call("ping", json!({}), Duration::ZERO).await.map(|_| ())
+        self.call::<IgnoredAny>("ping", json!({}), Duration::ZERO)
+            .await
+            .map(|_| ())
     }
 
     /// `pane.get` → the pane's agent status.
     pub async fn status(&self, pane: &str) -> Result<AgentStatus, HerdrError> {
-        let r = self.call("pane.get", json!({"pane_id": pane}), Duration::ZERO).await?;
-        let s = r
-            .pointer("/pane/agent_status")
-            .and_then(Value::as_str)
-            .ok_or_else(|| HerdrError::Protocol {
-                method: "pane.get".into(),
-                reason: "no agent_status".into(),
-            })?;
-        Ok(AgentStatus::parse(s))
+        let r: PaneInfo = self.call("pane.get", json!({"pane_id": pane}), Duration::ZERO).await?;
+        let s = r.pane.agent_status.ok_or_else(|| HerdrError::Protocol {
+            method: "pane.get".into(),
+            reason: "no agent_status".into(),
+        })?;
+        Ok(AgentStatus::parse(&s))
     }
 
     /// `agent.wait` until the agent is idle or done, for at most `timeout`.
     pub async fn wait_idle(&self, pane: &str, timeout: Duration) -> Result<(), HerdrError> {
         let params = json!({"target": pane, "until": ["idle", "done"], "timeout_ms": timeout.as_millis() as u64});
-        self.call("agent.wait", params, timeout).await.map(|_| ())
+        self.call::<IgnoredAny>("agent.wait", params, timeout).await.map(|_| ())
     }
 
     /// `pane.send_input` with Enter: types `text` into the pane and submits it.
     pub async fn send_input(&self, pane: &str, text: &str) -> Result<(), HerdrError> {
         let params = json!({"pane_id": pane, "text": text, "keys": ["enter"]});
-        self.call("pane.send_input", params, Duration::ZERO).await.map(|_| ())
+        self.call::<IgnoredAny>("pane.send_input", params, Duration::ZERO)
+            .await
+            .map(|_| ())
     }
 
     pub async fn close(&self, pane: &str) -> Result<(), HerdrError> {
-        self.call("pane.close", json!({"pane_id": pane}), Duration::ZERO)
+        self.call::<IgnoredAny>("pane.close", json!({"pane_id": pane}), Duration::ZERO)
             .await
             .map(|_| ())
     }
@@ -166,20 +217,91 @@ impl Herdr {
     /// `tab.create` (after `workspace.create` when herdr has no workspace yet) → the new pane id.
     pub async fn create_pane(&self, label: &str, env: &BTreeMap<String, String>) -> Result<String, HerdrError> {
         let params = json!({"label": label, "focus": false, "env": env});
-        let r = match self.call("tab.create", params.clone(), Duration::ZERO).await {
+        let r: TabCreated = match self.call("tab.create", &params, Duration::ZERO).await {
             Err(e) if e.code() == Some("workspace_not_found") => {
                 let ws = json!({"focus": false, "label": "fleet", "env": {}});
-                self.call("workspace.create", ws, Duration::ZERO).await?;
-                self.call("tab.create", params, Duration::ZERO).await?
+                self.call::<IgnoredAny>("workspace.create", ws, Duration::ZERO).await?;
+                self.call("tab.create", &params, Duration::ZERO).await?
             }
             other => other?,
         };
-        r.pointer("/root_pane/pane_id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| HerdrError::Protocol {
-                method: "tab.create".into(),
-                reason: "no root_pane.pane_id".into(),
-            })
+        Ok(r.root_pane.pane_id)
+    }
+}
+
+/// Reads up to the first newline (or EOF): herdr writes one line and closes. `None` when no
+/// newline came within [`MAX_LINE`] bytes and the connection stayed open.
+async fn read_line(stream: &mut UnixStream) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::with_capacity(1024);
+    loop {
+        let from = buf.len();
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Ok(Some(buf)); // EOF: the line is whatever came
+        }
+        if let Some(i) = buf[from..].iter().position(|&b| b == b'\n') {
+            buf.truncate(from + i);
+            return Ok(Some(buf));
+        }
+        if buf.len() > MAX_LINE {
+            return Ok(None);
+        }
+        if buf.capacity() == buf.len() {
+            buf.reserve(buf.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_answer_ends_at_its_newline_even_while_the_connection_stays_open() {
+        let (mut a, mut b) = UnixStream::pair().expect("a socket pair");
+        b.write_all(b"{\"id\":\"g1\",\"result\":{\"type\":\"ok\"}}\n")
+            .await
+            .expect("write");
+        let line = read_line(&mut a).await.expect("read").expect("a line");
+        assert_eq!(line, b"{\"id\":\"g1\",\"result\":{\"type\":\"ok\"}}");
+        drop(b);
+    }
+
+    #[tokio::test]
+    async fn an_answer_cut_by_the_close_is_what_came() {
+        let (mut a, mut b) = UnixStream::pair().expect("a socket pair");
+        b.write_all(b"{\"id\":").await.expect("write");
+        drop(b);
+        assert_eq!(read_line(&mut a).await.expect("read").expect("bytes"), b"{\"id\":");
+    }
+
+    #[tokio::test]
+    async fn a_line_longer_than_herdr_allows_is_refused() {
+        let (mut a, mut b) = UnixStream::pair().expect("a socket pair");
+        let writer = tokio::spawn(async move {
+            let chunk = vec![b'x'; 64 * 1024];
+            for _ in 0..(MAX_LINE / chunk.len() + 2) {
+                if b.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+            b
+        });
+        assert!(read_line(&mut a).await.expect("read").is_none());
+        drop(a);
+        let _ = writer.await;
+    }
+
+    #[test]
+    fn an_answer_is_read_only_as_far_as_the_caller_needs() {
+        let pane: Answer<PaneInfo> = serde_json::from_str(
+            r#"{"id":"g2","result":{"type":"pane_info","pane":{"pane_id":"w1:p2","agent_status":"working","scroll":{"offset_from_bottom":0}}}}"#,
+        )
+        .expect("a pane_info answer");
+        let status = pane.result.and_then(|r| r.pane.agent_status);
+        assert_eq!(status.as_deref(), Some("working"));
+        let err: Answer<IgnoredAny> =
+            serde_json::from_str(r#"{"id":"","error":{"code":"invalid_request","message":"bad"}}"#).expect("an error");
+        assert!(err.result.is_none());
+        assert_eq!(err.error.and_then(|e| e.code).as_deref(), Some("invalid_request"));
     }
 }
