@@ -28,7 +28,18 @@ const COMPONENTS: &[(&str, &[&str])] = &[
         "signatures (Ed25519)",
         &["ed25519_dalek::", "curve25519_dalek::", "sha2::", "signature::"],
     ),
-    ("herdr client", &["fleet_gateway::herdr::"]),
+    // herdr is the only Unix-socket peer of the runtime contract (SPEC §15): a Unix socket's
+    // connect, I/O and close are the herdr client's, also where the compiler inlined the client's
+    // calls into the code that makes them (the inject).
+    (
+        "herdr client",
+        &[
+            "fleet_gateway::herdr::",
+            "tokio::net::unix::",
+            "mio::net::uds::",
+            "mio::sys::unix::uds::",
+        ],
+    ),
     (
         "AMQP client",
         &["lapin::", "amq_protocol", "flume::", "async_rs::", "tcp_stream::"],
@@ -88,6 +99,9 @@ fn component(symbol: &str) -> Option<&'static str> {
     let path = symbol.trim_start_matches(['<', '&']).trim_start_matches("mut ");
     if path.starts_with("tracing::instrument::") {
         return None; // the span wrapper every task runs in: look further out
+    }
+    if let Some(dropped) = path.strip_prefix("core::ptr::drop_in_place<") {
+        return component(dropped); // dropping a component's value is that component's work
     }
     COMPONENTS
         .iter()
@@ -314,6 +328,20 @@ fleet-gateway 1 1.3: 1 cpu-clock:
             Some("gateway logic")
         );
         assert_eq!(component("tokio::runtime::park"), None);
+        assert_eq!(
+            component("core::ptr::drop_in_place<tokio::net::unix::stream::UnixStream>"),
+            Some("herdr client"),
+            "closing herdr's connection, inlined into the inject"
+        );
+        assert_eq!(
+            component("mio::net::uds::stream::UnixStream::connect_addr"),
+            Some("herdr client")
+        );
+        assert_eq!(
+            component("core::ptr::drop_in_place<fleet_gateway::envelope::Envelope>"),
+            Some("gateway logic")
+        );
+        assert_eq!(component("core::ptr::drop_in_place<alloc::vec::Vec<u8>>"), None);
     }
 
     #[test]
