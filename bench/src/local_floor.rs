@@ -2,9 +2,9 @@
 //! making herdr's three one-shot requests of an inject (side b), each timed with a minimal
 //! implementation on this machine, in the same run.
 //!
-//! Why: the profile charges gateway a ~0.13–0.18 ms per brief to "HTTP + MCP" and gateway b as
-//! much to "herdr client". Whether that is the gateway's own fat or what the protocols cost
-//! anyone cannot be read from the profile: SPEC §15 makes every gateway serve MCP over HTTP, and
+//! Why: the profile charges a share of gateway a's CPU per brief to "HTTP + MCP" and of gateway
+//! b's to "herdr client". Whether that is the gateway's own fat or what the protocols cost anyone
+//! cannot be read from the profile: SPEC §15 makes every gateway serve MCP over HTTP, and
 //! herdr (HERDR.md) answers one request per connection, so every inject pays three connects,
 //! three writes, three reads and three closes whatever the gateway is written in. This module
 //! measures both with the least code that still does the job:
