@@ -85,6 +85,10 @@ pub struct BenchCli {
     /// with --profile, whose sampling costs the gateways CPU).
     #[arg(long, conflicts_with = "profile")]
     pub record_baseline: bool,
+    /// Run nothing: gate the median of these reports' ratios (bench JSON files of earlier runs)
+    /// against the baseline, or with --record-baseline write that median as the baseline.
+    #[arg(long, value_delimiter = ',', value_name = "FILES", conflicts_with = "profile")]
+    pub gate_reports: Option<Vec<PathBuf>>,
     /// Sample each gateway with Linux `perf` during the forward throughput run and print its CPU
     /// per brief by component (signatures, AMQP client, HTTP/MCP, herdr client, …). The sampling
     /// itself costs the gateways CPU (~10–20 % here): read the run's rates and ratios as slower.
@@ -174,6 +178,7 @@ impl BenchCli {
             keep: self.keep,
             baseline: self.baseline.unwrap_or_else(default_baseline),
             record_baseline: self.record_baseline,
+            gate_reports: self.gate_reports.unwrap_or_default(),
             profile: self.profile,
         })
     }
@@ -204,5 +209,8 @@ mod tests {
         assert!(parse_args(&["--only", "nope"]).is_err());
         assert!(parse_args(&["--size", "8"]).is_err());
         assert!(parse_args(&["--only", "migration"]).is_ok());
+        let o = parse_args(&["--gate-reports", "a.json,b.json", "--record-baseline"]).expect("valid");
+        assert_eq!(o.gate_reports, vec![PathBuf::from("a.json"), PathBuf::from("b.json")]);
+        assert!(o.record_baseline);
     }
 }

@@ -7,7 +7,14 @@
 //! is only as good as the run: with other processes taking a share of the machine while it measured
 //! ([`trusted`]; the load average only when nothing was timed) the figures are
 //! not trusted, and the gate says so and how to rerun, instead of blaming the gateway.
+//!
+//! Even on a quiet machine one run's ratios move by a fifth or more (measured: forward ÷ raw
+//! echo 0.24–0.31 over three quiet runs of the same gateway, the raw broker getting faster while
+//! the gateways did not), which is the gate's own threshold. So a baseline, and a verdict one can
+//! lean on, come from the **median of several runs** ([`median_of`]; `fleet-bench --gate-reports
+//! a.json,b.json,c.json [--record-baseline]`); a single run's comparison is a first look.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -58,7 +65,7 @@ const GATED: [(&str, Pick, Better); 6] = [
 pub struct Baseline {
     /// When and on what the ratios were measured (free text, for the reader).
     pub recorded: String,
-    pub ratios: std::collections::BTreeMap<String, f64>,
+    pub ratios: BTreeMap<String, f64>,
 }
 
 /// One gated ratio, compared.
@@ -88,21 +95,55 @@ pub struct Gate {
     pub others: Vec<(String, f64)>,
 }
 
-/// The run's gated ratios, as a baseline recorded now.
-pub fn baseline_of(ratios: &Ratios, recorded: String) -> Baseline {
-    let ratios = GATED
+/// A run's gated ratios, by name (ratios the run did not measure are left out).
+fn gated(ratios: &Ratios) -> BTreeMap<String, f64> {
+    GATED
         .iter()
         .filter_map(|(k, pick, _)| Some((k.to_string(), pick(ratios)?)))
-        .collect();
-    Baseline { recorded, ratios }
+        .collect()
+}
+
+/// The run's gated ratios, as a baseline recorded now.
+pub fn baseline_of(ratios: &Ratios, recorded: String) -> Baseline {
+    Baseline {
+        recorded,
+        ratios: gated(ratios),
+    }
+}
+
+/// Per gated ratio, the median over the runs that measured it (of an even count, the mean of
+/// the middle two).
+pub fn median_of(runs: &[Ratios]) -> BTreeMap<String, f64> {
+    GATED
+        .iter()
+        .filter_map(|(k, pick, _)| {
+            let mut v: Vec<f64> = runs.iter().filter_map(pick).filter(|x| x.is_finite()).collect();
+            if v.is_empty() {
+                return None;
+            }
+            v.sort_by(f64::total_cmp);
+            let m = v.len() / 2;
+            let median = if v.len() % 2 == 1 {
+                v[m]
+            } else {
+                (v[m - 1] + v[m]) / 2.0
+            };
+            Some((k.to_string(), median))
+        })
+        .collect()
 }
 
 /// Compares the run's ratios with `baseline`; ratios missing on either side are left out.
 pub fn compare(ratios: &Ratios, baseline: &Baseline) -> Vec<Compared> {
+    compare_values(&gated(ratios), baseline)
+}
+
+/// Compares gated ratios by name (a run's, or the median of runs') with `baseline`.
+pub fn compare_values(values: &BTreeMap<String, f64>, baseline: &Baseline) -> Vec<Compared> {
     GATED
         .iter()
-        .filter_map(|(k, pick, better)| {
-            let now = pick(ratios)?;
+        .filter_map(|(k, _, better)| {
+            let now = *values.get(*k)?;
             let base = *baseline.ratios.get(*k)?;
             if base <= 0.0 || now <= 0.0 {
                 return None;
@@ -207,7 +248,8 @@ pub fn lines(g: &Gate) -> Vec<String> {
                 } else if x.worse_by > 0.0 {
                     format!("ok ({:.0} % worse)", x.worse_by * 100.0)
                 } else {
-                    format!("ok ({:.0} % better)", -x.worse_by * 100.0)
+                    // `abs`: an unchanged ratio is 0 % better, not "-0 %".
+                    format!("ok ({:.0} % better)", (x.worse_by * 100.0).abs())
                 };
                 out.push(format!(
                     "  {:<36} baseline {:>8.3}  now {:>8.3}  {verdict}",
@@ -254,6 +296,27 @@ mod tests {
             c.iter()
                 .any(|x| x.ratio == "forward_briefs_to_raw_echo" && !x.regressed && x.worse_by < 0.0)
         );
+    }
+
+    #[test]
+    fn the_median_of_runs_takes_each_ratio_s_middle_value() {
+        let runs = [report(0.31, 2.2), report(0.24, 3.2), report(0.29, 2.5)];
+        let m = median_of(&runs);
+        assert_eq!(m["forward_briefs_to_raw_echo"], 0.29);
+        assert_eq!(m["forward_p50_to_raw_round_trip"], 2.5);
+        assert!(!m.contains_key("pull_replies_to_raw"), "measured by no run");
+        let m = median_of(&runs[..2]);
+        assert!(
+            (m["forward_briefs_to_raw_echo"] - 0.275).abs() < 1e-9,
+            "even count: mean of the middle two"
+        );
+        assert!(median_of(&[]).is_empty());
+        let base = Baseline {
+            recorded: "test".into(),
+            ratios: median_of(&runs),
+        };
+        let c = compare_values(&median_of(&[report(0.2, 2.5)]), &base);
+        assert!(c.iter().any(|x| x.ratio == "forward_briefs_to_raw_echo" && x.regressed));
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub struct Options {
     pub baseline: PathBuf,
     /// Write this run's ratios to `baseline` instead of comparing with it.
     pub record_baseline: bool,
+    /// Run nothing: gate (or record) the median of these earlier reports ([`gate_reports`]).
+    pub gate_reports: Vec<PathBuf>,
     /// Profile the gateways with `perf` during the forward throughput run ([`profile`]).
     pub profile: bool,
 }
@@ -116,6 +118,67 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     report.gate = Some(judge(&report, opts)?);
     write_json(&opts.out, &report)?;
     Ok(report)
+}
+
+/// The regression gate over several earlier runs: the median of their gated ratios compared with
+/// the baseline, or written as the baseline with `record_baseline`. Returns the text to print.
+/// Every report must be readable; a run that was not quiet enough ([`gate::trusted`]) is left
+/// out of the median and named, and with none left there is nothing to gate.
+pub fn gate_reports(opts: &Options) -> anyhow::Result<Vec<String>> {
+    let mut runs = Vec::new();
+    let mut untrusted = Vec::new();
+    let mut machine = None;
+    for file in &opts.gate_reports {
+        let bytes = std::fs::read(file).with_context(|| format!("reading the bench report {}", file.display()))?;
+        let r: Report = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a fleet-bench report", file.display()))?;
+        if !r.gate.as_ref().is_some_and(|g| g.trusted) {
+            untrusted.push(file.display().to_string());
+            continue;
+        }
+        machine.get_or_insert_with(|| format!("{} · {} · {} cores", r.broker.spec, r.broker.version, r.machine.cores));
+        runs.push(r.ratios);
+    }
+    if runs.is_empty() {
+        anyhow::bail!(
+            "none of the reports was measured on a quiet enough machine ({}): rerun on a quiet one",
+            untrusted.join(", ")
+        );
+    }
+    let medians = gate::median_of(&runs);
+    let mut out = vec![format!(
+        "median of {} runs{}",
+        runs.len(),
+        if untrusted.is_empty() {
+            String::new()
+        } else {
+            format!(" (left out, not quiet enough to trust: {})", untrusted.join(", "))
+        }
+    )];
+    if opts.record_baseline {
+        let b = gate::Baseline {
+            recorded: format!("median of {} quiet runs · {}", runs.len(), machine.unwrap_or_default()),
+            ratios: medians,
+        };
+        write_json(&opts.baseline, &b)?;
+        out.push(format!(
+            "baseline of {} ratios written to {}",
+            b.ratios.len(),
+            opts.baseline.display()
+        ));
+        return Ok(out);
+    }
+    let compared = gate::read_baseline(&opts.baseline)?.map(|b| gate::compare_values(&medians, &b));
+    // The runs' own quiet verdicts are named above; the gate's text then shows the comparison.
+    out.extend(gate::lines(&gate::Gate {
+        baseline_file: opts.baseline.display().to_string(),
+        compared,
+        load: [None, None],
+        cores: 0,
+        trusted: true,
+        others: vec![],
+    }));
+    Ok(out)
 }
 
 /// Writes `value` as pretty JSON to `file`, making its directory.
@@ -353,4 +416,97 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         sections.cpu_floor = Some(cpu_floor);
     }
     Ok(sections)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+    use crate::report::{ForwardSection, ForwardStages};
+
+    /// A report whose forward path ran at `briefs_per_s` against a 4,000/s envelope echo, on a
+    /// machine that was quiet (`trusted`) or not.
+    fn run_at(briefs_per_s: f64, trusted: bool) -> Report {
+        let mut r = report(Sections {
+            raw: Some(raw(10_000.0, 2.0, 5_000.0, 4_000.0)),
+            forward: Some(ForwardSection {
+                result: crate::fixtures::forward(briefs_per_s, 4.0, &[]),
+                stages: ForwardStages::default(),
+                profile: None,
+            }),
+            ..Sections::default()
+        });
+        r.gate = Some(gate::Gate {
+            baseline_file: String::new(),
+            compared: None,
+            load: [None, None],
+            cores: 2,
+            trusted,
+            others: vec![],
+        });
+        r
+    }
+
+    #[test]
+    fn the_gate_over_several_reports_records_and_compares_their_median() {
+        let dir = std::env::temp_dir().join(format!("fleet-bench-gate-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let files: Vec<PathBuf> = [1_000.0, 1_500.0, 1_200.0]
+            .iter()
+            .enumerate()
+            .map(|(i, rate)| {
+                let f = dir.join(format!("run{i}.json"));
+                write_json(&f, &run_at(*rate, true)).expect("write");
+                f
+            })
+            .collect();
+        let baseline = dir.join("baseline.json");
+        let names = files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let opts = |extra: &[&str]| {
+            let args = [
+                "fleet-bench",
+                "--gate-reports",
+                &names,
+                "--baseline",
+                &baseline.display().to_string(),
+            ];
+            let cli =
+                <cli::BenchCli as clap::Parser>::try_parse_from(args.iter().copied().chain(extra.iter().copied()))
+                    .expect("valid arguments");
+            cli.options("gw".into(), "out.json".into()).expect("valid options")
+        };
+        let text = gate_reports(&opts(&["--record-baseline"])).expect("recorded");
+        assert!(text[0].starts_with("median of 3 runs"), "{text:?}");
+        let b = gate::read_baseline(&baseline).expect("readable").expect("written");
+        // forward ÷ raw msgs/s: 1,000, 1,500, 1,200 over 10,000 → the median is 0.12.
+        assert!((b.ratios["forward_briefs_to_raw"] - 0.12).abs() < 1e-9, "{b:?}");
+        assert!(
+            b.recorded.starts_with("median of 3 quiet runs · process:rabbitmq"),
+            "{}",
+            b.recorded
+        );
+        let text = gate_reports(&opts(&[])).expect("compared").join("\n");
+        assert!(
+            text.contains("forward_briefs_to_raw ") && text.contains("ok (0 % better)"),
+            "{text}"
+        );
+        write_json(&files[0], &run_at(100.0, false)).expect("write");
+        let text = gate_reports(&opts(&[])).expect("compared").join("\n");
+        assert!(
+            text.starts_with("median of 2 runs (left out, not quiet enough to trust: "),
+            "{text}"
+        );
+        assert!(
+            text.contains("run0.json") && text.contains("baseline    0.120  now    0.135"),
+            "the median of 1,500 and 1,200 against 1,200: {text}"
+        );
+        std::fs::write(&files[1], "{}").expect("break one");
+        let e = gate_reports(&opts(&[])).expect_err("a broken report is an error");
+        assert!(format!("{e:#}").contains("run1.json"), "{e:#}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

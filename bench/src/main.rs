@@ -37,6 +37,18 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if !opts.gate_reports.is_empty() {
+        return match bench::gate_reports(&opts) {
+            Ok(lines) => {
+                println!("{}", lines.join("\n"));
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("fleet-bench: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     // Ctrl-C or SIGTERM drops the run: its gateways (kill-on-drop), fake herdrs and the broker
     // (a process provider's node is killed on drop) go with it.
     let interrupted = async {
