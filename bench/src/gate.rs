@@ -9,8 +9,8 @@
 //! not trusted, and the gate says so and how to rerun, instead of blaming the gateway.
 //!
 //! Even on a quiet machine one run's ratios move by a fifth or more (measured: forward ÷ raw
-//! echo 0.24–0.31 over three quiet runs of the same gateway, the raw broker getting faster while
-//! the gateways did not), which is the gate's own threshold. So a baseline, and a verdict one can
+//! echo 0.24–0.43 over six quiet runs of the same gateway within two hours, the raw broker
+//! getting faster while the gateways did not), more than the gate's own threshold. So a baseline, and a verdict one can
 //! lean on, come from the **median of several runs** ([`median_of`]; `fleet-bench --gate-reports
 //! a.json,b.json,c.json [--record-baseline]`); a single run's comparison is a first look.
 
