@@ -231,32 +231,35 @@ pub fn lines(g: &Gate) -> Vec<String> {
             100.0 * OTHERS_MAX_SHARE
         ));
     }
-    match &g.compared {
-        None => out.push(format!(
-            "regression gate: no baseline at {} (record one on a quiet machine: fleet-bench --record-baseline)",
-            g.baseline_file
-        )),
-        Some(c) => {
-            out.push(format!(
-                "regression gate vs {} (a ratio more than {:.0} % worse is a regression):",
-                g.baseline_file,
-                DROP * 100.0
-            ));
-            for x in c {
-                let verdict = if x.regressed {
-                    format!("!!! REGRESSION: {:.0} % worse", x.worse_by * 100.0)
-                } else if x.worse_by > 0.0 {
-                    format!("ok ({:.0} % worse)", x.worse_by * 100.0)
-                } else {
-                    // `abs`: an unchanged ratio is 0 % better, not "-0 %".
-                    format!("ok ({:.0} % better)", (x.worse_by * 100.0).abs())
-                };
-                out.push(format!(
-                    "  {:<36} baseline {:>8.3}  now {:>8.3}  {verdict}",
-                    x.ratio, x.baseline, x.now
-                ));
-            }
-        }
+    out.extend(comparison_lines(&g.baseline_file, g.compared.as_deref()));
+    out
+}
+
+/// The comparison's text alone: one line per gated ratio against `baseline_file` (or how to
+/// record one), for a run's gate and for the median of runs alike.
+pub fn comparison_lines(baseline_file: &str, compared: Option<&[Compared]>) -> Vec<String> {
+    let Some(c) = compared else {
+        return vec![format!(
+            "regression gate: no baseline at {baseline_file} (record one on a quiet machine: fleet-bench --record-baseline)"
+        )];
+    };
+    let mut out = vec![format!(
+        "regression gate vs {baseline_file} (a ratio more than {:.0} % worse is a regression):",
+        DROP * 100.0
+    )];
+    for x in c {
+        let verdict = if x.regressed {
+            format!("!!! REGRESSION: {:.0} % worse", x.worse_by * 100.0)
+        } else if x.worse_by > 0.0 {
+            format!("ok ({:.0} % worse)", x.worse_by * 100.0)
+        } else {
+            // `abs`: an unchanged ratio is 0 % better, not "-0 %".
+            format!("ok ({:.0} % better)", (x.worse_by * 100.0).abs())
+        };
+        out.push(format!(
+            "  {:<36} baseline {:>8.3}  now {:>8.3}  {verdict}",
+            x.ratio, x.baseline, x.now
+        ));
     }
     out
 }

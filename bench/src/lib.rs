@@ -160,25 +160,26 @@ pub fn gate_reports(opts: &Options) -> anyhow::Result<Vec<String>> {
             recorded: format!("median of {} quiet runs · {}", runs.len(), machine.unwrap_or_default()),
             ratios: medians,
         };
-        write_json(&opts.baseline, &b)?;
-        out.push(format!(
-            "baseline of {} ratios written to {}",
-            b.ratios.len(),
-            opts.baseline.display()
-        ));
+        out.push(record_baseline(&opts.baseline, &b)?);
         return Ok(out);
     }
     let compared = gate::read_baseline(&opts.baseline)?.map(|b| gate::compare_values(&medians, &b));
-    // The runs' own quiet verdicts are named above; the gate's text then shows the comparison.
-    out.extend(gate::lines(&gate::Gate {
-        baseline_file: opts.baseline.display().to_string(),
-        compared,
-        load: [None, None],
-        cores: 0,
-        trusted: true,
-        others: vec![],
-    }));
+    // The runs' own quiet verdicts are named above; the comparison follows.
+    out.extend(gate::comparison_lines(
+        &opts.baseline.display().to_string(),
+        compared.as_deref(),
+    ));
     Ok(out)
+}
+
+/// Writes `baseline` to `file`; returns the line that says so.
+fn record_baseline(file: &Path, baseline: &gate::Baseline) -> anyhow::Result<String> {
+    write_json(file, baseline)?;
+    Ok(format!(
+        "baseline of {} ratios written to {}",
+        baseline.ratios.len(),
+        file.display()
+    ))
 }
 
 /// Writes `value` as pretty JSON to `file`, making its directory.
@@ -205,13 +206,8 @@ fn judge(report: &Report, opts: &Options) -> anyhow::Result<gate::Gate> {
             m.cores,
             if trusted { "" } else { " (TOO LOADED)" }
         );
-        let b = gate::baseline_of(&report.ratios, recorded);
-        write_json(&opts.baseline, &b)?;
-        eprintln!(
-            "fleet-bench: baseline of {} ratios written to {}",
-            b.ratios.len(),
-            opts.baseline.display()
-        );
+        let said = record_baseline(&opts.baseline, &gate::baseline_of(&report.ratios, recorded))?;
+        eprintln!("fleet-bench: {said}");
         None
     } else {
         gate::read_baseline(&opts.baseline)?.map(|b| gate::compare(&report.ratios, &b))
