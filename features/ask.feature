@@ -23,6 +23,17 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     And the ASK to "lead" expires 30 seconds after its ts
     And every message the probe saw a gateway publish is complete, in long strings, and signed
 
+  @ASK-1 @ASK-2 @RPL-2
+  Scenario: a question that ends a send's wait for the reply carries the turnId the main answers with
+    Given "w1" is idle
+    When "lead" sends "pick the release branch" to "w1" and waits for the reply
+    Then herdr on "b" received exactly 1 input of "pick the release branch" into "w1"
+    When "w1" asks "release/2.4 or main?" with a timeout of 30 seconds
+    Then the send returns "injected" with question "release/2.4 or main?" within 10 seconds
+    When "lead" answers the question with "release/2.4"
+    Then the answer returns "sent"
+    And the ask returns "answered" with answer "release/2.4" within 10 seconds
+
   @ASK-2 @ENV-3
   Scenario: with no open waiter the ask is refused in one round trip
     When "w1" asks "anyone there?" with a timeout of 60 seconds

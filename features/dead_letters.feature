@@ -6,7 +6,7 @@ Feature: Caps, expiry and dead letters — nothing vanishes (SPEC §11)
     And the gateways' inject bound is 8 seconds
 
   @CAP-2 @CAP-4 @TOP-4 @FWD-5
-  Scenario: overflow dead-letters the oldest briefs, reported to the sender as FAILED maxlen; the rest land once
+  Scenario: overflow dead-letters the oldest briefs, reported to the sender as FAILED maxlen; the rest land once or are busy ([C-12])
     Given inboxes hold at most 3 messages
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
@@ -15,10 +15,9 @@ Feature: Caps, expiry and dead letters — nothing vanishes (SPEC §11)
     And "lead" sends 5 briefs "job-1" to "job-5" to "w1", one after another
     Then sends 1 and 2 return "failed" with reason "maxlen" within the inject bound
     And sends 3, 4 and 5 return "inject_timeout" within the inject bound
+    # The rest reach "b" after their senders' bound: [C-12] gives each one look at the gate.
     When the gateway on "b" is restarted
-    Then herdr on "b" records exactly 1 inject into "w1" with text "job-3"
-    And herdr on "b" records exactly 1 inject into "w1" with text "job-4"
-    And herdr on "b" records exactly 1 inject into "w1" with text "job-5"
+    Then briefs 3, 4 and 5 each land once in "w1" on "b" or come back to "lead" as FAILED busy
     And herdr on "b" records no inject into "w1" with text "job-1"
     And herdr on "b" records no inject into "w1" with text "job-2"
 

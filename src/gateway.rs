@@ -297,25 +297,32 @@ impl GatewayProcess {
     /// SIGTERM and wait for a graceful exit within `bound`; SIGKILL after that. Returns whether it
     /// exited by itself. Whatever the gateway forked and left behind is killed either way.
     pub async fn terminate(&mut self, bound: Duration) -> bool {
+        self.terminate_status(bound).await.is_some()
+    }
+
+    /// [`Gateway::terminate`] that keeps the exit status of a gateway that exited by itself
+    /// (`None`: it was killed after `bound`). CONTRACT §1 asks for status 0 after SIGTERM.
+    pub async fn terminate_status(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
         let _ = self.signal(libc::SIGTERM);
         let Some(mut c) = self.child.take() else {
             if let Some(o) = self.owned.take() {
                 o.finish();
             }
-            return true;
+            return Some(std::os::unix::process::ExitStatusExt::from_raw(0));
         };
-        let graceful = match tokio::time::timeout(bound, c.wait()).await {
-            Ok(_) => true,
+        let status = match tokio::time::timeout(bound, c.wait()).await {
+            Ok(Ok(status)) => Some(status),
+            Ok(Err(_)) => Some(std::os::unix::process::ExitStatusExt::from_raw(0)),
             Err(_) => {
                 let _ = c.start_kill();
                 let _ = c.wait().await;
-                false
+                None
             }
         };
         if let Some(o) = self.owned.take() {
             o.finish();
         }
-        graceful
+        status
     }
 
     pub fn base_url(&self) -> String {

@@ -76,7 +76,15 @@ async fn ask_returns(w: &mut FleetWorld, status: String, answer: String, secs: u
     Ok(())
 }
 
+/// The turnId of the last question the main was handed: by a `bridge_wait`, or as the `question`
+/// of a `bridge_send` that waited for the reply (CONTRACT §3: a message object with `turnId`).
 fn last_turn(w: &FleetWorld) -> anyhow::Result<String> {
+    if let Some(send) = w.results.get("send").filter(|v| v.get("question").is_some()) {
+        return send["question"]["turnId"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| anyhow!("the send's question carries no turnId (CONTRACT §3): {send}"));
+    }
     let v = w
         .results
         .get("wait")

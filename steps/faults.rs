@@ -74,6 +74,8 @@ async fn sends_many(
         let args = json!({"to": to_gid, "text": format!("{prefix}-{i}"), "wait_reply": false});
         w.call_in_background(&format!("send-{i}"), &from, "bridge_send", args)
             .await?;
+        w.results
+            .insert(format!("send-{i}-text"), json!(format!("{prefix}-{i}")));
         // The next brief goes out only once this one is on the broker (queued or dead-lettered),
         // so the order on the wire is the order of the steps.
         let tap = w.faults.dead.as_ref().ok_or_else(|| anyhow!("no tap"))?;
@@ -329,6 +331,109 @@ async fn send_notice(w: &mut FleetWorld, main: String, kind: String, reason: Str
             body["reason"]
         );
     }
+    Ok(())
+}
+
+/// [C-12] as written: a brief that reaches its worker's gateway after `ts + bound − confirm` gets
+/// one look at the gate. Open, it is injected once (its INJECTED comes late); closed, it is FAILED
+/// `busy`. Both are right, so each brief is judged to have exactly one of those outcomes: typed
+/// once into the pane, or a FAILED `busy` notice (corrId = its SEND) drained by its main — never
+/// lost, never typed twice, never both.
+#[then(
+    regex = r#"^briefs ([\d, and]+) each land once in "([^"]+)" on "([^"]+)" or come back to "([^"]+)" as FAILED busy$"#
+)]
+async fn land_once_or_busy(
+    w: &mut FleetWorld,
+    which: String,
+    worker: String,
+    host: String,
+    main: String,
+) -> anyhow::Result<()> {
+    let ids: Vec<u32> = which
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let mut briefs = Vec::new();
+    for i in &ids {
+        let v = w.call_result(&format!("send-{i}"), w.inject_bound()).await?;
+        let msg_id = v["msgId"]
+            .as_str()
+            .ok_or_else(|| anyhow!("send {i} returned no msgId: {v}"))?
+            .to_string();
+        let text = w
+            .results
+            .get(&format!("send-{i}-text"))
+            .and_then(|t| t.as_str().map(str::to_string))
+            .ok_or_else(|| anyhow!("send {i}'s text was not recorded"))?;
+        briefs.push((text, msg_id));
+    }
+    let pane = w.entity(&worker)?.pane.clone();
+    let handle = w.mcp(&main).await?.handle();
+    let herdr = w.host(&host)?.herdr.clone();
+    let busy: std::sync::Mutex<Vec<String>> = Default::default();
+    let outcome = |herdr: &fleet_conformance::herdr::FakeHerdr, busy: &[String]| {
+        let log = herdr.input_log(&pane);
+        briefs
+            .iter()
+            .map(|(text, id)| {
+                let typed = log.iter().filter(|r| &r.text == text).count();
+                (text.clone(), typed, busy.contains(id))
+            })
+            .collect::<Vec<_>>()
+    };
+    let poll_busy = |handle: fleet_conformance::mcp::McpHandle| {
+        let busy = &busy;
+        async move {
+            let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
+            for m in fleet_conformance::contract::poll_messages(&v).map_err(|e| e.to_string())? {
+                let body: serde_json::Value =
+                    serde_json::from_str(m["text"].as_str().unwrap_or("{}")).unwrap_or_default();
+                if m["kind"] == json!("FAILED") && body["reason"] == json!("busy") {
+                    if let Some(c) = m["corrId"].as_str() {
+                        busy.lock().map_err(|e| e.to_string())?.push(c.to_string());
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        }
+    };
+    wait_for(
+        "every brief typed once or reported busy",
+        w.inject_bound() + Duration::from_secs(3),
+        || {
+            let handle = handle.clone();
+            let (herdr, poll_busy, outcome, busy) = (&herdr, &poll_busy, &outcome, &busy);
+            async move {
+                poll_busy(handle).await?;
+                let seen = busy.lock().map_err(|e| e.to_string())?.clone();
+                let now = outcome(herdr, &seen);
+                if now.iter().all(|(_, typed, busy)| *typed > 0 || *busy) {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("(text, typed, busy): {now:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+    fleet_conformance::timing::hold_for(
+        "each brief typed at most once, never both typed and busy",
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let handle = handle.clone();
+            let (herdr, poll_busy, outcome, busy) = (&herdr, &poll_busy, &outcome, &busy);
+            async move {
+                poll_busy(handle).await?;
+                let seen = busy.lock().map_err(|e| e.to_string())?.clone();
+                let now = outcome(herdr, &seen);
+                match now.iter().find(|(_, typed, busy)| *typed > 1 || (*typed > 0 && *busy)) {
+                    Some(bad) => Err(format!("(text, typed, busy) {bad:?} among {now:?}")),
+                    None => Ok(()),
+                }
+            }
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -77,12 +77,13 @@ fn send_bound(w: &FleetWorld, what: &str) -> Duration {
 }
 
 #[then(
-    regex = r#"^the send returns "([a-z_]+)"(?: with reason "([a-z_]+)")?(?: with reply "([^"]*)")? within (the inject bound|\d+ seconds)$"#
+    regex = r#"^the send returns "([a-z_]+)"(?: with reason "([a-z_]+)")?(?: with (reply|question) "([^"]*)")? within (the inject bound|\d+ seconds)$"#
 )]
 async fn send_returns(
     w: &mut FleetWorld,
     status: String,
     reason: String,
+    field: String,
     reply: String,
     within: String,
 ) -> anyhow::Result<()> {
@@ -101,8 +102,8 @@ async fn send_returns(
     }
     if !reply.is_empty() {
         ensure!(
-            fleet_conformance::contract::send_text(&v, "reply").as_deref() == Some(reply.as_str()),
-            "send returned {v}, expected reply {reply:?}"
+            fleet_conformance::contract::send_text(&v, &field).as_deref() == Some(reply.as_str()),
+            "send returned {v}, expected {field} {reply:?}"
         );
     }
     tracing::debug!(elapsed = ?started.elapsed(), "send returned");

@@ -103,7 +103,7 @@ async fn sigterm(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let exited = w
         .host_mut(&host)?
         .gateway
-        .terminate(scaled(Duration::from_secs(20)))
+        .terminate_status(scaled(Duration::from_secs(20)))
         .await;
     w.notes
         .sigterm
@@ -111,21 +111,37 @@ async fn sigterm(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[then(expr = "the gateway on {string} exited by itself within {int} seconds")]
+/// CONTRACT §1: after SIGTERM a gateway exits by itself, with status 0, within the grace.
+#[then(expr = "the gateway on {string} exited by itself with status 0 within {int} seconds")]
 async fn exited_by_itself(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
-    let (exited, ms) = w
+    let (status, ms) = w
         .notes
         .sigterm
         .get(&host)
         .copied()
         .ok_or_else(|| anyhow!("the gateway on {host} was not stopped with SIGTERM"))?;
     let log = w.host(&host)?.gateway.log_tail(15);
-    ensure!(exited, "the gateway on {host} ignored SIGTERM and was killed\n{log}");
+    let status = status.ok_or_else(|| anyhow!("the gateway on {host} ignored SIGTERM and was killed\n{log}"))?;
     let bound = scaled(Duration::from_secs(secs)).as_millis() as u64;
     ensure!(
         ms <= bound,
         "the gateway on {host} took {ms} ms to exit after SIGTERM (bound {bound} ms)\n{log}"
     );
+    ensure!(
+        status.success(),
+        "the gateway on {host} exited with {status} after SIGTERM, CONTRACT §1 asks for 0\n{log}"
+    );
+    Ok(())
+}
+
+/// CONTRACT §1: a gateway stopped with SIGTERM keeps its entities' inboxes (durable, TOP-1), so a
+/// restart resumes them; only an entity's own stop deletes its inbox (SPN-5, TOP-6).
+#[then(expr = "the inbox of {string} is still on the broker")]
+async fn inbox_kept(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let queue = fleet_conformance::names::inbox(&w.gid(&name)?);
+    let vhost = w.vhost().await?;
+    let q = w.suite()?.broker.management().queue(&vhost, &queue).await?;
+    ensure!(q.is_some(), "the inbox {queue} of {name} is gone after SIGTERM");
     Ok(())
 }
 

@@ -128,8 +128,9 @@ pub struct Notes {
     pub claim: Option<(String, String)>,
     /// `/metrics` series noted per host (operations.feature).
     pub metrics: BTreeMap<String, BTreeMap<String, f64>>,
-    /// Per host: whether the gateway exited by itself after SIGTERM, and how long it took (ms).
-    pub sigterm: BTreeMap<String, (bool, u64)>,
+    /// Per host: the gateway's exit status if it exited by itself after SIGTERM (`None`: it was
+    /// killed), and how long it took (ms).
+    pub sigterm: BTreeMap<String, (Option<std::process::ExitStatus>, u64)>,
     /// Lengths of generated legacy queues, by pane (migration.feature).
     pub legacy_generated: BTreeMap<String, usize>,
     /// The broker's answer to a redeclare of a legacy queue: accepted, or (code, text).

@@ -149,25 +149,31 @@ impl Gateway {
     /// FWD-2 + FWD-7: wait for the gate, type, confirm the agent took it.
     async fn inject(&self, worker: &Entity, env: &Envelope, text: &str) -> Result<(), NotInjected> {
         let confirm = self.cfg.submit_confirm;
-        // The sender gives up at ts + inject bound; leave room for the submit confirmation. A brief
-        // that arrives late (its worker's gateway was down) gets a full window from its arrival: it
-        // is still injected, at most once, and the sender learns it from a late INJECTED.
+        // [C-12]: the sender gives up at ts + inject bound, so the wait for the gate ends at
+        // ts + bound − confirm bound at the latest, leaving room for the submit confirmation. A
+        // brief that arrives after that (its worker's gateway was down or frozen) gets one look
+        // at the gate: open, it is injected (once); closed, it is `busy` — never a wait the
+        // sender's bound has already given up on.
         let now = now_ms();
-        let window = self.cfg.inject_timeout.saturating_sub(confirm).as_millis() as u64;
-        let gate_deadline_ms = (env.ts.max(now) + window).min(env.expires_at);
-        if gate_deadline_ms <= now {
+        if env.expires_at <= now {
             return Err(NotInjected(
                 FailReason::Expired,
                 "the brief expired before it could be injected".into(),
             ));
         }
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
+        let window = self.cfg.inject_timeout.saturating_sub(confirm).as_millis() as u64;
+        let gate_deadline_ms = (env.ts + window).min(env.expires_at);
         // A graceful stop (SIGTERM) ends the wait: the sender learns `stopped` now, not at its bound.
         let mut stopping = self.stopping.subscribe();
-        tokio::select! {
-            r = self.wait_gate(&worker.pane, deadline) => r?,
-            _ = stopping.wait_for(|s| *s) => {
-                return Err(NotInjected(FailReason::Stopped, "the worker's gateway is shutting down".into()));
+        if gate_deadline_ms <= now {
+            self.look_at_gate(&worker.pane).await?;
+        } else {
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
+            tokio::select! {
+                r = self.wait_gate(&worker.pane, deadline) => r?,
+                _ = stopping.wait_for(|s| *s) => {
+                    return Err(NotInjected(FailReason::Stopped, "the worker's gateway is shutting down".into()));
+                }
             }
         }
         self.herdr
@@ -178,6 +184,25 @@ impl Gateway {
                 _ => NotInjected(FailReason::NotSubmitted, e.to_string()),
             })?;
         self.confirm_submitted(&worker.pane, confirm).await
+    }
+
+    /// [C-12]'s one look: a brief that arrived after its gate deadline is injected only if the
+    /// gate is open now; a closed gate is `busy` at once.
+    async fn look_at_gate(&self, pane: &str) -> Result<(), NotInjected> {
+        match self.herdr.status(pane).await {
+            Ok(s) if s.injectable() => Ok(()),
+            Ok(s) => Err(NotInjected(
+                FailReason::Busy,
+                format!(
+                    "the brief arrived after ts + bound − confirm and the agent was {s:?} at its one look ([C-12])"
+                ),
+            )),
+            Err(e) if e.code() == Some("pane_not_found") => Err(NotInjected(FailReason::Stopped, e.to_string())),
+            Err(e) => Err(NotInjected(
+                FailReason::Busy,
+                format!("one look at the gate failed: {e}"),
+            )),
+        }
     }
 
     /// Waits until herdr reports the agent idle or done, or the deadline passes (`busy`).

@@ -13,6 +13,9 @@
 //!   capability names or the path of a capabilities file (`*.toml`). Unset, the reference gateway
 //!   (no `FLEET_GATEWAY_CMD`) declares what `fixtures/reference-capabilities.toml` says, and any
 //!   other gateway declares nothing.
+//! - `@reference` runs only against the reference gateway (no `FLEET_GATEWAY_CMD`): those
+//!   scenarios read the reference's own surface (its metrics, its log text), which neither SPEC
+//!   nor CONTRACT asks of another gateway ([C-11]), so they never fail another gateway's run.
 
 use std::path::PathBuf;
 
@@ -25,6 +28,13 @@ pub const SOAK_VAR: &str = "FLEET_E2E_SOAK";
 pub const CAPABILITIES_VAR: &str = "FLEET_E2E_CAPABILITIES";
 /// The tag of the soak run.
 pub const SOAK_TAG: &str = "soak";
+/// The tag of scenarios that read the reference gateway's own surface (see the module doc).
+pub const REFERENCE_TAG: &str = "reference";
+
+/// Whether the gateway under test is the reference gateway (no `FLEET_GATEWAY_CMD`).
+pub fn reference_under_test() -> bool {
+    !std::env::var("FLEET_GATEWAY_CMD").is_ok_and(|c| !c.trim().is_empty())
+}
 
 /// Whether the soak run was asked for (`FLEET_E2E_SOAK=1`).
 pub fn soak_requested() -> bool {
@@ -63,6 +73,8 @@ pub struct RunPolicy {
     pub capabilities: Capabilities,
     /// Where the capabilities came from, for the run's log.
     pub origin: String,
+    /// The gateway under test is the reference: `@reference` scenarios may run.
+    pub reference: bool,
     excluded: Vec<String>,
 }
 
@@ -73,8 +85,15 @@ impl RunPolicy {
             soak,
             capabilities,
             origin,
+            reference: true,
             excluded,
         }
+    }
+
+    /// The same policy for a gateway that is (`true`) or is not the reference.
+    pub fn with_reference(mut self, reference: bool) -> RunPolicy {
+        self.reference = reference;
+        self
     }
 
     /// The policy of this process's environment (see the module doc).
@@ -93,13 +112,16 @@ impl RunPolicy {
                 )
             }
         };
-        Ok(RunPolicy::new(soak_requested(), capabilities, origin, registry))
+        Ok(RunPolicy::new(soak_requested(), capabilities, origin, registry).with_reference(reference_under_test()))
     }
 
     /// Whether a scenario carrying `tags` (its feature's, rule's and own, without `@`) may run.
     pub fn admits<'a>(&self, tags: impl IntoIterator<Item = &'a str>) -> bool {
-        tags.into_iter()
-            .all(|t| (self.soak || t != SOAK_TAG) && !self.excluded.iter().any(|x| x == t))
+        tags.into_iter().all(|t| {
+            (self.soak || t != SOAK_TAG)
+                && (self.reference || t != REFERENCE_TAG)
+                && !self.excluded.iter().any(|x| x == t)
+        })
     }
 
     /// Tags whose scenarios this policy leaves out.
@@ -107,6 +129,9 @@ impl RunPolicy {
         let mut out = self.excluded.clone();
         if !self.soak {
             out.push(SOAK_TAG.into());
+        }
+        if !self.reference {
+            out.push(REFERENCE_TAG.into());
         }
         out
     }
@@ -149,6 +174,17 @@ mod tests {
         assert!(off.admits(["FWD-1", "smoke"]));
         let on = RunPolicy::new(true, Capabilities::all(&reg), "test".into(), &reg);
         assert!(on.admits(["soak", "FWD-1"]));
+    }
+
+    #[test]
+    fn reference_scenarios_run_only_against_the_reference() {
+        let reg = registry();
+        let other = RunPolicy::new(false, Capabilities::all(&reg), "test".into(), &reg).with_reference(false);
+        assert!(!other.admits(["reference", "operations"]));
+        assert!(other.admits(["FWD-4", "operations"]));
+        assert!(other.excluded_tags().contains(&REFERENCE_TAG.to_string()));
+        let reference = other.with_reference(true);
+        assert!(reference.admits(["reference", "operations"]));
     }
 
     #[test]
