@@ -131,6 +131,31 @@ pub fn send_text(v: &Value, field: &str) -> Option<String> {
     }
 }
 
+/// CONTRACT §5: a log line at `level` — the level's name written in the line as that text
+/// (`WARN`, `level=ERROR`, `"level":"WARN"`); `WARNING` counts as `WARN` (Python's logging).
+pub fn log_line_at(line: &str, level: LogLevel) -> bool {
+    match level {
+        LogLevel::Warn => line.contains("WARN") || line.contains("ERROR"),
+        LogLevel::Error => line.contains("ERROR"),
+    }
+}
+
+/// The levels CONTRACT §5 judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// `WARN` (or `WARNING`) or above.
+    Warn,
+    /// `ERROR`.
+    Error,
+}
+
+/// CONTRACT §5, CON-2: the first line of `log` at ERROR that names one of `names` (the gid of the
+/// entity the gateway cannot serve, or the name of the queue it could not consume).
+pub fn con2_refusal<'a>(log: &'a str, names: &[String]) -> Option<&'a str> {
+    log.lines()
+        .find(|l| log_line_at(l, LogLevel::Error) && names.iter().any(|n| l.contains(n.as_str())))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -212,5 +237,30 @@ mod tests {
             send_text(&json!({"question": "why?"}), "question").as_deref(),
             Some("why?")
         );
+    }
+
+    #[test]
+    fn log_levels_as_contract_section_5_reads_them() {
+        assert!(log_line_at(
+            "2026-12-02T05:00:00Z  WARN rejected msgId=1 check=replay",
+            LogLevel::Warn
+        ));
+        assert!(log_line_at("WARNING:gateway:rejected 1 replay", LogLevel::Warn));
+        assert!(log_line_at(r#"{"level":"ERROR","msg":"x"}"#, LogLevel::Warn));
+        assert!(!log_line_at("INFO rejected 1 replay", LogLevel::Warn));
+        assert!(!log_line_at("WARN refused", LogLevel::Error));
+        assert!(log_line_at("level=ERROR refused", LogLevel::Error));
+    }
+
+    #[test]
+    fn con2_refusal_names_the_entity_or_its_queue() {
+        let names = vec!["g-1".to_string(), "roster.b".to_string()];
+        let log = "ERROR lapin: channel closed\nINFO g-1 registered\nERROR cannot consume agent.g-1.inbox.v2: held";
+        assert_eq!(
+            con2_refusal(log, &names),
+            Some("ERROR cannot consume agent.g-1.inbox.v2: held")
+        );
+        assert_eq!(con2_refusal("ERROR lapin: channel closed", &names), None);
+        assert_eq!(con2_refusal("WARN roster.b in exclusive use", &names), None);
     }
 }

@@ -299,11 +299,22 @@ fn decode(tool: &str, result: CallToolResult) -> Result<Value, McpError> {
         });
     }
     match result.structured_content.clone() {
-        Some(v) => Ok(v),
+        Some(v) => Ok(unwrap_result(v)),
         None => serde_json::from_str(&text()).map_err(|e| McpError::Tool {
             tool: tool.to_string(),
             content: format!("result is not JSON ({e}): {}", text()),
         }),
+    }
+}
+
+/// CONTRACT §3: MCP's structured content must be an object, so a tool whose SPEC result is a list
+/// (`bridge_poll`, `bridge_roster`) or a bare value is wrapped by some MCP libraries as
+/// `{"result": …}` (Python's FastMCP does). An object whose only field is `result` is read as
+/// that value; no SPEC result is such an object.
+fn unwrap_result(v: Value) -> Value {
+    match v {
+        Value::Object(mut o) if o.len() == 1 && o.contains_key("result") => o.remove("result").unwrap_or(Value::Null),
+        v => v,
     }
 }
 

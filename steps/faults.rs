@@ -477,22 +477,34 @@ async fn second_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()> 
 }
 
 /// CON-2 + [C-14]: the second gateway is refused its host's exclusive queues or an entity's
-/// inbox (the frozen first one holds them): it logs that at ERROR and its `/readyz` answers 503.
-/// Only the status code and the log level are judged, never the wording.
+/// inbox (the frozen first one holds them): it logs that at ERROR, naming what it could not take
+/// (CONTRACT §5: the queue's name or the entity's gid), and its `/readyz` answers 503. The
+/// wording around the name is the gateway's.
 #[then(regex = r#"^the second gateway for "([^"]+)" logs the refusal at ERROR and is not ready$"#)]
 async fn second_not_ready(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let gw = w
         .replacements
         .get(&host)
         .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
+    let host_id = gw.spec.host.clone();
+    let mut names = vec![
+        fleet_conformance::names::roster_queue(&host_id),
+        fleet_conformance::names::control_queue(&host_id),
+    ];
+    names.extend(w.entities.values().filter(|e| e.host == host).map(|e| e.gid.clone()));
+    let names = &names;
     wait_for(
-        "the second gateway to log the refusal at ERROR (CON-2)",
+        "the second gateway to log the refusal at ERROR, naming a queue or gid it could not take (CON-2)",
         Duration::from_secs(15),
-        || async {
-            if gw.log().lines().any(|l| l.contains("ERROR")) {
+        || async move {
+            let log = gw.log();
+            if fleet_conformance::contract::con2_refusal(&log, names).is_some() {
                 Ok(Some(()))
             } else {
-                Err(format!("no ERROR line yet; last: {:?}", gw.log().lines().last()))
+                Err(format!(
+                    "no ERROR line naming any of {names:?} yet; last: {:?}",
+                    log.lines().last()
+                ))
             }
         },
     )

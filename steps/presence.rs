@@ -211,15 +211,16 @@ async fn register_clone(w: &mut FleetWorld, host: String, original: String) -> a
     let r = w
         .add_entity_with_gid(&host, &clone, "worker", None, vec![], Some(&gid))
         .await;
-    w.notes.registration = Some((host, r.map_err(|e| format!("{e:#}"))));
+    w.notes.registration = Some((host, gid, r.map_err(|e| format!("{e:#}"))));
     Ok(())
 }
 
 /// CON-2: the registration fails (a non-2xx answer: docs/CONTRACT.md, local API) and the
-/// gateway logs the refusal at ERROR. The wording of the answer and the log is the gateway's.
+/// gateway logs the refusal at ERROR, naming the gid or its inbox (CONTRACT §5). The wording
+/// around the name is the gateway's.
 #[then(expr = "the registration is refused and logged at ERROR")]
 async fn registration_refused(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let (host, outcome) = w
+    let (host, gid, outcome) = w
         .notes
         .registration
         .clone()
@@ -228,15 +229,17 @@ async fn registration_refused(w: &mut FleetWorld) -> anyhow::Result<()> {
         bail!("the second registration, on {host}, was accepted");
     };
     let gw = &w.host(&host)?.gateway;
-    let answer = &answer;
+    let (answer, names) = (&answer, &vec![gid]);
     wait_for(
-        &format!("the gateway on {host} to log the refused consume at ERROR (CON-2)"),
+        &format!("the gateway on {host} to log the refused consume at ERROR naming {names:?} (CON-2)"),
         Duration::from_secs(5),
         || async move {
-            if gw.log().lines().any(|l| l.contains("ERROR")) {
+            if fleet_conformance::contract::con2_refusal(&gw.log(), names).is_some() {
                 Ok(Some(()))
             } else {
-                Err(format!("no ERROR line; the refusal answered: {answer}"))
+                Err(format!(
+                    "no ERROR line naming {names:?}; the refusal answered: {answer}"
+                ))
             }
         },
     )

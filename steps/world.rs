@@ -122,8 +122,9 @@ pub struct Notes {
     pub wire_copy: Option<(Vec<u8>, Option<String>)>,
     /// Each spawn's arguments, by the spawned worker's name (spawn.feature).
     pub spawn_args: BTreeMap<String, SpawnArgs>,
-    /// A second registration: its host, and the gateway's refusal if it refused (CON-2).
-    pub registration: Option<(String, Result<(), String>)>,
+    /// A second registration: its host, the gid it claimed, and the gateway's refusal if it
+    /// refused (CON-2).
+    pub registration: Option<(String, String, Result<(), String>)>,
     /// A gid claimed by the probe: (gid, claiming host) (PRS-3).
     pub claim: Option<(String, String)>,
     /// `/metrics` series noted per host (operations.feature).

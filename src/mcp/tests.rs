@@ -461,3 +461,16 @@ async fn an_answer_outside_the_contract_fails_the_call_naming_the_field() {
         "{text}"
     );
 }
+
+#[test]
+fn a_result_wrapper_around_a_list_is_read_as_the_list() {
+    // FastMCP wraps a list result as {"result": [...]} in structured content (CONTRACT §3).
+    let wrapped = CallToolResult::structured(json!({"result": [{"kind": "REPLY"}]}));
+    assert_eq!(decode("bridge_poll", wrapped).ok(), Some(json!([{"kind": "REPLY"}])));
+    // An object with more than `result` is a SPEC shape of its own and is left alone.
+    let object = CallToolResult::structured(json!({"result": 1, "status": "sent"}));
+    assert_eq!(
+        decode("bridge_answer", object).ok(),
+        Some(json!({"result": 1, "status": "sent"}))
+    );
+}

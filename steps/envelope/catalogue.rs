@@ -77,7 +77,8 @@ async fn logs_check(w: &mut FleetWorld, to: String, check: String) -> anyhow::Re
                 let log = gw.log();
                 let lines: Vec<&str> = log.lines().filter(|l| l.contains(marker)).collect();
                 if lines.iter().any(|l| {
-                    names.iter().any(|c| l.contains(c.as_str())) && (l.contains("WARN") || l.contains("ERROR"))
+                    names.iter().any(|c| l.contains(c.as_str()))
+                        && fleet_conformance::contract::log_line_at(l, fleet_conformance::contract::LogLevel::Warn)
                 }) {
                     Ok(Some(()))
                 } else {

@@ -79,6 +79,9 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
                     Verdict::Skip,
                     Some(format!("needs capability {} (not declared)", caps.join(", "))),
                 )
+            } else if let (true, Some(pending)) = (all.is_empty(), &req.pending) {
+                // Optional and not yet judged by any scenario (fixtures/requirements.toml says why).
+                (Verdict::Skip, Some(format!("no scenario judges it yet: {pending}")))
             } else {
                 let why = if all.is_empty() {
                     "no scenario checks it".to_string()
