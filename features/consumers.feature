@@ -52,3 +52,26 @@ Feature: Connections and consumers — one consumer per inbox, recovery after a 
     Then sends 1, 2, 3 and 4 each end within the inject bound, whatever the outcome
     And the gateway on "a" is ready within 20 seconds
     And the gateway on "b" is ready within 20 seconds
+
+  # SPEC [C-18] (a MAY, declared as the capability `republish`): the REPLY reaches the broker and
+  # the main's inbox, its confirm is lost with the link; once reconnected the worker's gateway
+  # publishes the very same message again, so bridge_reply returns its msgId instead of failing,
+  # and the main's dedup (RPL-1, [C-15]) drains it once.
+  @PUB-3 @RPL-1 @cap-republish
+  Scenario: a REPLY whose confirm was lost with the link is republished once reconnected, and the main drains it once
+    Given gateways reach the broker through a link the suite can cut
+    And the gateways' inject bound is 20 seconds
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the broker's answers through the link are lost
+    And "w1" starts replying "the release notes are ready"
+    Then within 10 seconds the inbox of "lead" holds 1 message, ready or unacknowledged
+    And the reply has not returned yet
+    When the link to the broker is cut
+    Then the reply returns its msgId within 20 seconds
+    When "lead" polls messages from "w1"
+    Then "lead" gets exactly 1 message
+    And message 1 is a REPLY from "w1" with text "the release notes are ready"
+    And message 1 has the msgId the reply returned
+    When "lead" polls messages from "w1"
+    Then "lead" gets no message

@@ -4,10 +4,18 @@
 //! cut every live connection at once (a broker blip as a gateway sees it) without touching the
 //! broker that other scenarios share. Each connection is two copy tasks; cutting aborts them, which
 //! closes both sockets.
+//!
+//! It can also *lose the broker's answers* ([`Proxy::lose_answers`]): what gateways send still
+//! reaches the broker, what the broker sends back (confirms, deliveries) is dropped. A publish
+//! then reaches its queues while its confirm never arrives — the "confirm lost with the
+//! connection" of SPEC [C-16]/[C-18] made deterministic, ended by a [`Proxy::cut`] (a connection
+//! that lost bytes is useless afterwards).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -21,7 +29,11 @@ pub struct Proxy {
     listen: SocketAddr,
     accept: JoinHandle<()>,
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    cuts: Arc<std::sync::atomic::AtomicU64>,
+    cuts: Arc<AtomicU64>,
+    /// Broker → gateway bytes are dropped while set (see the module doc).
+    losing: Arc<AtomicBool>,
+    /// Broker → gateway bytes dropped so far.
+    lost: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -30,13 +42,24 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let listen = listener.local_addr()?;
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let links2 = links.clone();
+        let (losing, lost): (Arc<AtomicBool>, Arc<AtomicU64>) = Default::default();
+        let (links2, losing2, lost2) = (links.clone(), losing.clone(), lost.clone());
         let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
+            while let Ok((inbound, _)) = listener.accept().await {
                 let upstream = upstream.clone();
+                let (losing, lost) = (losing2.clone(), lost2.clone());
                 let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(&upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    if let Ok(outbound) = TcpStream::connect(&upstream).await {
+                        let (in_r, in_w) = inbound.into_split();
+                        let (out_r, out_w) = outbound.into_split();
+                        let never = Arc::new(AtomicBool::new(false));
+                        let up = pump(in_r, out_w, never, Arc::default());
+                        let down = pump(out_r, in_w, losing, lost);
+                        // Either direction ending ends the link (both sockets close on drop).
+                        tokio::select! {
+                            _ = up => {}
+                            _ = down => {}
+                        }
                     }
                 });
                 if let Ok(mut l) = links2.lock() {
@@ -50,7 +73,20 @@ impl Proxy {
             accept,
             links,
             cuts: Arc::default(),
+            losing,
+            lost,
         })
+    }
+
+    /// From now on the broker's answers are dropped (gateways' bytes still reach the broker)
+    /// until [`Proxy::cut`].
+    pub fn lose_answers(&self) {
+        self.losing.store(true, Ordering::SeqCst);
+    }
+
+    /// Broker → gateway bytes dropped since [`Proxy::lose_answers`].
+    pub fn answers_lost(&self) -> u64 {
+        self.lost.load(Ordering::SeqCst)
     }
 
     pub fn listen(&self) -> SocketAddr {
@@ -68,7 +104,9 @@ impl Proxy {
         for t in cut {
             t.abort();
         }
-        self.cuts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // New connections carry everything again.
+        self.losing.store(false, Ordering::SeqCst);
+        self.cuts.fetch_add(1, Ordering::Relaxed);
         n
     }
 
@@ -78,6 +116,30 @@ impl Proxy {
             .lock()
             .map(|l| l.iter().filter(|t| !t.is_finished()).count())
             .unwrap_or(0)
+    }
+}
+
+/// Copies `from` to `to` until either side closes; while `losing` is set, reads are counted in
+/// `lost` and dropped instead of written.
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    losing: Arc<AtomicBool>,
+    lost: Arc<AtomicU64>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if losing.load(Ordering::SeqCst) {
+            lost.fetch_add(n as u64, Ordering::SeqCst);
+            continue;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
     }
 }
 
@@ -119,5 +181,48 @@ mod tests {
         let mut rest = Vec::new();
         let n = c.read_to_end(&mut rest).await.unwrap_or(0);
         assert_eq!(n, 0, "a cut connection reads EOF");
+    }
+
+    #[tokio::test]
+    async fn losing_answers_drops_only_what_comes_back() {
+        let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = upstream.local_addr().expect("addr");
+        let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = upstream.accept().await {
+                let got_tx = got_tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let _ = got_tx.send(buf[..n].to_vec());
+                        if s.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let proxy = Proxy::start(addr.to_string()).await.expect("proxy");
+        let mut c = TcpStream::connect(proxy.listen()).await.expect("connect");
+        proxy.lose_answers();
+        c.write_all(b"publish").await.expect("write");
+        assert_eq!(
+            got_rx.recv().await.as_deref(),
+            Some(&b"publish"[..]),
+            "the upstream got it"
+        );
+        let mut buf = [0u8; 7];
+        let read = tokio::time::timeout(std::time::Duration::from_millis(300), c.read_exact(&mut buf)).await;
+        assert!(read.is_err(), "the answer was dropped, nothing came back");
+        assert_eq!(proxy.answers_lost(), 7);
+        assert_eq!(proxy.cut(), 1);
+        let mut c = TcpStream::connect(proxy.listen()).await.expect("reconnect");
+        c.write_all(b"again").await.expect("write");
+        let mut buf = [0u8; 5];
+        c.read_exact(&mut buf).await.expect("answers flow after the cut");
+        assert_eq!(&buf, b"again");
     }
 }

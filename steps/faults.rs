@@ -452,6 +452,41 @@ async fn cuttable_link(w: &mut FleetWorld) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The link keeps carrying what gateways send, and drops what the broker answers: a publish
+/// reaches its queue while its confirm is lost (SPEC [C-16], [C-18]). The next cut ends it.
+#[when(expr = "the broker's answers through the link are lost")]
+async fn lose_answers(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let link = w
+        .link
+        .as_ref()
+        .ok_or_else(|| anyhow!("this scenario has no cuttable link"))?;
+    link.lose_answers();
+    Ok(())
+}
+
+#[then(regex = r#"^within (\d+) seconds the inbox of "([^"]+)" holds (\d+) messages?, ready or unacknowledged$"#)]
+async fn inbox_holds_any(w: &mut FleetWorld, secs: u64, name: String, n: u64) -> anyhow::Result<()> {
+    let queue = fleet_conformance::names::inbox(&w.gid(&name)?);
+    let suite = w.suite()?;
+    let vhost = w.vhost().await?;
+    wait_for(&format!("{n} message(s) on {queue}"), Duration::from_secs(secs), || {
+        let (suite, vhost, queue) = (suite.clone(), vhost.clone(), queue.clone());
+        async move {
+            match suite.broker.management().queue(&vhost, &queue).await {
+                Ok(Some(q)) if q.messages_ready + q.messages_unacknowledged == n => Ok(Some(())),
+                Ok(Some(q)) => Err(format!(
+                    "{} ready + {} unacknowledged",
+                    q.messages_ready, q.messages_unacknowledged
+                )),
+                Ok(None) => Err("no such queue".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
 #[when(expr = "the link to the broker is cut")]
 async fn cut_link(w: &mut FleetWorld) -> anyhow::Result<()> {
     let link = w

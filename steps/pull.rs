@@ -19,6 +19,53 @@ async fn replies(w: &mut FleetWorld, worker: String, text: String) -> anyhow::Re
     Ok(())
 }
 
+/// A `bridge_reply` left running in the background (label `reply`), for steps that act on the
+/// link while its publish waits for the confirm.
+#[when(expr = "{string} starts replying {string}")]
+async fn starts_replying(w: &mut FleetWorld, worker: String, text: String) -> anyhow::Result<()> {
+    w.call_in_background("reply", &worker, "bridge_reply", json!({"text": text}))
+        .await
+}
+
+#[then(expr = "the reply has not returned yet")]
+async fn reply_open(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let call = w.calls.get("reply").ok_or_else(|| anyhow!("no reply was started"))?;
+    ensure!(
+        !call.is_finished(),
+        "bridge_reply already returned although its confirm cannot have arrived"
+    );
+    Ok(())
+}
+
+#[then(expr = "the reply returns its msgId within {int} seconds")]
+async fn reply_returns(w: &mut FleetWorld, secs: u64) -> anyhow::Result<()> {
+    let v = w.call_result("reply", Duration::from_secs(secs)).await?;
+    ensure!(
+        v["msgId"].is_string(),
+        "bridge_reply returned {v}, expected its msgId (SPEC [C-18])"
+    );
+    Ok(())
+}
+
+#[then(expr = "message {int} has the msgId the reply returned")]
+async fn message_has_reply_id(w: &mut FleetWorld, i: usize) -> anyhow::Result<()> {
+    let reply = w
+        .results
+        .get("reply")
+        .ok_or_else(|| anyhow!("the reply has not returned"))?;
+    let m = w
+        .drained
+        .get(i.saturating_sub(1))
+        .ok_or_else(|| anyhow!("no message {i} was drained"))?;
+    ensure!(
+        m["msgId"] == reply["msgId"],
+        "message {i} has msgId {}, the reply returned {}",
+        m["msgId"],
+        reply["msgId"]
+    );
+    Ok(())
+}
+
 #[when(expr = "{string} sends {int} replies")]
 async fn sends_replies(w: &mut FleetWorld, worker: String, n: usize) -> anyhow::Result<()> {
     for i in 1..=n {

@@ -4,12 +4,23 @@
 //! signs it, and waits for the broker's confirm. A `basic.return` arrives before the confirm and is
 //! attached to it, so "confirmed but returned" becomes a fast `NoRoute` (PUB-2); a nack or a lost
 //! channel fails the publish (PUB-3).
+//!
+//! Two rules of SPEC §15 live here, because every publish passes through:
+//! - **[C-19]** after a (re)connect, nothing but presence goes out from an entity until its `up`
+//!   was confirmed on the new connection ([`Announced`]): a receiver that lost the entity's
+//!   presence meanwhile can judge the message (SIG-2 (2)) instead of dead-lettering it.
+//! - **[C-18]** a message whose confirm was lost with its connection is republished — the same
+//!   envelope, `msgId` and signature — once the gateway is connected again, within the publish's
+//!   bound; every kind but SEND and BROADCAST (the forward path is at-most-once, and a receiver
+//!   that restarted in between has forgotten the `msgId`) and PRESENCE (repeated every H anyway).
 
 use std::sync::Arc;
 
+use std::collections::HashSet;
+
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::{BasicProperties, Channel, Connection};
-use tokio::sync::RwLock;
+use tokio::sync::{RwLock, watch};
 
 use crate::envelope::{Envelope, Kind, VERSION, new_uuid, now_ms};
 use crate::metrics::{Metrics, Stage};
@@ -79,6 +90,69 @@ impl Outgoing {
 pub struct Sent {
     pub env: Envelope,
     confirm: lapin::PublisherConfirm,
+    /// A presence `up`: once confirmed, its entity may publish on this connection ([C-19]).
+    announces: bool,
+}
+
+/// An envelope built and signed once, with what its publish needs: a [C-18] republish sends
+/// exactly this again (same `msgId`, `ts` and signature).
+struct Prepared {
+    env: Envelope,
+    body: Vec<u8>,
+    exchange: &'static str,
+    mandatory: bool,
+    announces: bool,
+}
+
+/// [C-19]: the entities (gids, `_gateway`) whose presence `up` was confirmed on the current
+/// publishing channel. Emptied when the channel is replaced (a reconnect); a waiter learns of every
+/// change through `changes`.
+#[derive(Default)]
+struct Announced {
+    gids: std::sync::Mutex<HashSet<String>>,
+}
+
+impl Announced {
+    fn contains(&self, gid: &str) -> bool {
+        self.gids.lock().map(|g| g.contains(gid)).unwrap_or(true)
+    }
+
+    fn insert(&self, gid: &str) -> bool {
+        self.gids.lock().map(|mut g| g.insert(gid.to_string())).unwrap_or(false)
+    }
+
+    fn clear(&self) {
+        if let Ok(mut g) = self.gids.lock() {
+            g.clear();
+        }
+    }
+}
+
+/// Whether `body` is a presence `up` ([C-19]).
+fn is_up(kind: Kind, body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct State<'a> {
+        #[serde(borrow)]
+        state: Option<&'a str>,
+    }
+    kind == Kind::Presence && serde_json::from_slice::<State>(body).is_ok_and(|s| s.state == Some("up"))
+}
+
+impl PublishError {
+    /// The publish may have been lost with its connection (PUB-3, [C-16]): a [C-18] republish
+    /// applies. A nack, a return or the whole bound spent are answers, not losses.
+    fn lost(&self) -> bool {
+        matches!(self, PublishError::NotConnected | PublishError::Amqp(_))
+    }
+}
+
+impl Kind {
+    /// [C-18]: the reference republishes every kind but the forward path's (SEND, BROADCAST: not
+    /// allowed) and PRESENCE (allowed, but a heartbeat repeats itself every H anyway, and its
+    /// publisher holds the departures lock: it must not wait out a reconnect).
+    fn may_republish(self) -> bool {
+        !matches!(self, Kind::Send | Kind::Broadcast | Kind::Presence)
+    }
 }
 
 /// The confirm-mode publishing channel (PUB-1), replaced on every reconnect.
@@ -87,6 +161,11 @@ pub struct Publisher {
     signer: Arc<Signer>,
     default_ttl_ms: u64,
     channel: RwLock<Option<Channel>>,
+    /// [C-19]: who may publish on the current channel.
+    announced: Announced,
+    /// Bumped whenever the channel is replaced or an entity is announced: publishes waiting for
+    /// either wake up and look again.
+    changes: watch::Sender<u64>,
     /// The longest a publish waits for its confirm (PUB-3: a confirm that never comes — a
     /// connection dead but not yet detected — fails the publish instead of hanging its caller).
     confirm_timeout: std::time::Duration,
@@ -101,6 +180,8 @@ impl Publisher {
             signer,
             default_ttl_ms,
             channel: RwLock::new(None),
+            announced: Announced::default(),
+            changes: watch::Sender::new(0),
             confirm_timeout: std::time::Duration::from_secs(30),
             metrics: Arc::default(),
         }
@@ -118,28 +199,100 @@ impl Publisher {
         self
     }
 
-    /// Opens a fresh confirm-mode channel on `conn` and makes it the publishing channel.
+    /// Opens a fresh confirm-mode channel on `conn` and makes it the publishing channel. Nobody
+    /// is announced on it yet ([C-19]).
     pub async fn attach(&self, conn: &Connection) -> lapin::Result<()> {
         let ch = conn.create_channel().await?;
         ch.confirm_select(ConfirmSelectOptions::default()).await?;
-        *self.channel.write().await = Some(ch);
+        let mut slot = self.channel.write().await;
+        self.announced.clear();
+        *slot = Some(ch);
+        drop(slot);
+        self.changes.send_modify(|n| *n += 1);
         Ok(())
     }
 
     pub async fn detach(&self) {
-        *self.channel.write().await = None;
+        let mut slot = self.channel.write().await;
+        self.announced.clear();
+        *slot = None;
+        drop(slot);
+        self.changes.send_modify(|n| *n += 1);
     }
 
     /// Builds, signs and publishes `out`; returns the envelope as sent once the broker confirmed
-    /// it and routed it (for `mandatory` messages).
+    /// it and routed it (for `mandatory` messages). Bounded by the confirm bound in all: the wait
+    /// for the sender's announcement ([C-19]), the publish, and a republish after a lost
+    /// connection ([C-18], see the module doc).
     pub async fn publish(&self, out: Outgoing) -> Result<Envelope, PublishError> {
         let started = std::time::Instant::now();
-        let sent = self.send(out).await?;
-        let confirmed = self.confirmed(sent).await;
-        if confirmed.is_ok() {
-            self.metrics.observe(Stage::Publish, started.elapsed());
+        let deadline = tokio::time::Instant::now() + self.confirm_timeout;
+        let prepared = self.prepare(out);
+        let kind = prepared.env.kind;
+        let mut attempt = 0u32;
+        loop {
+            let changes = self.changes.subscribe();
+            let result = match self.ready_for(&prepared, deadline).await {
+                Ok(ch) => match tokio::time::timeout_at(deadline, self.hand_prepared(&ch, &prepared)).await {
+                    Ok(Ok(sent)) => match tokio::time::timeout_at(deadline, self.confirmed(sent)).await {
+                        Ok(r) => r,
+                        Err(_) => Err(self.timed_out(kind)),
+                    },
+                    Ok(Err(e)) => {
+                        self.failed(kind, "broker");
+                        Err(e.into())
+                    }
+                    Err(_) => Err(self.timed_out(kind)),
+                },
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(env) => {
+                    if attempt > 0 {
+                        tracing::info!(msg_id = %env.msg_id, kind = kind.as_str(), attempt, "republished after a lost confirm ([C-18])");
+                    }
+                    self.metrics.observe(Stage::Publish, started.elapsed());
+                    return Ok(env);
+                }
+                Err(e) if kind.may_republish() && e.lost() && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(msg_id = %prepared.env.msg_id, kind = kind.as_str(), error = %e, "publish lost with its connection; republishing once reconnected ([C-18])");
+                    // The channel that failed is replaced on the reconnect; until then wait.
+                    Self::next_change(changes, deadline).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
-        confirmed
+    }
+
+    /// The publishing channel, once `p`'s sender may publish on it ([C-19]: anything but a
+    /// presence waits for the sender's confirmed `up`). Without a channel, a kind that may be
+    /// republished waits for the reconnect; SEND and BROADCAST fail at once (PUB-3).
+    async fn ready_for(&self, p: &Prepared, deadline: tokio::time::Instant) -> Result<Channel, PublishError> {
+        loop {
+            let changes = self.changes.subscribe();
+            let ch = self.channel.read().await.clone();
+            match ch {
+                None if !p.env.kind.may_republish() => return Err(PublishError::NotConnected),
+                Some(ch) if p.env.kind == Kind::Presence || self.announced.contains(&p.env.from) => return Ok(ch),
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.failed(p.env.kind, "not_announced");
+                return Err(PublishError::NotConnected);
+            }
+            Self::next_change(changes, deadline).await;
+        }
+    }
+
+    /// Waits for the next channel or announcement change, or the deadline.
+    async fn next_change(mut changes: watch::Receiver<u64>, deadline: tokio::time::Instant) {
+        let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
+    }
+
+    fn timed_out(&self, kind: Kind) -> PublishError {
+        self.failed(kind, "confirm_timeout");
+        PublishError::ConfirmTimeout(self.confirm_timeout)
     }
 
     /// Publishes every message of `outs` in order, then waits for their confirms: one round trip
@@ -194,6 +347,12 @@ impl Publisher {
     /// Builds and signs `out` and hands it to `ch`. Everything up to lapin's queueing of the
     /// frames happens on the first poll (no await before it), which [`in_order`] relies on.
     async fn hand(&self, ch: &Channel, out: Outgoing) -> lapin::Result<Sent> {
+        let p = self.prepare(out);
+        self.hand_prepared(ch, &p).await
+    }
+
+    /// The envelope of `out`, stamped (`ts`, `expiresAt`, ids) and signed.
+    fn prepare(&self, out: Outgoing) -> Prepared {
         let ts = now_ms();
         let mut env = Envelope {
             v: VERSION.to_string(),
@@ -211,6 +370,18 @@ impl Publisher {
             sig: String::new(),
         };
         self.signer.sign(&mut env, &out.body);
+        Prepared {
+            announces: is_up(env.kind, &out.body),
+            env,
+            body: out.body,
+            exchange: out.exchange,
+            mandatory: out.mandatory,
+        }
+    }
+
+    /// Hands a prepared envelope to `ch` (first poll only, as [`Self::hand`]).
+    async fn hand_prepared(&self, ch: &Channel, p: &Prepared) -> lapin::Result<Sent> {
+        let env = p.env.clone();
         let content_type = if env.kind.is_json() {
             "application/json"
         } else {
@@ -222,23 +393,32 @@ impl Publisher {
             .with_delivery_mode(if env.kind.is_transient() { 1 } else { 2 })
             .with_headers(env.to_headers());
         if env.kind.is_transient() {
-            let left = env.expires_at.saturating_sub(ts).max(1);
+            // The time left now: a republished ASK or ANSWER does not outlive its expiresAt.
+            let left = env.expires_at.saturating_sub(now_ms()).max(1);
             props = props.with_expiration(left.to_string().as_str().into());
         }
         let opts = BasicPublishOptions {
-            mandatory: out.mandatory,
+            mandatory: p.mandatory,
             ..BasicPublishOptions::default()
         };
         let confirm = ch
-            .basic_publish(out.exchange.into(), env.to.as_str().into(), opts, &out.body, props)
+            .basic_publish(p.exchange.into(), env.to.as_str().into(), opts, &p.body, props)
             .await?;
-        Ok(Sent { env, confirm })
+        Ok(Sent {
+            env,
+            confirm,
+            announces: p.announces,
+        })
     }
 
     /// Waits (bounded) for the confirm of a sent message: nacked, returned (`mandatory` and
     /// unroutable) or lost with the connection, it fails (PUB-2, PUB-3).
     pub async fn confirmed(&self, sent: Sent) -> Result<Envelope, PublishError> {
-        let Sent { env, confirm } = sent;
+        let Sent {
+            env,
+            confirm,
+            announces,
+        } = sent;
         let confirm = self.bounded(env.kind, confirm).await?;
         if confirm.is_nack() {
             self.failed(env.kind, "nack");
@@ -249,6 +429,9 @@ impl Publisher {
             return Err(PublishError::NoRoute);
         }
         Metrics::count(&self.metrics.published, &[("kind", env.kind.as_str())]);
+        if announces && self.announced.insert(&env.from) {
+            self.changes.send_modify(|n| *n += 1);
+        }
         Ok(env)
     }
 
