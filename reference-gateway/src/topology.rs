@@ -86,16 +86,30 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
 /// TOP-1 (optional part): `bridge.delay`. Returns whether the broker has the exchange type.
 ///
 /// RabbitMQ answers an unknown exchange type with a *connection* error (503 COMMAND_INVALID), so
-/// the attempt runs on a throwaway connection of its own.
+/// the attempt runs on a throwaway connection of its own. Where the declare succeeds, the channel
+/// is closed (and its close-ok awaited) before the connection: closing the connection with the
+/// channel still open made LavinMQ close that channel while lapin was already closing it, which
+/// lapin logged at ERROR (`invalid channel state: Closing (channel.close)`) on every start — and
+/// a healthy start logs no ERROR line (CONTRACT §5).
 pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>) -> bool {
     let Ok(conn) = crate::tls::connect(url, ca, lapin::ConnectionProperties::default()).await else {
         return false;
     };
     let ok = match conn.create_channel().await {
-        Ok(ch) => try_declare_delay(&ch).await,
+        Ok(ch) => {
+            let ok = try_declare_delay(&ch).await;
+            if ok && let Err(e) = ch.close(200, "probe done".into()).await {
+                tracing::debug!(error = %e, "closing the bridge.delay probe's channel");
+            }
+            ok
+        }
         Err(_) => false,
     };
-    let _ = conn.close(200, "probe done".into()).await;
+    if conn.status().connected()
+        && let Err(e) = conn.close(200, "probe done".into()).await
+    {
+        tracing::debug!(error = %e, "closing the bridge.delay probe's connection");
+    }
     ok
 }
 
