@@ -10,6 +10,8 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::config::Config;
 
 pub const MSG_EXCHANGE: &str = "bridge.msg";
@@ -83,15 +85,48 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
     Ok(())
 }
 
+/// How many `bridge.delay` probes are running in this process ([`is_probe_noise`]).
+static DELAY_PROBES: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one running probe while it lives.
+struct ProbeRunning;
+
+impl ProbeRunning {
+    fn start() -> ProbeRunning {
+        DELAY_PROBES.fetch_add(1, Ordering::SeqCst);
+        ProbeRunning
+    }
+}
+
+impl Drop for ProbeRunning {
+    fn drop(&mut self) {
+        DELAY_PROBES.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether a log event is lapin's ERROR while a `bridge.delay` probe runs: RabbitMQ without the
+/// plugin answers the probe's declare by closing its connection (503 COMMAND_INVALID), which lapin
+/// logs at ERROR twice ("Connection closed", "Connection error") although it is the expected
+/// answer, and the probe's own `info!` says what it found. A healthy start logs no ERROR line
+/// (CONTRACT §5), so the log layer (`main.rs`) drops exactly these: lapin's, at ERROR, while a
+/// probe runs (a few milliseconds of the setup, before any consumer exists). The gateway reports
+/// every failure it acts on in its own words, so nothing else goes unsaid.
+pub fn is_probe_noise(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() == tracing::Level::ERROR
+        && meta.target().starts_with("lapin")
+        && DELAY_PROBES.load(Ordering::SeqCst) > 0
+}
+
 /// TOP-1 (optional part): `bridge.delay`. Returns whether the broker has the exchange type.
 ///
 /// RabbitMQ answers an unknown exchange type with a *connection* error (503 COMMAND_INVALID), so
-/// the attempt runs on a throwaway connection of its own. Where the declare succeeds, the channel
-/// is closed (and its close-ok awaited) before the connection: closing the connection with the
-/// channel still open made LavinMQ close that channel while lapin was already closing it, which
-/// lapin logged at ERROR (`invalid channel state: Closing (channel.close)`) on every start — and
-/// a healthy start logs no ERROR line (CONTRACT §5).
+/// the attempt runs on a throwaway connection of its own ([`is_probe_noise`] for its log). Where
+/// the declare succeeds, the channel is closed (and its close-ok awaited) before the connection:
+/// closing the connection with the channel still open made LavinMQ close that channel while
+/// lapin was already closing it, which lapin logged at ERROR (`invalid channel state: Closing
+/// (channel.close)`) on every start.
 pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>) -> bool {
+    let _running = ProbeRunning::start();
     let Ok(conn) = crate::tls::connect(url, ca, lapin::ConnectionProperties::default()).await else {
         return false;
     };
