@@ -377,12 +377,21 @@ async fn second_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()> 
 /// log so far: every gateway of the scenario has started and is ready, and nothing has failed.
 #[then("no gateway has logged a line at ERROR since it started")]
 async fn no_error_on_start(w: &mut FleetWorld) -> anyhow::Result<()> {
-    ensure!(!w.hosts.is_empty(), "no gateway is running: the check would prove nothing");
+    ensure!(
+        !w.hosts.is_empty(),
+        "no gateway is running: the check would prove nothing"
+    );
     for (name, h) in &w.hosts {
         let (status, v) = h.gateway.get("/readyz").await?;
-        ensure!(status == 200, "gateway {name} is not ready (/readyz {status}: {v}): not a healthy start");
+        ensure!(
+            status == 200,
+            "gateway {name} is not ready (/readyz {status}: {v}): not a healthy start"
+        );
         let log = h.gateway.log();
-        ensure!(!log.trim().is_empty(), "gateway {name} has logged nothing: its log is not being read");
+        ensure!(
+            !log.trim().is_empty(),
+            "gateway {name} has logged nothing: its log is not being read"
+        );
         let errors: Vec<&str> = log.lines().filter(|l| error_level(l)).collect();
         ensure!(
             errors.is_empty(),

@@ -130,6 +130,10 @@ pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>) -> bool {
     let Ok(conn) = crate::tls::connect(url, ca, lapin::ConnectionProperties::default()).await else {
         return false;
     };
+    // Subscribed before the declare: lapin logs "Connection error" and only then sends the
+    // error event, so receiving the event means its log line is behind us (inside the window
+    // of `_running`).
+    let mut events = conn.events_listener();
     let ok = match conn.create_channel().await {
         Ok(ch) => {
             let ok = try_declare_delay(&ch).await;
@@ -140,10 +144,26 @@ pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>) -> bool {
         }
         Err(_) => false,
     };
-    if conn.status().connected()
-        && let Err(e) = conn.close(200, "probe done".into()).await
-    {
-        tracing::debug!(error = %e, "closing the bridge.delay probe's connection");
+    if conn.status().connected() {
+        if let Err(e) = conn.close(200, "probe done".into()).await {
+            tracing::debug!(error = %e, "closing the bridge.delay probe's connection");
+        }
+    } else {
+        // The broker closed it (no such exchange type): wait for lapin to finish with it, at
+        // most a moment; a missed event only lets its ERROR lines through.
+        let closed = async {
+            while let Some(ev) = futures_util::StreamExt::next(&mut events).await {
+                if matches!(ev, lapin::Event::Error(_)) {
+                    break;
+                }
+            }
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(2), closed)
+            .await
+            .is_err()
+        {
+            tracing::debug!("the bridge.delay probe's connection reported no error within 2 s");
+        }
     }
     ok
 }

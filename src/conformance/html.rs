@@ -507,7 +507,10 @@ mod tests {
         assert_eq!(v["left_out"][0]["reason"], "the url provider cannot restart the broker");
         assert_eq!(v["left_out"][0]["requirements"][0], "CON-3");
         assert_eq!(v["verdict"]["known_failures"][0]["requirement"], "SEC-2");
-        assert_eq!(v["verdict"]["known_failures"][0]["reason"], "LavinMQ has no topic permissions");
+        assert_eq!(
+            v["verdict"]["known_failures"][0]["reason"],
+            "LavinMQ has no topic permissions"
+        );
     }
 
     #[test]
@@ -515,7 +518,10 @@ mod tests {
         let (info, j) = sample();
         let t = reports::text(&info, &j);
         assert!(t.contains("FAIL (known)"), "{t}");
-        assert!(t.contains("known failure on container:rabbitmq (baseline reason below)"), "{t}");
+        assert!(
+            t.contains("known failure on container:rabbitmq (baseline reason below)"),
+            "{t}"
+        );
         assert!(
             t.contains("  - SEC-2 on container:rabbitmq: LavinMQ has no topic permissions\n"),
             "{t}"
@@ -529,6 +535,9 @@ mod tests {
             "{t}"
         );
         let verdict_at = t.find("VERDICT:").expect("a verdict");
-        assert!(t.find("NOT TESTED —").is_some_and(|i| i < verdict_at), "listed before the verdict");
+        assert!(
+            t.find("NOT TESTED —").is_some_and(|i| i < verdict_at),
+            "listed before the verdict"
+        );
     }
 }

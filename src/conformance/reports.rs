@@ -251,13 +251,20 @@ pub fn text(run: &RunInfo, j: &Judgement) -> String {
     }
     let known = j.known_failures();
     if !known.is_empty() {
-        let _ = writeln!(s, "\n  KNOWN FAILURES (the baseline's reasons; they do not fail the run):");
+        let _ = writeln!(
+            s,
+            "\n  KNOWN FAILURES (the baseline's reasons; they do not fail the run):"
+        );
         for k in &known {
             let _ = writeln!(s, "  - {} on {}: {}", k.requirement, k.broker, k.reason);
         }
     }
     if !j.left_out.is_empty() {
-        let _ = writeln!(s, "\n  NOT TESTED — {} scenario(s) left out of this run:", j.left_out.len());
+        let _ = writeln!(
+            s,
+            "\n  NOT TESTED — {} scenario(s) left out of this run:",
+            j.left_out.len()
+        );
         for l in &j.left_out {
             let _ = writeln!(
                 s,

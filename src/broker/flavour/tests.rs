@@ -95,7 +95,11 @@ fn consumers_read_alike_on_both_brokers() {
         assert!(c.exclusive, "{broker}");
         assert!(c.ack_required, "{broker}");
         assert_eq!(c.prefetch_count, 32, "{broker}");
-        assert_eq!(c.channel.as_deref(), Some(channel), "{broker}: the channel is named in its broker's form");
+        assert_eq!(
+            c.channel.as_deref(),
+            Some(channel),
+            "{broker}: the channel is named in its broker's form"
+        );
     }
 }
 
@@ -103,7 +107,12 @@ fn consumers_read_alike_on_both_brokers() {
 fn plain_exchanges_read_alike_on_both_brokers() {
     for broker in ["rabbitmq-3.10", "lavinmq-2.5.5"] {
         let list = json_fixture(&format!("{broker}/exchanges.json"));
-        let e: Vec<ExchangeInfo> = list.as_array().expect("list").iter().map(ExchangeInfo::from_json).collect();
+        let e: Vec<ExchangeInfo> = list
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(ExchangeInfo::from_json)
+            .collect();
         assert_eq!(e.len(), 1, "{broker}");
         assert_eq!(e[0].name, "bridge.msg", "{broker}");
         assert_eq!(e[0].kind, "topic", "{broker}");
@@ -267,8 +276,14 @@ fn an_unbounded_consumer_fails_on_both_brokers() {
     // basic.qos(0) or none at all: nothing bounds the consumer but LavinMQ's default, which is
     // far above any FLEET_PREFETCH.
     let cases = [
-        ("rabbitmq-3.10 qos 0", bound("rabbitmq-3.10", Some(0), &channel_json("rabbitmq-3.10", 0, 0))),
-        ("lavinmq qos 0", bound("lavinmq-2.5.5", Some(0), &channel_json("lavinmq-2.5.5", 0, 0))),
+        (
+            "rabbitmq-3.10 qos 0",
+            bound("rabbitmq-3.10", Some(0), &channel_json("rabbitmq-3.10", 0, 0)),
+        ),
+        (
+            "lavinmq qos 0",
+            bound("lavinmq-2.5.5", Some(0), &channel_json("lavinmq-2.5.5", 0, 0)),
+        ),
         (
             "lavinmq no qos",
             bound("lavinmq-2.5.5", Some(65535), &channel_json("lavinmq-2.5.5", 65535, 0)),

@@ -358,7 +358,13 @@ mod tests {
             .collect();
         let j = judge_with(results, &[], &Baseline::default(), false, Some("@smoke"));
         assert!(j.left_out.is_empty(), "{:?}", j.left_out);
-        let all = judge_with(everything_but(&[], &["stop"]), &["stop"], &Baseline::default(), false, None);
+        let all = judge_with(
+            everything_but(&[], &["stop"]),
+            &["stop"],
+            &Baseline::default(),
+            false,
+            None,
+        );
         assert_eq!(all.left_out.len(), 1, "a declared capability runs: {:?}", all.left_out);
     }
 
