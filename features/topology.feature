@@ -15,6 +15,10 @@ Feature: Topology — what a gateway declares on the broker (SPEC §1)
     And the inbox of "lead" has one consumer, and a second exclusive consumer is refused
     And the consumer of the inbox of "lead" is exclusive, acknowledges manually and is prefetch-bounded
 
+  @CON-2
+  Scenario: a healthy start logs no line at ERROR, so that an ERROR line means a refusal
+    Then no gateway has logged a line at ERROR since it started
+
   @TOP-3
   Scenario: a gateway declares and consumes its control and roster queues
     Then host "a" has its control and roster queues

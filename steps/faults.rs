@@ -511,6 +511,42 @@ async fn second_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// CONTRACT §5: a healthy start logs no line at ERROR. CON-2 judges a refusal by a line at ERROR;
+/// a gateway whose every start logs one (as the reference gateway did on LavinMQ, closing its
+/// `bridge.delay` probe) would pass that check without refusing anything. The window is the whole
+/// log so far: every gateway of the scenario has started and is ready, and nothing has failed.
+#[then("no gateway has logged a line at ERROR since it started")]
+async fn no_error_on_start(w: &mut FleetWorld) -> anyhow::Result<()> {
+    ensure!(
+        !w.hosts.is_empty(),
+        "no gateway is running: the check would prove nothing"
+    );
+    for (name, h) in &w.hosts {
+        let (status, v) = h.gateway.get("/readyz").await?;
+        ensure!(
+            status == 200,
+            "gateway {name} is not ready (/readyz {status}: {v}): not a healthy start"
+        );
+        let log = h.gateway.log();
+        ensure!(
+            !log.trim().is_empty(),
+            "gateway {name} has logged nothing: its log is not being read"
+        );
+        let errors: Vec<&str> = log
+            .lines()
+            .filter(|l| fleet_conformance::contract::log_line_at(l, fleet_conformance::contract::LogLevel::Error))
+            .collect();
+        ensure!(
+            errors.is_empty(),
+            "gateway {name} logged {} line(s) at ERROR on a healthy start (CONTRACT §5: none; CON-2 \
+             judges a refusal by its ERROR line):\n{}",
+            errors.len(),
+            errors.join("\n")
+        );
+    }
+    Ok(())
+}
+
 /// CON-2 + [C-14]: the second gateway is refused its host's exclusive queues or an entity's
 /// inbox (the frozen first one holds them): it logs that at ERROR, naming what it could not take
 /// (CONTRACT §5: the queue's name or the entity's gid), and its `/readyz` answers 503. The

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, ensure};
+use anyhow::{Context as _, anyhow, ensure};
 use cucumber::then;
+use fleet_conformance::broker::flavour::PrefetchBound;
 use fleet_conformance::broker::management::QueueInfo;
 use fleet_conformance::names::inbox;
 use fleet_conformance::timing::wait_for;
@@ -279,17 +280,33 @@ async fn inbox_consumer_flags(w: &mut FleetWorld, name: String) -> anyhow::Resul
         consumer.ack_required,
         "the consumer of {q} does not acknowledge manually (no_ack; TOP-2): {consumer:?}"
     );
-    // A per-consumer basic.qos shows on the consumer; a channel-wide one only on its channel.
-    let mut prefetch = consumer.prefetch_count;
-    if prefetch == 0
-        && let Some(channel) = &consumer.channel
-    {
-        prefetch = suite.broker.management().channel_prefetch(channel).await?.unwrap_or(0);
-    }
+    // A per-consumer basic.qos shows on the consumer, a channel-wide one on its channel only; on
+    // LavinMQ the consumer shows its own default (65535) even under a channel-wide bound. The
+    // channel is read every time (on RabbitMQ too), and either bound within FLEET_PREFETCH holds.
+    let channel_global = match &consumer.channel {
+        Some(channel) => suite
+            .broker
+            .management()
+            .channel_global_prefetch(channel)
+            .await
+            .with_context(|| format!("reading the channel {channel} of the consumer of {q}"))?
+            .unwrap_or(0),
+        None => 0,
+    };
+    let prefetch = PrefetchBound {
+        consumer: consumer.prefetch_count,
+        channel_global,
+    };
     ensure!(
-        prefetch > 0 && prefetch <= bound,
-        "the consumer of {q} has prefetch {prefetch} (0 = unbounded), expected 1..={bound} \
-         (TOP-2: a basic.qos bound, FLEET_PREFETCH): {consumer:?}"
+        prefetch.within(bound),
+        "the consumer of {q} is held to {} unacknowledged message(s), expected 1..={bound} \
+         (TOP-2: a basic.qos bound, FLEET_PREFETCH); consumer prefetch {}, channel-wide prefetch {} \
+         (0 = none): {consumer:?}",
+        prefetch
+            .effective()
+            .map_or_else(|| "unbounded".to_string(), |n| n.to_string()),
+        prefetch.consumer,
+        prefetch.channel_global
     );
     Ok(())
 }

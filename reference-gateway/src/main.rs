@@ -51,20 +51,48 @@ enum Cmd {
     Ready,
 }
 
+/// Drops [`fleet_gateway::topology::is_probe_noise`] events. Decided per event (a probe runs for
+/// milliseconds), so lapin's ERROR callsites are never cached as on or off.
+struct ProbeNoise;
+
+impl<S> tracing_subscriber::layer::Filter<S> for ProbeNoise {
+    fn enabled(&self, meta: &tracing::Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        !fleet_gateway::topology::is_probe_noise(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        if *meta.level() == tracing::Level::ERROR && meta.target().starts_with("lapin") {
+            tracing::subscriber::Interest::sometimes()
+        } else {
+            tracing::subscriber::Interest::always()
+        }
+    }
+}
+
+/// Logs to stderr, `RUST_LOG` or `info,lapin=warn,rmcp=warn`, in text or JSON; lapin's ERROR
+/// events about the `bridge.delay` probe's expected close are dropped
+/// ([`fleet_gateway::topology::is_probe_noise`]).
 fn init_logs(format: &str) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lapin=warn,rmcp=warn"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let probe = || ProbeNoise;
+    let registry = tracing_subscriber::registry().with(filter);
     if format == "json" {
-        b.json()
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .json()
             .flatten_event(true)
             .with_current_span(true)
-            .with_span_list(false)
-            .init();
+            .with_span_list(false);
+        registry.with(layer.with_filter(probe())).init();
     } else {
-        b.with_ansi(false).init();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(false);
+        registry.with(layer.with_filter(probe())).init();
     }
 }
 

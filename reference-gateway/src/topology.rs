@@ -10,6 +10,8 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::config::Config;
 
 pub const MSG_EXCHANGE: &str = "bridge.msg";
@@ -83,19 +85,86 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
     Ok(())
 }
 
+/// How many `bridge.delay` probes are running in this process ([`is_probe_noise`]).
+static DELAY_PROBES: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one running probe while it lives.
+struct ProbeRunning;
+
+impl ProbeRunning {
+    fn start() -> ProbeRunning {
+        DELAY_PROBES.fetch_add(1, Ordering::SeqCst);
+        ProbeRunning
+    }
+}
+
+impl Drop for ProbeRunning {
+    fn drop(&mut self) {
+        DELAY_PROBES.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether a log event is lapin's ERROR while a `bridge.delay` probe runs: RabbitMQ without the
+/// plugin answers the probe's declare by closing its connection (503 COMMAND_INVALID), which lapin
+/// logs at ERROR twice ("Connection closed", "Connection error") although it is the expected
+/// answer, and the probe's own `info!` says what it found. A healthy start logs no ERROR line
+/// (CONTRACT §5), so the log layer (`main.rs`) drops exactly these: lapin's, at ERROR, while a
+/// probe runs (a few milliseconds of the setup, before any consumer exists). The gateway reports
+/// every failure it acts on in its own words, so nothing else goes unsaid.
+pub fn is_probe_noise(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() == tracing::Level::ERROR
+        && meta.target().starts_with("lapin")
+        && DELAY_PROBES.load(Ordering::SeqCst) > 0
+}
+
 /// TOP-1 (optional part): `bridge.delay`. Returns whether the broker has the exchange type.
 ///
 /// RabbitMQ answers an unknown exchange type with a *connection* error (503 COMMAND_INVALID), so
-/// the attempt runs on a throwaway connection of its own.
+/// the attempt runs on a throwaway connection of its own ([`is_probe_noise`] for its log). Where
+/// the declare succeeds, the channel is closed (and its close-ok awaited) before the connection:
+/// closing the connection with the channel still open made LavinMQ close that channel while
+/// lapin was already closing it, which lapin logged at ERROR (`invalid channel state: Closing
+/// (channel.close)`) on every start.
 pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>) -> bool {
+    let _running = ProbeRunning::start();
     let Ok(conn) = crate::tls::connect(url, ca, lapin::ConnectionProperties::default()).await else {
         return false;
     };
+    // Subscribed before the declare: lapin logs "Connection error" and only then sends the
+    // error event, so receiving the event means its log line is behind us (inside the window
+    // of `_running`).
+    let mut events = conn.events_listener();
     let ok = match conn.create_channel().await {
-        Ok(ch) => try_declare_delay(&ch).await,
+        Ok(ch) => {
+            let ok = try_declare_delay(&ch).await;
+            if ok && let Err(e) = ch.close(200, "probe done".into()).await {
+                tracing::debug!(error = %e, "closing the bridge.delay probe's channel");
+            }
+            ok
+        }
         Err(_) => false,
     };
-    let _ = conn.close(200, "probe done".into()).await;
+    if conn.status().connected() {
+        if let Err(e) = conn.close(200, "probe done".into()).await {
+            tracing::debug!(error = %e, "closing the bridge.delay probe's connection");
+        }
+    } else {
+        // The broker closed it (no such exchange type): wait for lapin to finish with it, at
+        // most a moment; a missed event only lets its ERROR lines through.
+        let closed = async {
+            while let Some(ev) = futures_util::StreamExt::next(&mut events).await {
+                if matches!(ev, lapin::Event::Error(_)) {
+                    break;
+                }
+            }
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(2), closed)
+            .await
+            .is_err()
+        {
+            tracing::debug!("the bridge.delay probe's connection reported no error within 2 s");
+        }
+    }
     ok
 }
 

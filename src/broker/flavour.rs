@@ -12,6 +12,10 @@
 //! - an *exclusive* consume next to a plain consumer: refused by RabbitMQ, accepted by LavinMQ —
 //!   which is why the suite probes exclusivity with a plain consume (both refuse that next to an
 //!   exclusive consumer) and reads the consumer's `exclusive` flag;
+//! - a channel-wide prefetch (`basic.qos global=true`): on RabbitMQ a consumer started without
+//!   its own prefetch shows 0 and the bound shows on its channel only; on LavinMQ a consumer
+//!   always shows its own prefetch (65535 by default) and the channel's bound beside it — so a
+//!   bound is judged on both ([`PrefetchBound`]);
 //! - management-API counters: RabbitMQ's lag 0.5–1 s, LavinMQ's are instant — no step may take a
 //!   counter as proof that a gateway has finished judging a message.
 //!
@@ -217,6 +221,48 @@ impl DelayedExchange {
             delayed_type: Some(e.kind.clone()),
             durable: e.durable,
         })
+    }
+}
+
+/// The prefetch limits a consumer is held to, as the management API shows them.
+///
+/// Exists because the two brokers show a channel-wide `basic.qos` differently: RabbitMQ shows a
+/// consumer started without its own prefetch as `prefetch_count` 0, LavinMQ shows it with its own
+/// default (65535), and both show the channel-wide bound only on the channel
+/// (`global_prefetch_count`). A check that read the channel only when the consumer showed 0
+/// failed a gateway bounding prefetch channel-wide on LavinMQ. Both limits hold at once on both
+/// brokers, so the tighter one (the smaller non-zero) is the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefetchBound {
+    /// The consumer's own prefetch (`prefetch_count` of `/api/consumers`); 0: none.
+    pub consumer: u64,
+    /// Its channel's channel-wide prefetch (`global_prefetch_count`); 0: none, or the channel was
+    /// not found.
+    pub channel_global: u64,
+}
+
+impl PrefetchBound {
+    /// The channel-wide prefetch in a channel's JSON (`GET /api/channels/{name}`), the same key
+    /// on both brokers; 0 when absent.
+    pub fn channel_global(channel: &Value) -> u64 {
+        channel
+            .get("global_prefetch_count")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
+
+    /// The limit in force: the smaller of the non-zero limits; `None` when neither bounds the
+    /// consumer (it may be handed a whole backlog).
+    pub fn effective(&self) -> Option<u64> {
+        [self.consumer, self.channel_global]
+            .into_iter()
+            .filter(|n| *n > 0)
+            .min()
+    }
+
+    /// Whether the consumer is held to at most `bound` unacknowledged messages (TOP-2).
+    pub fn within(&self, bound: u64) -> bool {
+        self.effective().is_some_and(|n| n <= bound)
     }
 }
 

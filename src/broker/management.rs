@@ -169,7 +169,9 @@ pub struct ConsumerInfo {
     pub exclusive: bool,
     /// Manual acknowledgement (not `no_ack`).
     pub ack_required: bool,
-    /// Its own `basic.qos` prefetch (0: unlimited, or a channel-wide prefetch: [`Management::channel_prefetch`]).
+    /// Its own (per-consumer) `basic.qos` prefetch: 0 when none was set on RabbitMQ; LavinMQ's
+    /// default (65535) when none was set there. A channel-wide prefetch shows on its channel only
+    /// ([`Management::channel_global_prefetch`], [`crate::broker::flavour::PrefetchBound`]).
     pub prefetch_count: u64,
     /// The broker's name of its channel.
     pub channel: Option<String>,
@@ -437,15 +439,17 @@ impl Management {
         list(v, "consumers", &path, ConsumerInfo::from_json)
     }
 
-    /// The prefetch bound of channel `name` (`GET /api/channels/{name}`): the larger of its
-    /// per-consumer default (`prefetch_count`) and its channel-wide one (`global_prefetch_count`);
-    /// `None` when the channel is gone.
-    pub async fn channel_prefetch(&self, name: &str) -> Result<Option<u64>, BrokerError> {
+    /// The channel-wide prefetch of channel `name` (`GET /api/channels/{name}`, its
+    /// `global_prefetch_count`, set by `basic.qos global=true`; 0 when none); `None` when the
+    /// channel is gone. Both brokers show it under that key; the channel's `prefetch_count` is
+    /// not read, as it is only the default for consumers started later
+    /// ([`crate::broker::flavour::PrefetchBound`]).
+    pub async fn channel_global_prefetch(&self, name: &str) -> Result<Option<u64>, BrokerError> {
         let path = format!("/api/channels/{}", percent_encode(name));
         Ok(self
             .request(Method::GET, &path, None)
             .await?
-            .map(|v| count(&v, "prefetch_count").max(count(&v, "global_prefetch_count"))))
+            .map(|v| crate::broker::flavour::PrefetchBound::channel_global(&v)))
     }
 
     /// `DELETE /api/connections/{name}`: the broker closes that client connection (320

@@ -15,6 +15,7 @@ const LOG_LINES: usize = 120;
 const STYLE: &str = r#"
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#1b1b1b;background:#fafafa}
 h1{font-size:22px;margin:0 0 4px}
+h2{font-size:17px;margin:22px 0 6px}
 .meta{color:#555;margin:2px 0}
 .meta code{background:#eee;padding:1px 4px;border-radius:3px}
 .banner{margin:14px 0;padding:10px 14px;border-radius:6px;font-weight:600;font-size:16px}
@@ -112,6 +113,54 @@ fn detail(out_dir: &Path, broker: &str, c: &Cell) -> String {
     s
 }
 
+/// The failures the baseline covers, each with the baseline's reason (also in its cell's detail).
+fn known_failures(j: &Judgement) -> String {
+    let known = j.known_failures();
+    if known.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "<h2 id=\"known-failures\">Known failures (baseline)</h2>\
+         <table><thead><tr><th>Requirement</th><th>Broker</th><th>The baseline's reason</th></tr></thead><tbody>",
+    );
+    for k in &known {
+        let _ = write!(
+            s,
+            "<tr><td class=\"id\"><a href=\"#{id}\">{id}</a></td><td>{}</td><td class=\"text\">{}</td></tr>",
+            esc(&k.broker),
+            esc(&k.reason),
+            id = esc(&k.requirement)
+        );
+    }
+    s.push_str("</tbody></table>");
+    s
+}
+
+/// The scenarios left out of the run (NOT TESTED), with where and why.
+fn left_out(j: &Judgement) -> String {
+    if j.left_out.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<h2 id=\"left-out\">Not tested: {} scenario(s) left out of this run</h2>\
+         <table><thead><tr><th>Where</th><th>Scenario</th><th>Requirements</th><th>Why</th></tr></thead><tbody>",
+        j.left_out.len()
+    );
+    for l in &j.left_out {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{} <span class=\"meta\">({})</span></td><td class=\"id\">{}</td><td class=\"text\">{}</td></tr>",
+            esc(&l.scope()),
+            esc(&l.name),
+            esc(&l.location()),
+            esc(&l.requirements.join(", ")),
+            esc(&l.reason)
+        );
+    }
+    s.push_str("</tbody></table>");
+    s
+}
+
 /// Renders the page; log excerpts are read from `out_dir` (the paths in the judgement are
 /// relative to it).
 pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
@@ -194,6 +243,14 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
     for u in &j.unconfirmed_baseline {
         let _ = write!(s, "<div class=\"meta\">Baseline entry not confirmed: {}</div>", esc(u));
     }
+    if !j.left_out.is_empty() {
+        let _ = write!(
+            s,
+            "<div class=\"partial\">{} scenario(s) were left out of this run and not tested: \
+             <a href=\"#left-out\">the list below says which and why</a>.</div>",
+            j.left_out.len()
+        );
+    }
     s.push_str(
         "<div class=\"legend\"><span class=\"pass\">pass</span><span class=\"fail\">FAIL</span>\
          <span class=\"known\">known failure (baseline)</span><span class=\"skip\">skip (capability not declared)</span>\
@@ -231,7 +288,11 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
             } else {
                 String::new()
             };
-            let title = c.reason.as_deref().unwrap_or_default();
+            let title = match (&c.known_failure, &c.reason) {
+                (Some(k), _) => format!("known failure (baseline): {k}"),
+                (None, Some(r)) => r.clone(),
+                (None, None) => String::new(),
+            };
             if c.failing.is_empty() && c.reason.is_none() {
                 let _ = write!(s, "<td class=\"v {class}\">{label}{counts}</td>");
             } else {
@@ -239,7 +300,7 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
                 let _ = write!(
                     s,
                     "<td class=\"v {class} click\" data-detail=\"{did}\" title=\"{}\">{label}{counts}</td>",
-                    esc(title)
+                    esc(&title)
                 );
                 let _ = write!(
                     details,
@@ -256,7 +317,10 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
         s.push_str("</tr>");
         s.push_str(&details);
     }
-    let _ = writeln!(s, "</tbody></table><script>{SCRIPT}</script></body></html>");
+    s.push_str("</tbody></table>");
+    s.push_str(&known_failures(j));
+    s.push_str(&left_out(j));
+    let _ = writeln!(s, "<script>{SCRIPT}</script></body></html>");
     s
 }
 
@@ -265,7 +329,7 @@ mod tests {
     use super::*;
     use crate::conformance::registry::Level;
     use crate::conformance::reports;
-    use crate::conformance::verdict::{BrokerRun, Outcome, Row, ScenarioResult};
+    use crate::conformance::verdict::{BrokerRun, LeftOutScenario, Outcome, Row, ScenarioResult};
 
     fn sample() -> (RunInfo, Judgement) {
         let failing = ScenarioResult {
@@ -311,6 +375,24 @@ mod tests {
                     vec![cell(Verdict::Fail, true, vec![failing], None)],
                 ),
                 row("FWD-2", Level::Must, vec![cell(Verdict::Pass, false, vec![], None)]),
+                row("SEC-2", Level::Must, {
+                    let mut known = cell(
+                        Verdict::Fail,
+                        false,
+                        vec![ScenarioResult {
+                            name: "a login cannot publish presence for another host".into(),
+                            file: "features/security.feature".into(),
+                            line: 30,
+                            tags: vec!["SEC-2".into()],
+                            outcome: Outcome::Failed,
+                            error: Some("Then the publish is refused".into()),
+                            log: None,
+                        }],
+                        None,
+                    );
+                    known.known_failure = Some("LavinMQ has no topic permissions".into());
+                    vec![known]
+                }),
                 row(
                     "FWD-7",
                     Level::Should,
@@ -326,6 +408,14 @@ mod tests {
             unconfirmed_baseline: Vec::new(),
             problems: vec!["FWD-1 (MUST) fails on container:rabbitmq: \"a <hostile> brief\"".into()],
             partial: false,
+            left_out: vec![LeftOutScenario {
+                broker: Some("container:rabbitmq".into()),
+                name: "gateways reconnect after a <broker> restart".into(),
+                file: None,
+                line: 40,
+                requirements: vec!["CON-3".into()],
+                reason: "the url provider cannot restart the broker".into(),
+            }],
             passed: false,
         };
         let info = RunInfo {
@@ -365,6 +455,17 @@ mod tests {
         );
         assert!(page.contains("needs capability submit-confirm"));
         assert!(
+            page.contains("gateways reconnect after a &lt;broker&gt; restart")
+                && page.contains("the url provider cannot restart the broker")
+                && page.contains("1 scenario(s) were left out"),
+            "the left-out scenario is listed with why"
+        );
+        assert!(
+            page.contains("<td class=\"text\">LavinMQ has no topic permissions</td>"),
+            "the known failure's baseline reason is listed"
+        );
+        assert!(page.contains("title=\"known failure (baseline): LavinMQ has no topic permissions\""));
+        assert!(
             !page.contains("<link") && !page.contains("src=\"http"),
             "no external assets"
         );
@@ -375,11 +476,20 @@ mod tests {
         let (_, j) = sample();
         let x = reports::junit(&j);
         assert!(
-            x.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
+            x.contains("tests=\"5\" failures=\"1\" errors=\"0\" skipped=\"3\""),
             "{x}"
         );
         assert!(x.contains("<failure message=\"FWD-1 fail\">"));
         assert!(x.contains("<skipped message=\"needs capability submit-confirm\"/>"));
+        assert!(x.contains("<skipped message=\"known failure (baseline): LavinMQ has no topic permissions\"/>"));
+        assert!(
+            x.contains(
+                "<testcase classname=\"container:rabbitmq.left-out\" name=\"gateways reconnect after a &lt;broker&gt; \
+                 restart (line 40; CON-3)\">\n      <skipped message=\"NOT TESTED, left out on container:rabbitmq: \
+                 the url provider cannot restart the broker\"/>"
+            ),
+            "{x}"
+        );
     }
 
     #[test]
@@ -388,10 +498,46 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&reports::json(&info, &j).expect("json")).expect("parses");
         assert_eq!(v["run"]["gateway_command"], "their-gateway --flag");
         assert_eq!(v["verdict"]["passed"], false);
-        assert_eq!(v["verdict"]["counts"]["fail"], 1);
+        assert_eq!(v["verdict"]["counts"]["fail"], 2, "FWD-1 and the known failure");
         assert_eq!(v["brokers"][0]["version"], "RabbitMQ 3.10.8");
         assert_eq!(v["requirements"][0]["cells"][0]["verdict"], "fail");
         assert_eq!(v["requirements"][0]["cells"][0]["failing"][0]["line"], 12);
-        assert_eq!(v["requirements"][2]["cells"][0]["verdict"], "skip");
+        assert_eq!(v["requirements"][3]["cells"][0]["verdict"], "skip");
+        assert_eq!(v["left_out"][0]["broker"], "container:rabbitmq");
+        assert_eq!(v["left_out"][0]["reason"], "the url provider cannot restart the broker");
+        assert_eq!(v["left_out"][0]["requirements"][0], "CON-3");
+        assert_eq!(v["verdict"]["known_failures"][0]["requirement"], "SEC-2");
+        assert_eq!(
+            v["verdict"]["known_failures"][0]["reason"],
+            "LavinMQ has no topic permissions"
+        );
+    }
+
+    #[test]
+    fn the_terminal_lists_the_left_out_scenarios_and_the_known_failures_reasons() {
+        let (info, j) = sample();
+        let t = reports::text(&info, &j);
+        assert!(t.contains("FAIL (known)"), "{t}");
+        assert!(
+            t.contains("known failure on container:rabbitmq (baseline reason below)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  - SEC-2 on container:rabbitmq: LavinMQ has no topic permissions\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "NOT TESTED — 1 scenario(s) left out of this run:\n  - on container:rabbitmq: \
+                 \"gateways reconnect after a <broker> restart\" (line 40; CON-3): the url provider cannot restart \
+                 the broker\n"
+            ),
+            "{t}"
+        );
+        let verdict_at = t.find("VERDICT:").expect("a verdict");
+        assert!(
+            t.find("NOT TESTED —").is_some_and(|i| i < verdict_at),
+            "listed before the verdict"
+        );
     }
 }

@@ -36,13 +36,16 @@ pub struct RunInfo {
     pub duration_s: f64,
 }
 
-/// `conformance.json`: the run, the brokers, every requirement with its cells, and the verdict.
+/// `conformance.json`: the run, the brokers, every requirement with its cells, the verdict (with
+/// the known failures and the baseline's reasons) and the scenarios left out with why.
 #[derive(Serialize)]
 struct Document<'a> {
     run: &'a RunInfo,
     verdict: Summary<'a>,
     brokers: &'a [super::verdict::BrokerRun],
     requirements: &'a [super::verdict::Row],
+    /// Scenarios left out of the run (NOT TESTED), with why.
+    left_out: &'a [super::verdict::LeftOutScenario],
 }
 
 #[derive(Serialize)]
@@ -53,6 +56,8 @@ struct Summary<'a> {
     problems: &'a [String],
     stale_baseline: &'a [String],
     unconfirmed_baseline: &'a [String],
+    /// Failures the baseline covers, with its reasons.
+    known_failures: Vec<super::verdict::KnownFailureSeen>,
 }
 
 const VERDICTS: [Verdict; 4] = [Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::NotTested];
@@ -69,9 +74,11 @@ pub fn json(run: &RunInfo, j: &Judgement) -> Result<String, serde_json::Error> {
             problems: &j.problems,
             stale_baseline: &j.stale_baseline,
             unconfirmed_baseline: &j.unconfirmed_baseline,
+            known_failures: j.known_failures(),
         },
         brokers: &j.brokers,
         requirements: &j.requirements,
+        left_out: &j.left_out,
     };
     serde_json::to_string_pretty(&doc)
 }
@@ -95,8 +102,10 @@ pub fn xml_escape(s: &str) -> String {
 }
 
 /// JUnit XML: one test suite per broker, one test case per requirement. A failing or not-tested
-/// cell that counts against the run is a `<failure>`; skip, not selected and known failures are
-/// `<skipped>`.
+/// cell that counts against the run is a `<failure>`; skip, not selected and known failures (with
+/// the baseline's reason) are `<skipped>`. Each scenario left out on that broker is one more
+/// `<skipped>` test case (class `<broker>.left-out`) with why, so a CI page shows it even where
+/// its requirement passed through other scenarios.
 pub fn junit(j: &Judgement) -> String {
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"fleet-conformance\">\n");
     for (i, b) in j.brokers.iter().enumerate() {
@@ -105,16 +114,22 @@ pub fn junit(j: &Judgement) -> String {
             .iter()
             .filter_map(|r| Some((r, r.cells.get(i)?)))
             .collect();
+        let left_out: Vec<_> = j
+            .left_out
+            .iter()
+            .filter(|l| l.broker.as_ref().is_none_or(|name| *name == b.label))
+            .collect();
         let failures = cells.iter().filter(|(_, c)| c.counts).count();
         let skipped = cells
             .iter()
             .filter(|(_, c)| !c.counts && c.verdict != Verdict::Pass)
-            .count();
+            .count()
+            + left_out.len();
         let _ = writeln!(
             s,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
             xml_escape(&format!("conformance on {}", b.label)),
-            cells.len()
+            cells.len() + left_out.len()
         );
         for (r, c) in cells {
             let _ = write!(
@@ -160,6 +175,15 @@ pub fn junit(j: &Judgement) -> String {
                 s.push_str("/>\n");
             }
         }
+        for l in left_out {
+            let _ = writeln!(
+                s,
+                "    <testcase classname=\"{}\" name=\"{}\">\n      <skipped message=\"{}\"/>\n    </testcase>",
+                xml_escape(&format!("{}.left-out", b.label)),
+                xml_escape(&format!("{} ({}; {})", l.name, l.location(), l.requirements.join(", "))),
+                xml_escape(&format!("NOT TESTED, left out {}: {}", l.scope(), l.reason))
+            );
+        }
         s.push_str("  </testsuite>\n");
     }
     s.push_str("</testsuites>\n");
@@ -200,6 +224,12 @@ pub fn text(run: &RunInfo, j: &Judgement) -> String {
                 (v, _, _) => v.as_str(),
             };
             let _ = write!(s, " {mark:<22}");
+            if c.known_failure.is_some() {
+                let note = format!("known failure on {} (baseline reason below)", c.broker);
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
             if let Some(reason) = &c.reason
                 && !notes.contains(reason)
             {
@@ -218,6 +248,38 @@ pub fn text(run: &RunInfo, j: &Judgement) -> String {
     let _ = writeln!(s, "\n  cells: {}", counts.join(", "));
     for u in &j.unconfirmed_baseline {
         let _ = writeln!(s, "  baseline entry not confirmed: {u}");
+    }
+    let known = j.known_failures();
+    if !known.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  KNOWN FAILURES (the baseline's reasons; they do not fail the run):"
+        );
+        for k in &known {
+            let _ = writeln!(s, "  - {} on {}: {}", k.requirement, k.broker, k.reason);
+        }
+    }
+    if !j.left_out.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  NOT TESTED — {} scenario(s) left out of this run:",
+            j.left_out.len()
+        );
+        for l in &j.left_out {
+            let _ = writeln!(
+                s,
+                "  - {}: \"{}\" ({}; {}): {}",
+                l.scope(),
+                l.name,
+                l.location(),
+                if l.requirements.is_empty() {
+                    "no requirement".to_string()
+                } else {
+                    l.requirements.join(", ")
+                },
+                l.reason
+            );
+        }
     }
     if j.partial {
         let left_out = j.requirements.iter().filter(|r| !r.selected).count();

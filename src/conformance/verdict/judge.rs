@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use super::super::catalogue::Scenario;
 use super::super::registry::{Level, Registry};
 use super::super::tagexpr::TagExpr;
-use super::{Baseline, BrokerRun, Capabilities, Cell, Judgement, Outcome, Row, ScenarioResult, Verdict};
+use super::{
+    Baseline, BrokerRun, Capabilities, Cell, Judgement, LeftOutScenario, Outcome, Row, ScenarioResult, Verdict,
+};
 
 /// How to judge.
 #[derive(Debug, Clone, Copy)]
@@ -196,6 +198,7 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
             }
         }
     }
+    let left_out = left_out_scenarios(registry, catalogue, &runs, &opts, &excluded);
     let passed = problems.is_empty();
     Judgement {
         brokers: runs,
@@ -204,8 +207,66 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
         unconfirmed_baseline: unconfirmed,
         problems,
         partial,
+        left_out,
         passed,
     }
+}
+
+/// The scenarios the run left out, with why: first those of undeclared capabilities (on every
+/// broker; only those the run's `--tags` selected), then each broker's own.
+fn left_out_scenarios(
+    registry: &Registry,
+    catalogue: &[Scenario],
+    runs: &[BrokerRun],
+    opts: &Options<'_>,
+    excluded: &[String],
+) -> Vec<LeftOutScenario> {
+    let requirements = |tags: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+        tags.map(|t| t.trim_start_matches('@'))
+            .filter(|t| registry.requirements.iter().any(|r| r.id == *t))
+            .map(str::to_string)
+            .collect()
+    };
+    let mut out = Vec::new();
+    for s in catalogue {
+        if !opts.selection.is_none_or(|e| e.matches(&s.tags)) {
+            continue;
+        }
+        let gated: Vec<String> = s
+            .tags
+            .iter()
+            .filter(|t| excluded.contains(t))
+            .map(|t| {
+                registry
+                    .capability_by_tag(t)
+                    .map_or_else(|| t.clone(), |c| c.name.clone())
+            })
+            .collect();
+        if gated.is_empty() {
+            continue;
+        }
+        out.push(LeftOutScenario {
+            broker: None,
+            name: s.name.clone(),
+            file: Some(s.file.clone()),
+            line: s.line,
+            requirements: requirements(&mut s.tags.iter().map(String::as_str)),
+            reason: format!("needs capability {} (not declared)", gated.join(", ")),
+        });
+    }
+    for run in runs {
+        for l in &run.left_out {
+            out.push(LeftOutScenario {
+                broker: Some(run.label.clone()),
+                name: l.name.clone(),
+                file: None,
+                line: l.line,
+                requirements: requirements(&mut l.tags.iter().map(String::as_str)),
+                reason: l.reason.clone(),
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -246,6 +307,68 @@ mod tests {
             "{top:?}"
         );
         assert!(!j.passed);
+    }
+
+    #[test]
+    fn the_judgement_lists_every_scenario_left_out_with_why() {
+        let reg = crate::conformance::registry::test_registry();
+        let c = caps(&[]);
+        let mut r = run(everything_but(&[], &[]));
+        // "ack first" left out on this broker; FWD-1 still passes through "crash window".
+        r.scenarios.retain(|s| s.name != "ack first");
+        r.left_out.push(LeftOut {
+            name: "ack first".into(),
+            line: 7,
+            tags: vec!["@FWD-1".into(), "@smoke".into(), "@broker-restart".into()],
+            reason: "the url provider cannot restart the broker".into(),
+        });
+        let opts = Options {
+            selection: None,
+            capabilities: &c,
+            baseline: &Baseline::default(),
+            strict: false,
+        };
+        let j = judge(&reg, &catalogue(), vec![r], opts);
+        assert_eq!(cell(&j, "FWD-1").verdict, Verdict::Pass, "the other scenario passed");
+        let names: Vec<(&str, Option<&str>)> = j
+            .left_out
+            .iter()
+            .map(|l| (l.name.as_str(), l.broker.as_deref()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("not submitted", None),
+                ("remote stop", None),
+                ("ack first", Some("container:rabbitmq"))
+            ],
+            "capabilities not declared (every broker), then the broker's own"
+        );
+        let stop = &j.left_out[1];
+        assert_eq!(stop.requirements, ["SPN-5"]);
+        assert!(stop.reason.contains("capability stop"), "{stop:?}");
+        let ack = &j.left_out[2];
+        assert_eq!(ack.requirements, ["FWD-1"], "only requirement tags");
+        assert!(ack.reason.contains("cannot restart"), "{ack:?}");
+        assert!(j.passed, "{:?}", j.problems);
+    }
+
+    #[test]
+    fn scenarios_not_selected_by_tags_are_not_listed_as_left_out() {
+        let results: Vec<_> = everything_but(&[], &[])
+            .into_iter()
+            .filter(|r| r.tags.iter().any(|t| t == "smoke"))
+            .collect();
+        let j = judge_with(results, &[], &Baseline::default(), false, Some("@smoke"));
+        assert!(j.left_out.is_empty(), "{:?}", j.left_out);
+        let all = judge_with(
+            everything_but(&[], &["stop"]),
+            &["stop"],
+            &Baseline::default(),
+            false,
+            None,
+        );
+        assert_eq!(all.left_out.len(), 1, "a declared capability runs: {:?}", all.left_out);
     }
 
     fn sc(name: &str, tags: &[&str]) -> Scenario {

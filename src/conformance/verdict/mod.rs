@@ -68,6 +68,51 @@ pub struct Cell {
     pub failing: Vec<ScenarioResult>,
 }
 
+/// A scenario the run left out (NOT TESTED), with why: on one broker, which cannot run it (a
+/// restart on the `url:` provider, TLS where no listener was given), or on every broker (a
+/// capability the gateway did not declare). Listed in every report form: a requirement whose
+/// other scenarios passed shows `pass` and would otherwise hide that part of it went unchecked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOutScenario {
+    /// The broker's label; `None`: left out on every broker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker: Option<String>,
+    pub name: String,
+    /// `features/x.feature`, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub line: usize,
+    /// The requirements it checks.
+    pub requirements: Vec<String>,
+    pub reason: String,
+}
+
+impl LeftOutScenario {
+    /// Where it was left out: `on url:lavinmq` or `on every broker`.
+    pub fn scope(&self) -> String {
+        match &self.broker {
+            Some(b) => format!("on {b}"),
+            None => "on every broker".into(),
+        }
+    }
+
+    /// `features/x.feature:12`, or `line 12` when the file is not known.
+    pub fn location(&self) -> String {
+        match &self.file {
+            Some(f) => format!("{f}:{}", self.line),
+            None => format!("line {}", self.line),
+        }
+    }
+}
+
+/// A failure the baseline lists, with the baseline's reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KnownFailureSeen {
+    pub requirement: String,
+    pub broker: String,
+    pub reason: String,
+}
+
 /// One requirement across the brokers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Row {
@@ -93,6 +138,8 @@ pub struct Judgement {
     pub problems: Vec<String>,
     /// Some requirements were left out by `--tags`: no conformance claim can be made.
     pub partial: bool,
+    /// Scenarios left out of the run (NOT TESTED), with why.
+    pub left_out: Vec<LeftOutScenario>,
     pub passed: bool,
 }
 
@@ -104,6 +151,22 @@ impl Judgement {
             .flat_map(|r| &r.cells)
             .filter(|c| c.verdict == v)
             .count()
+    }
+
+    /// Every failing cell the baseline covers, with the baseline's reason, in row order.
+    pub fn known_failures(&self) -> Vec<KnownFailureSeen> {
+        self.requirements
+            .iter()
+            .flat_map(|r| {
+                r.cells.iter().filter_map(|c| {
+                    Some(KnownFailureSeen {
+                        requirement: r.id.clone(),
+                        broker: c.broker.clone(),
+                        reason: c.known_failure.clone()?,
+                    })
+                })
+            })
+            .collect()
     }
 
     /// True when the run fails (what the exit code says).
