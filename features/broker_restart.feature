@@ -104,3 +104,22 @@ Feature: Broker restart — what the broker keeps comes back, what gateways hold
     Then the timed send of "after the restart" returns "injected" within 10 seconds
     And every message the probe saw a gateway publish is complete, in long strings, and signed
     And every message the durable copy holds from a gateway since the restart is persistent but ASK and ANSWER, among them SEND, INJECTED and PRESENCE
+
+  # SPEC [C-19]: a gateway that comes back after the others' grace (its entities gone from their
+  # rosters) announces each entity, confirmed, before publishing anything from it; else its REPLY
+  # reaches a main that no longer lists the worker and is rejected `from_not_on_host` (lost).
+  @CON-3 @RPL-1 @SIG-2 @PRS-2
+  Scenario: a gateway back long after the restart announces its worker before the worker's reply
+    Given the probe keeps a durable copy of what is published on bridge.msg, bridge.roster and bridge.control
+    When the broker goes down
+    And the gateway on "b" is frozen with SIGSTOP
+    And the broker comes back
+    Then the gateway on "a" is ready within 30 seconds
+    And within 5 heartbeats the roster of "a" no longer lists "w1"
+    When the gateway on "b" is thawed with SIGCONT
+    And "w1" starts replying "back after the outage"
+    Then the reply returns its msgId within 30 seconds
+    And on the wire, "w1" published nothing after the restart before its presence up
+    When "lead" polls messages from "w1"
+    Then "lead" gets exactly 1 message
+    And message 1 is a REPLY from "w1" with text "back after the outage"

@@ -162,6 +162,9 @@ pub struct RestartNotes {
     pub legacy_back: Option<(String, Option<u32>)>,
     /// The gateways' durable queues seen before the first restart.
     pub queues_before: Option<std::collections::BTreeSet<String>>,
+    /// When the broker last came back (Unix ms): what a gateway publishes after it is "after the
+    /// restart" on the wire ([C-19]).
+    pub back_at_ms: Option<u64>,
 }
 
 /// A tool call running in the background (a blocking `bridge_send`, a `bridge_wait`).

@@ -90,6 +90,9 @@ pub(super) async fn fetch_copy(w: &mut FleetWorld) -> anyhow::Result<Vec<Value>>
             "routingKey": m.routing_key,
             "deliveryMode": m.properties.delivery_mode(),
             "restarts": generation,
+            "from": m.header_str("from"),
+            "ts": m.header_str("ts").and_then(|t| t.parse::<u64>().ok()),
+            "state": serde_json::from_slice::<Value>(&m.body).ok().and_then(|b| b["state"].as_str().map(str::to_string)),
         }));
     }
     w.notes.restart.copy = Some((queue, captured.clone()));
@@ -220,4 +223,43 @@ async fn queues_listed(
         }
     })
     .await?)
+}
+
+/// SPEC [C-19]: after its (re)connect a gateway publishes an entity's `up`, confirmed, before
+/// anything else from that entity. Judged on the durable copy of the wire, in the broker's order:
+/// the first message from `worker` published after the broker came back (its `ts` later than
+/// that) comes after an `up` of `worker` published after the broker came back. A confirmed `up`
+/// was routed before a later publish, whichever exchange and channel each took.
+#[then(expr = "on the wire, {string} published nothing after the restart before its presence up")]
+async fn up_first(w: &mut FleetWorld, worker: String) -> anyhow::Result<()> {
+    let gid = w.gid(&worker)?;
+    let back = w
+        .notes
+        .restart
+        .back_at_ms
+        .ok_or_else(|| anyhow!("the broker has not come back in this scenario"))?;
+    let copy = fetch_copy(w).await?;
+    let after: Vec<&Value> = copy
+        .iter()
+        .filter(|m| m["from"] == json!(gid) && m["ts"].as_u64().is_some_and(|ts| ts >= back))
+        .collect();
+    let first_other = after
+        .iter()
+        .position(|m| m["kind"] != json!("PRESENCE"))
+        .ok_or_else(|| anyhow!("nothing but presence from {worker} after the restart: {after:?}"))?;
+    let up_before = after[..first_other]
+        .iter()
+        .any(|m| m["kind"] == json!("PRESENCE") && m["state"] == json!("up"));
+    ensure!(
+        up_before,
+        "[C-19]: {worker}'s first {} after the restart (msgId {}) reached the broker before any `up` of {worker}; \
+         what {worker} published after the restart, in the broker's order: {:?}",
+        after[first_other]["kind"],
+        after[first_other]["msgId"],
+        after
+            .iter()
+            .map(|m| (m["kind"].clone(), m["state"].clone()))
+            .collect::<Vec<_>>()
+    );
+    Ok(())
 }

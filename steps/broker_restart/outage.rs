@@ -140,6 +140,7 @@ pub(super) async fn come_back(w: &mut FleetWorld) -> anyhow::Result<()> {
         suite.broker.spec().label(),
         started.elapsed()
     );
+    w.notes.restart.back_at_ms = Some(fleet_conformance::envelope::now_ms());
     w.call_result(WATCH, Duration::from_secs(10))
         .await
         .map_err(|e| anyhow!("the readiness watch: {e:#}"))?;
