@@ -3,13 +3,14 @@
 //! failed-but-delivered operations, and the JSON summary.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use fleet_conformance::herdr::InputOutcome;
 use serde_json::{Value, json};
 
 use crate::world::FleetWorld;
 
-use super::history::{Op, Seen, SoakState};
+use super::history::{Op, Seen, SoakState, blame};
 use super::nemesis::{Event, Strike};
 
 /// What arrived: injects per brief text on the workers' panes, with how many were submitted.
@@ -52,6 +53,76 @@ const LIST_MAX: usize = 100;
 
 fn capped<T: serde::Serialize>(items: &[T]) -> Value {
     json!(items.iter().take(LIST_MAX).collect::<Vec<_>>())
+}
+
+/// The *unknown* operations put down to the nemesis kind that caused them ([`blame`]), per tool,
+/// with a note where they are inherent: a broker away for longer than the caller's bound leaves
+/// every operation in flight then unknown whatever a gateway does ([C-16]; [C-18]'s republish
+/// only helps within the bound). A strike's effects are counted for `after` past its end (the
+/// gateways' reconnect, backoff included). Issue 28's goal: near 0 for `connection_close` and
+/// `link_cut` ([C-18]).
+pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration) -> Value {
+    let mut by_kind: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    for op in s.ops.iter().filter(|o| o.seen == Seen::Unknown) {
+        let kind = blame(&s.events, op.span, after).map_or("none", |e| e.strike.name());
+        *by_kind.entry(kind).or_default().entry(op.tool).or_default() += 1;
+    }
+    let mut out = serde_json::Map::new();
+    for strike in Strike::ALL {
+        let evs: Vec<&Event> = s.events.iter().filter(|e| e.strike == strike).collect();
+        if evs.is_empty() {
+            continue;
+        }
+        let counts = by_kind.remove(strike.name()).unwrap_or_default();
+        let longest = evs.iter().map(|e| e.took).max().unwrap_or_default();
+        let inherent = strike == Strike::BrokerRestart && longest > bound;
+        out.insert(
+            strike.name().into(),
+            json!({
+                "strikes": evs.len(),
+                "unknown": counts.values().sum::<usize>(),
+                "byTool": counts,
+                "inherent": inherent,
+                "note": if inherent {
+                    format!(
+                        "the broker was away up to {:.0} s, longer than the callers' bound ({:.0} s): an operation in flight then ends unknown whatever the gateway does ([C-16]); inherent",
+                        longest.as_secs_f64(),
+                        bound.as_secs_f64()
+                    )
+                } else {
+                    String::new()
+                },
+            }),
+        );
+    }
+    let none = by_kind.remove("none").unwrap_or_default();
+    out.insert(
+        "none".into(),
+        json!({"unknown": none.values().sum::<usize>(), "byTool": none, "note": "no strike began before the call ended and ended less than the reconnect allowance before it began"}),
+    );
+    json!({
+        "reconnectAllowanceS": (after.as_secs_f64() * 10.0).round() / 10.0,
+        "byKind": out,
+    })
+}
+
+/// One line of unknowns per kind for the terminal.
+pub(super) fn unknown_line(v: &Value) -> String {
+    let parts: Vec<String> = v["byKind"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, x)| {
+                    format!(
+                        "{k} {}{}",
+                        x["unknown"],
+                        if x["inherent"] == json!(true) { " (inherent)" } else { "" }
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("unknown by nemesis kind: {}", parts.join(", "))
 }
 
 pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {

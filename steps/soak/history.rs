@@ -51,6 +51,19 @@ pub(super) struct Op {
     pub(super) seen: Seen,
     /// What the caller got, for the outcome counts (`injected`, `failed/busy`, `error: …`).
     pub(super) outcome: String,
+    /// When the call began and ended, since the run began: an *unknown* is put down to the strike
+    /// it overlapped ([`blame`]).
+    pub(super) span: (Duration, Duration),
+}
+
+/// The strike an operation's outcome is put down to: the last one that began before the call
+/// ended and had not been over for longer than `after` when the call began (a gateway back from
+/// a strike still reconnects, re-consumes and redelivers for a while). `None`: no strike was near.
+pub(super) fn blame<'a>(events: &'a [Event], span: (Duration, Duration), after: Duration) -> Option<&'a Event> {
+    events
+        .iter()
+        .filter(|e| e.at <= span.1 && e.at + e.took + after >= span.0)
+        .max_by_key(|e| e.at)
 }
 
 /// One message the main drained.

@@ -30,7 +30,8 @@ async fn reply_paced(
     texts: Vec<String>,
     briefs: usize,
     briefs_done: Arc<AtomicUsize>,
-) -> Vec<(String, Seen, String)> {
+    run_started: Instant,
+) -> Vec<(String, Seen, String, (Duration, Duration))> {
     let r = texts.len().max(1);
     let mut out = Vec::new();
     let mut client: Option<McpClient> = None;
@@ -47,6 +48,7 @@ async fn reply_paced(
                 }
             }
         }
+        let began = run_started.elapsed();
         let (seen, outcome) = match &client {
             None => (Seen::Failed, "not_connected".to_string()),
             Some(c) => {
@@ -57,7 +59,7 @@ async fn reply_paced(
                 classify_reply(&v)
             }
         };
-        out.push((text, seen, outcome));
+        out.push((text, seen, outcome, (began, run_started.elapsed())));
     }
     out
 }
@@ -162,7 +164,7 @@ async fn soak(
     w.soak.spread = spread;
     let main_host = w.entity(&main)?.host.clone();
     let lead: McpHandle = w.mcp(&main).await?.handle();
-    type Sent = (String, anyhow::Result<Value>);
+    type Sent = (String, anyhow::Result<Value>, (Duration, Duration));
     let mut ops: JoinSet<Vec<Sent>> = JoinSet::new();
     let mut progress: BTreeMap<String, Arc<AtomicUsize>> = BTreeMap::new();
     for worker in [&w1, &w2] {
@@ -180,11 +182,12 @@ async fn soak(
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     let text = format!("soak brief {worker} #{i}");
+                    let began = started.elapsed();
                     let v = lead
                         .call("bridge_send", json!({"to": gid, "text": text, "wait_reply": false}))
                         .await;
                     done.fetch_add(1, Ordering::Relaxed);
-                    out.push((text, v.map_err(anyhow::Error::from)));
+                    out.push((text, v.map_err(anyhow::Error::from), (began, started.elapsed())));
                 }
                 out
             });
@@ -219,7 +222,7 @@ async fn soak(
         let url = w.host(&e.host)?.gateway.mcp_url();
         let texts: Vec<String> = (0..r).map(|i| format!("soak reply {worker} #{i}")).collect();
         let done = progress.get(worker).cloned().unwrap_or_default();
-        repliers.spawn(reply_paced(url, e.token.clone(), texts, n, done));
+        repliers.spawn(reply_paced(url, e.token.clone(), texts, n, done, started));
     }
     // The nemesis strikes (worker hosts, the link, the broker) until the operations are done.
     let hosts: Vec<String> = [&w1, &w2]
@@ -233,15 +236,15 @@ async fn soak(
     while !(ops.is_empty() && repliers.is_empty()) {
         tokio::select! {
             Some(done) = ops.join_next() => {
-                for (text, v) in done? {
+                for (text, v, span) in done? {
                     let (seen, outcome) = classify_send(&v);
-                    w.soak.ops.push(Op { tool: "bridge_send", text, seen, outcome });
+                    w.soak.ops.push(Op { tool: "bridge_send", text, seen, outcome, span });
                 }
                 continue;
             }
             Some(done) = repliers.join_next() => {
-                for (text, seen, outcome) in done? {
-                    w.soak.ops.push(Op { tool: "bridge_reply", text, seen, outcome });
+                for (text, seen, outcome, span) in done? {
+                    w.soak.ops.push(Op { tool: "bridge_reply", text, seen, outcome, span });
                 }
                 continue;
             }
