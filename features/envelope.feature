@@ -94,6 +94,8 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | message                                                     | to   | check     |
       | a SEND through the default exchange straight into the inbox | w1   | to_mismatch or not_owner |
       | a SEND through a rogue binding                              | lead | not_owner |
+      | a BROADCAST to a group it is not in, through a rogue binding | w1   | not_owner |
+      | a BROADCAST to a group it is not in, through a rogue binding | lead | not_owner |
 
     @ENV-2 @SIG-4
     Examples: the kind does not belong where it arrived
@@ -108,6 +110,7 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
       | an expired SEND                 | w1         | expired   |
       | a SEND stamped 10 minutes ahead | lead       | future_ts |
       | a replay of a drained SEND      | lead       | replay    |
+      | a replay of a SEND drained 20 messages ago | lead | replay |
       | a replayed PRESENCE             | the roster | replay    |
 
     @SIG-3 @FWD-6
