@@ -495,7 +495,8 @@ impl FleetWorld {
         e.mcp.as_ref().ok_or_else(|| anyhow!("unreachable"))
     }
 
-    /// Starts a tool call in the background under `label`.
+    /// Starts a tool call in the background under `label`. A new call replaces the result of an
+    /// earlier one under the same label (a second ask is not answered by the first's result).
     pub async fn call_in_background(
         &mut self,
         label: &str,
@@ -506,6 +507,7 @@ impl FleetWorld {
         let handle = self.mcp(entity).await?.handle();
         let tool = tool.to_string();
         let task = tokio::spawn(async move { Ok(handle.call(&tool, args).await?) });
+        self.results.remove(label);
         self.calls.insert(label.to_string(), task);
         Ok(())
     }
