@@ -21,6 +21,7 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     And the ask returns "answered" with answer "main, please" within 10 seconds
     And every message of the conversation between "lead" and "w1" carries one traceId
     And the ASK to "lead" expires 30 seconds after its ts
+    And the ANSWER to "w1" carries the expiresAt of its ASK to "lead"
     And every message the probe saw a gateway publish is complete, in long strings, and signed
 
   @ASK-1 @ASK-2 @RPL-2
@@ -54,7 +55,7 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     And no ANSWER reached "w1"
     And every message the probe saw a gateway publish is complete, in long strings, and signed
 
-  @ASK-4
+  @ASK-4 @ENV-3
   Scenario: an answer for a turn that no longer waits comes back to the main as TOO_LATE
     Given "lead" is waiting for a message
     When "w1" asks "tabs or spaces?" with a timeout of 2 seconds
@@ -62,6 +63,21 @@ Feature: Conversation — ASK / ANSWER with gateway-enforced expiry (SPEC §7)
     And the ask returns "expired" within 10 seconds
     When an ANSWER "spaces" signed by host "a" as "lead" reaches "w1" for the question
     Then "lead" drains a TOO_LATE notice for the question within 10 seconds
+
+  @ASK-4 @ENV-3
+  Scenario: a late answer to an earlier turn never answers the turn that waits now
+    Given "lead" is waiting for a message
+    When "w1" asks "tabs or spaces?" with a timeout of 2 seconds
+    Then the wait returns an ASK from "w1" with text "tabs or spaces?" within 10 seconds
+    And the ask returns "expired" within 10 seconds
+    Given "lead" is waiting for a message
+    When "w1" asks "which linter?" with a timeout of 30 seconds
+    Then the wait returns an ASK from "w1" with text "which linter?" within 10 seconds
+    When an ANSWER "spaces" signed by host "a" as "lead" reaches "w1" for the first question
+    Then "lead" drains a TOO_LATE notice for the first question within 10 seconds
+    When "lead" answers the question with "clippy"
+    Then the answer returns "sent"
+    And the ask returns "answered" with answer "clippy" within 10 seconds
 
   @ASK-3 @crash
   Scenario: an ASK that expired while the main's gateway was down is never surfaced

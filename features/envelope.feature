@@ -91,9 +91,11 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
 
     @SIG-4
     Examples: the message reached an inbox whose owner is not its to
-      | message                                                     | to   | check     |
-      | a SEND through the default exchange straight into the inbox | w1   | to_mismatch or not_owner |
-      | a SEND through a rogue binding                              | lead | not_owner |
+      | message                                                      | to   | check                    |
+      | a SEND through the default exchange straight into the inbox  | w1   | to_mismatch or not_owner |
+      | a SEND through a rogue binding                               | lead | not_owner                |
+      | a BROADCAST to a group it is not in, through a rogue binding | w1   | not_owner                |
+      | a BROADCAST to a group it is not in, through a rogue binding | lead | not_owner                |
 
     @ENV-2 @SIG-4
     Examples: the kind does not belong where it arrived
@@ -104,11 +106,12 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
 
     @SIG-3
     Examples: replay bounds
-      | message                         | to         | check     |
-      | an expired SEND                 | w1         | expired   |
-      | a SEND stamped 10 minutes ahead | lead       | future_ts |
-      | a replay of a drained SEND      | lead       | replay    |
-      | a replayed PRESENCE             | the roster | replay    |
+      | message                                    | to         | check     |
+      | an expired SEND                            | w1         | expired   |
+      | a SEND stamped 10 minutes ahead            | lead       | future_ts |
+      | a replay of a drained SEND                 | lead       | replay    |
+      | a replay of a SEND drained 20 messages ago | lead       | replay    |
+      | a replayed PRESENCE                        | the roster | replay    |
 
     @SIG-3 @FWD-6
     Examples: a SEND is deduplicated by msgId before the ack, so a replay is never injected again

@@ -31,12 +31,14 @@ Feature: Forward path — a brief into a worker is delivered at most once (SPEC 
     Then herdr on "b" records exactly 1 inject into "w1" with text "review PR 12"
     And the send returns "injected" within 5 seconds
 
-  @FWD-2 @FWD-4
+  @FWD-2 @FWD-4 @ENV-3
   Scenario: a worker busy past the inject bound gets nothing, and the sender learns it was busy
     Given "w1" is working
+    And the probe watches the wire
     When "lead" sends "refactor the parser" to "w1"
     Then the send returns "failed" with reason "busy" within the inject bound
     And herdr on "b" records no inject into "w1"
+    And the FAILED for "lead"'s send carries the send's traceId
 
   @FWD-5 @FWD-1
   Scenario: a silent worker gateway costs the sender a visible inject_timeout, and its brief lands once later

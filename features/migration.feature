@@ -57,6 +57,17 @@ Feature: Migration from v1.0.0 — sender-keyed legacy queues move into recipien
     When "P" polls all messages
     Then "P" gets no message
 
+  @MIG-3
+  Scenario: after a restart the main's inbox is consumed only once its legacy queue has moved
+    Given host "a" also runs a worker "W" whose parent is "P" and who was v1 pane "w1:p6"
+    When the gateway on "a" is killed with SIGKILL
+    And the broker also holds a v1.0.0 legacy queue of pane "w1:p6" with 800 replies
+    And the inbox of "P" and the legacy queue of v1 pane "w1:p6" are watched
+    And the gateway on "a" is restarted
+    Then the inbox of "P" was consumed only once the legacy queue of v1 pane "w1:p6" was gone
+    When "P" polls messages from "W" until 800 have arrived within 60 seconds
+    Then they are the replies of v1 pane "w1:p6" in order, each a REPLY from "W" with its UUIDv5 msgId
+
   @MIG-3 @MIG-2
   Scenario: restarting a gateway that already migrated changes nothing
     Given host "a" also runs a worker "W" whose parent is "P" and who was v1 pane "w1:p2"

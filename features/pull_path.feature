@@ -48,6 +48,20 @@ Feature: Pull path — messages for a main are held until drained, at least once
     Then the send returns "injected" with reply "summary: two renames" within 10 seconds
     And the inbox of "lead" holds no message within 10 seconds
 
+  @RPL-2 @RPL-4
+  Scenario: a send that waits for its worker's reply is not resolved by another worker's reply, which stays held for a poll
+    Given host "b" also runs a worker "w2" whose parent is "lead"
+    And "w1" is idle
+    When "lead" sends "summarize the diff" to "w1" and waits for the reply
+    Then herdr on "b" records exactly 1 inject into "w1" with text "summarize the diff"
+    When "w2" replies "unrelated: tests are green"
+    Then within 10 seconds the inbox of "lead" holds 0 ready and 1 unacknowledged message
+    When "w1" replies "summary: two renames"
+    Then the send returns "injected" with reply "summary: two renames" within 10 seconds
+    When "lead" polls messages from "w2"
+    Then "lead" gets exactly 1 message
+    And message 1 is a REPLY from "w2" with text "unrelated: tests are green"
+
   @RPL-1 @FWD-6
   Scenario: copies of a message that arrive while it is held, handed to a waiter or being drained are never drained again
     Given the probe watches the wire

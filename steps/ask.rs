@@ -76,6 +76,17 @@ async fn ask_returns(w: &mut FleetWorld, status: String, answer: String, secs: u
     Ok(())
 }
 
+/// The ASK a phrase names, as the main's wait returned it: "the question" is the last one the
+/// wait returned, "the first question" the first one of the scenario.
+fn question(w: &FleetWorld, which: &str) -> anyhow::Result<serde_json::Value> {
+    let q = match which {
+        "first question" => w.notes.questions.first(),
+        _ => w.notes.questions.last(),
+    };
+    q.cloned()
+        .ok_or_else(|| anyhow!("no wait has returned a question ({which})"))
+}
+
 /// The turnId of the last question the main was handed: by a `bridge_wait`, or as the `question`
 /// of a `bridge_send` that waited for the reply (CONTRACT §3: a message object with `turnId`).
 fn last_turn(w: &FleetWorld) -> anyhow::Result<String> {
@@ -250,15 +261,27 @@ async fn no_answer(w: &mut FleetWorld, worker: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[when(expr = "an ANSWER {string} signed by host {string} as {string} reaches {string} for the question")]
+/// An ANSWER for a turn, published by the probe with the key of the main's host, as that host's
+/// gateway would have sent it: the ASK's `traceId` (ENV-3) and a `turnId` of the named question.
+/// Used for turns that no longer wait (ASK-4), whose answer the main's own gateway refuses to send.
+#[when(
+    regex = r#"^an ANSWER "([^"]*)" signed by host "([^"]+)" as "([^"]+)" reaches "([^"]+)" for the (question|first question)$"#
+)]
 async fn late_answer(
     w: &mut FleetWorld,
     text: String,
     host: String,
     main: String,
     worker: String,
+    which: String,
 ) -> anyhow::Result<()> {
-    let turn = last_turn(w)?;
+    let q = question(w, &which)?;
+    let field = |n: &str| {
+        q[n].as_str()
+            .map(str::to_string)
+            .ok_or_else(|| anyhow!("the question has no {n}: {q}"))
+    };
+    let (turn, trace) = (field("turnId")?, field("traceId")?);
     let (from, to) = (w.gid(&main)?, w.gid(&worker)?);
     let key = w
         .keys
@@ -267,29 +290,82 @@ async fn late_answer(
         .ok_or_else(|| anyhow!("no key for host {host}"))?;
     let mut env = Envelope::new("ANSWER", &from, &to, &host);
     env.set("turnId", &turn)
+        .set("traceId", &trace)
         .set("expiresAt", &(now_ms() + 60_000).to_string());
     let env = env.signed_by(&key, text.as_bytes());
     let msg = Crafted::from_envelope("bridge.msg", &to, &env, text.as_bytes());
     w.probe().await?.publish(&msg).await?;
+    w.notes.late_answer = Some(env);
     Ok(())
 }
 
-#[then(expr = "{string} drains a TOO_LATE notice for the question within {int} seconds")]
-async fn too_late_notice(w: &mut FleetWorld, main: String, secs: u64) -> anyhow::Result<()> {
-    let turn = last_turn(w)?;
+/// ASK-4: the TOO_LATE reaches the main; it reports on the late ANSWER ([C-2]: `corrId` = the
+/// ANSWER's msgId) and stays in its flow (ENV-3: the ANSWER's `traceId`, which is the ASK's).
+#[then(regex = r#"^"([^"]+)" drains a TOO_LATE notice for the (question|first question) within (\d+) seconds$"#)]
+async fn too_late_notice(w: &mut FleetWorld, main: String, which: String, secs: u64) -> anyhow::Result<()> {
+    let turn = question(w, &which)?["turnId"].as_str().unwrap_or_default().to_string();
     let handle = w.mcp(&main).await?.handle();
-    wait_for("a TOO_LATE notice", Duration::from_secs(secs), || {
+    let notice = wait_for("a TOO_LATE notice", Duration::from_secs(secs), || {
         let (handle, turn) = (handle.clone(), turn.clone());
         async move {
             let v = handle.call("bridge_poll", json!({})).await.map_err(|e| e.to_string())?;
             let hit = fleet_conformance::contract::poll_messages(&v)
                 .map_err(|e| e.to_string())?
-                .iter()
-                .any(|m| m["kind"] == "TOO_LATE" && m["turnId"] == turn.as_str());
-            if hit { Ok(Some(())) } else { Err(format!("polled {v}")) }
+                .into_iter()
+                .find(|m| m["kind"] == "TOO_LATE" && m["turnId"] == turn.as_str());
+            match hit {
+                Some(m) => Ok(Some(m)),
+                None => Err(format!("polled {v}")),
+            }
         }
     })
     .await?;
+    if let Some(answer) = &w.notes.late_answer {
+        ensure!(
+            notice["corrId"] == json!(answer.msg_id()),
+            "[C-2]: the TOO_LATE's corrId is {}, not the msgId of the ANSWER it reports on ({})",
+            notice["corrId"],
+            answer.msg_id()
+        );
+        ensure!(
+            notice["traceId"] == json!(answer.value("traceId")),
+            "ENV-3: the TOO_LATE carries traceId {}, its ANSWER (and ASK) {}",
+            notice["traceId"],
+            answer.value("traceId")
+        );
+    }
+    Ok(())
+}
+
+/// [C-9]: an ANSWER expires when its ASK does — the worker's gateway drops an ANSWER that comes
+/// after the asking turn ended (ASK-3), so an ANSWER that outlived its ASK would be judged by a
+/// clock the asker never agreed to. Read from the wire: the ANSWER to the worker and the ASK of
+/// the same turn to the main.
+#[then(expr = "the ANSWER to {string} carries the expiresAt of its ASK to {string}")]
+async fn answer_expiry(w: &mut FleetWorld, worker: String, main: String) -> anyhow::Result<()> {
+    let fetch = |name: &str| {
+        w.talk
+            .taps
+            .get(name)
+            .ok_or_else(|| anyhow!("the wire to {name} is not tapped"))
+    };
+    let answers = fetch(&worker)?.fetch().await?;
+    let answer = answers
+        .iter()
+        .find(|m| m.header_str("kind").as_deref() == Some("ANSWER"))
+        .ok_or_else(|| anyhow!("no ANSWER on the wire to {worker}"))?;
+    let turn = answer.header_str("turnId").unwrap_or_default();
+    let asks = fetch(&main)?.fetch().await?;
+    let ask = asks
+        .iter()
+        .find(|m| m.header_str("kind").as_deref() == Some("ASK") && m.header_str("turnId") == Some(turn.clone()))
+        .ok_or_else(|| anyhow!("no ASK of turn {turn} on the wire to {main}"))?;
+    ensure!(
+        answer.header_str("expiresAt") == ask.header_str("expiresAt"),
+        "[C-9]: the ANSWER expires at {:?}, its ASK at {:?}",
+        answer.header_str("expiresAt"),
+        ask.header_str("expiresAt")
+    );
     Ok(())
 }
 

@@ -176,6 +176,75 @@ async fn kill_mid_move(w: &mut FleetWorld, host: String, k: u32, pane: String) -
     }
 }
 
+/// MIG-3 says the move "completes before the gateway starts consuming the parent's v2 inbox".
+/// From outside that order is visible on the broker: while the legacy queue still exists, the
+/// parent's inbox has no consumer. This step arms a watch of both queues (by passive declare: live
+/// counts, not the management API's sampled ones) once the inbox has no consumer (its gateway is
+/// down); the watch runs while the next steps restart the gateway, and ends at the first sample
+/// that shows the inbox consumed. Each sample reads the inbox first and the legacy queue after,
+/// so a correct gateway (delete, then consume) can never be caught in between.
+#[when(expr = "the inbox of {string} and the legacy queue of v1 pane {string} are watched")]
+async fn watch_move_order(w: &mut FleetWorld, main: String, pane: String) -> anyhow::Result<()> {
+    let inbox_q = fleet_conformance::names::inbox(&w.gid(&main)?);
+    let legacy = legacy_queue_name(&pane);
+    let lb = legacy_broker(w).await?;
+    {
+        let (lbr, q) = (&lb, inbox_q.as_str());
+        wait_for(
+            &format!("{q} to have no consumer (its gateway is down)"),
+            Duration::from_secs(10),
+            || async move {
+                match lbr.queue_state(q).await {
+                    Ok(Some(s)) if s.consumers == 0 => Ok(Some(())),
+                    Ok(Some(s)) => Err(format!("{s:?}")),
+                    Ok(None) => Err(format!("{q} does not exist")),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+        .await?;
+    }
+    let deadline = tokio::time::Instant::now() + scaled(Duration::from_secs(60));
+    let task = tokio::spawn(async move {
+        let mut samples = 0u64;
+        let verdict = loop {
+            samples += 1;
+            let consumed = lb.queue_state(&inbox_q).await?.is_some_and(|s| s.consumers > 0);
+            let left = lb.queue_state(&legacy).await?;
+            match (consumed, left) {
+                (true, None) => break Ok(samples),
+                (true, Some(s)) => {
+                    break Err(anyhow!(
+                        "MIG-3: {inbox_q} was consumed while {legacy} still existed ({} message(s) left, sample {samples})",
+                        s.messages
+                    ));
+                }
+                (false, _) if tokio::time::Instant::now() > deadline => {
+                    break Err(anyhow!("{inbox_q} was not consumed again within 60 s (nominal)"));
+                }
+                // The pace of the samples; the verdict comes from what they show.
+                (false, _) => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+        };
+        lb.close().await;
+        verdict
+    });
+    w.notes.move_watch = Some(task);
+    Ok(())
+}
+
+#[then(expr = "the inbox of {string} was consumed only once the legacy queue of v1 pane {string} was gone")]
+async fn consumed_after_move(w: &mut FleetWorld, main: String, pane: String) -> anyhow::Result<()> {
+    let task = w
+        .notes
+        .move_watch
+        .take()
+        .ok_or_else(|| anyhow!("the inbox of {main} and the legacy queue of {pane} were not watched"))?;
+    let samples = task.await.context("the watch task")??;
+    println!("MIG-3: {samples} sample(s) until the inbox of {main} was consumed, with the legacy queue of {pane} gone");
+    Ok(())
+}
+
 #[then(expr = "the legacy queue of v1 pane {string} still holds replies")]
 async fn still_holds_replies(w: &mut FleetWorld, pane: String) -> anyhow::Result<()> {
     match queue_state(w, &pane).await? {

@@ -162,5 +162,9 @@ async fn is_waiting(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
 async fn wait_returns(w: &mut FleetWorld, kind: String, from: String, text: String, secs: u64) -> anyhow::Result<()> {
     let v = w.call_result("wait", Duration::from_secs(secs)).await?;
     let m = fleet_conformance::contract::waited_message(&v)?;
-    check_message(w, &m, &kind, &from, &text)
+    check_message(w, &m, &kind, &from, &text)?;
+    if kind == "ASK" {
+        w.notes.questions.push(m);
+    }
+    Ok(())
 }

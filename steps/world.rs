@@ -116,6 +116,11 @@ pub struct EntityRef {
 pub struct Notes {
     /// `bridge_answer`'s result (ask.feature).
     pub answer: Option<Value>,
+    /// Every ASK a main's `bridge_wait` returned, in order (ask.feature: "the first question").
+    pub questions: Vec<Value>,
+    /// The ANSWER the probe published for a turn that no longer waits (ASK-4), to judge the
+    /// TOO_LATE that reports on it.
+    pub late_answer: Option<fleet_conformance::envelope::Envelope>,
     /// The large text a broadcast carried (broadcast.feature).
     pub big_text: Option<String>,
     /// The broker's copy of a brief: body and content type (broker_side.rs).
@@ -134,6 +139,9 @@ pub struct Notes {
     pub sigterm: BTreeMap<String, (Option<std::process::ExitStatus>, u64)>,
     /// Lengths of generated legacy queues, by pane (migration.feature).
     pub legacy_generated: BTreeMap<String, usize>,
+    /// The watch of a main's inbox against a legacy queue across a boot (MIG-3): how many
+    /// samples it took, or the first sample that broke the order.
+    pub move_watch: Option<tokio::task::JoinHandle<anyhow::Result<u64>>>,
     /// The broker's answer to a redeclare of a legacy queue: accepted, or (code, text).
     pub redeclare: Option<Result<(), (u16, String)>>,
     /// The broker connections of the scenario's vhost noted at one moment.
@@ -492,7 +500,8 @@ impl FleetWorld {
         e.mcp.as_ref().ok_or_else(|| anyhow!("unreachable"))
     }
 
-    /// Starts a tool call in the background under `label`.
+    /// Starts a tool call in the background under `label`. A new call replaces the result of an
+    /// earlier one under the same label (a second ask is not answered by the first's result).
     pub async fn call_in_background(
         &mut self,
         label: &str,
@@ -503,6 +512,7 @@ impl FleetWorld {
         let handle = self.mcp(entity).await?.handle();
         let tool = tool.to_string();
         let task = tokio::spawn(async move { Ok(handle.call(&tool, args).await?) });
+        self.results.remove(label);
         self.calls.insert(label.to_string(), task);
         Ok(())
     }

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::world::FleetWorld;
 
-use super::{fake_gid, key, poll_until, tap, until_listed};
+use super::{count_id, fake_gid, key, poll_until, tap, until_listed};
 
 /// A signed, valid SEND from the fake entity `from` (on host "probe") to `to_gid`.
 pub(super) fn valid_send(w: &FleetWorld, from: &str, to_gid: &str, text: &str) -> anyhow::Result<(Envelope, Vec<u8>)> {
@@ -161,6 +161,16 @@ pub(super) async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str)
                 routing_key = rogue.clone();
                 env.set("to", &rogue);
             }
+            "a BROADCAST to a group it is not in, through a rogue binding" => {
+                // SIG-4: the broker binds `broadcast.<g>` only to members' inboxes, so a copy in a
+                // non-member's inbox came by a binding nobody should have made; the owner's
+                // gateway must judge membership itself, not trust the route.
+                let group = format!("outsiders-{}", &new_uuid()[..8]);
+                let key = format!("broadcast.{group}");
+                w.probe().await?.bind(&inbox(to_gid), "bridge.msg", &key).await?;
+                env.set("kind", "BROADCAST").set("to", &key);
+                routing_key = key;
+            }
             "a SEND to broadcast.all" => {
                 routing_key = "broadcast.all".into();
                 env.set("to", "broadcast.all");
@@ -197,7 +207,10 @@ pub(super) async fn craft_for_inbox(w: &mut FleetWorld, row: &str, to_gid: &str)
                 body.resize(limit + 1024, b'x');
             }
             "a replay of a drained SEND" => {
-                return replay_of_drained(w, to_gid).await;
+                return replay_of_drained(w, to_gid, 0).await;
+            }
+            "a replay of a SEND drained 20 messages ago" => {
+                return replay_of_drained(w, to_gid, 20).await;
             }
             "a replay of an injected SEND" => {
                 return replay_of_injected(w, to_gid).await;
@@ -266,9 +279,13 @@ async fn replay_of_injected(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<
     Ok(Planned { marker: id, msg, text })
 }
 
-/// SIG-3 replay: a valid SEND is delivered to the main and drained; then the very same message is
-/// published again.
-async fn replay_of_drained(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<Planned> {
+/// SIG-3 replay: a valid SEND is delivered to the main and drained, then `later` other valid
+/// messages are delivered and drained; then the very same first message is published again.
+///
+/// Why `later`: SIG-3 keeps a msgId in the seen-set until its `expiresAt` (24 h here), however
+/// many messages come after it. A replay right after the original passes a seen-set that only
+/// remembers the last few msgIds; one replayed 20 messages later does not.
+async fn replay_of_drained(w: &mut FleetWorld, to_gid: &str, later: usize) -> anyhow::Result<Planned> {
     let main = entity_named_by_gid(w, to_gid)?;
     let text = format!("drained once {}", new_uuid());
     let (env, body) = valid_send(w, "p1", to_gid, &text)?;
@@ -276,6 +293,20 @@ async fn replay_of_drained(w: &mut FleetWorld, to_gid: &str) -> anyhow::Result<P
     w.probe().await?.publish(&msg).await?;
     let id = env.msg_id().to_string();
     poll_until(w, &main, |m| m["msgId"] == json!(id)).await?;
+    let mut after = Vec::with_capacity(later);
+    for i in 0..later {
+        let (e, b) = valid_send(w, "p1", to_gid, &format!("message {i} after {id}"))?;
+        w.probe()
+            .await?
+            .publish(&Crafted::from_envelope("bridge.msg", to_gid, &e, &b))
+            .await?;
+        after.push(e.msg_id().to_string());
+    }
+    for later_id in &after {
+        if count_id(&w.wire.drained, later_id) == 0 {
+            poll_until(w, &main, |m| m["msgId"] == json!(later_id)).await?;
+        }
+    }
     w.wire.replayed.push(id);
     Ok(Planned {
         marker: env.msg_id().to_string(),

@@ -184,20 +184,27 @@ async fn injected_for_valid(w: &mut FleetWorld) -> anyhow::Result<()> {
 
 /// Waits for the INJECTED that answers the SEND `id` (its `corrId`).
 async fn injected_for(msgs: &Tap, id: &str) -> anyhow::Result<Captured> {
-    let inj = msgs
+    outcome_for(msgs, "INJECTED", id).await
+}
+
+/// Waits for the notice of `kind` that reports on the message `id` (its `corrId`, [C-2]).
+async fn outcome_for(msgs: &Tap, kind: &str, id: &str) -> anyhow::Result<Captured> {
+    let m = msgs
         .wait_for(
-            &format!("an INJECTED with corrId {id}"),
+            &format!("a {kind} with corrId {id}"),
             Duration::from_secs(10),
             |c: &Captured| {
-                c.header_str("kind").as_deref() == Some("INJECTED") && c.header_str("corrId").as_deref() == Some(id)
+                c.header_str("kind").as_deref() == Some(kind) && c.header_str("corrId").as_deref() == Some(id)
             },
         )
         .await?;
-    Ok(inj)
+    Ok(m)
 }
 
-#[then(expr = "the INJECTED for {string}'s send carries the send's traceId")]
-async fn injected_for_send(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
+/// ENV-3: the outcome of `main`'s SEND — INJECTED, or FAILED (`busy`, `stopped`, …) — carries
+/// the SEND's traceId: SPEC names both as messages of the SEND's flow.
+#[then(regex = r#"^the (INJECTED|FAILED) for "([^"]+)"'s send carries the send's traceId$"#)]
+async fn outcome_for_send(w: &mut FleetWorld, kind: String, main: String) -> anyhow::Result<()> {
     let main_gid = w.gid(&main)?;
     let msgs = tap(&w.wire.msgs, "bridge.msg")?;
     let send = msgs
@@ -212,17 +219,18 @@ async fn injected_for_send(w: &mut FleetWorld, main: String) -> anyhow::Result<(
         .await?;
     let send_env = check_published(w, &send)?;
     let id = send_env.msg_id().to_string();
-    let inj = injected_for(&msgs, &id).await?;
-    let inj_env = check_published(w, &inj)?;
-    same_trace(&inj_env, &send_env)
+    let outcome = outcome_for(&msgs, &kind, &id).await?;
+    let outcome_env = check_published(w, &outcome)?;
+    same_trace(&outcome_env, &send_env)
 }
 
-/// ENV-3: an INJECTED carries the traceId of the SEND it answers.
-fn same_trace(injected: &Envelope, send: &Envelope) -> anyhow::Result<()> {
+/// ENV-3: an INJECTED or FAILED carries the traceId of the SEND it answers.
+fn same_trace(outcome: &Envelope, send: &Envelope) -> anyhow::Result<()> {
     ensure!(
-        injected.value("traceId") == send.value("traceId"),
-        "ENV-3: the INJECTED carries traceId {}, the SEND had {}",
-        injected.value("traceId"),
+        outcome.value("traceId") == send.value("traceId"),
+        "ENV-3: the {} carries traceId {}, the SEND had {}",
+        outcome.value("kind"),
+        outcome.value("traceId"),
         send.value("traceId")
     );
     Ok(())

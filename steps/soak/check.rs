@@ -116,7 +116,11 @@ pub(super) fn unknown_line(v: &Value) -> String {
                     format!(
                         "{k} {}{}",
                         x["unknown"],
-                        if x["inherent"] == json!(true) { " (inherent)" } else { "" }
+                        if x["inherent"] == json!(true) {
+                            " (inherent)"
+                        } else {
+                            ""
+                        }
                     )
                 })
                 .collect()
