@@ -388,10 +388,11 @@ async fn land_once_or_busy(
             for m in fleet_conformance::contract::poll_messages(&v).map_err(|e| e.to_string())? {
                 let body: serde_json::Value =
                     serde_json::from_str(m["text"].as_str().unwrap_or("{}")).unwrap_or_default();
-                if m["kind"] == json!("FAILED") && body["reason"] == json!("busy") {
-                    if let Some(c) = m["corrId"].as_str() {
-                        busy.lock().map_err(|e| e.to_string())?.push(c.to_string());
-                    }
+                if m["kind"] == json!("FAILED")
+                    && body["reason"] == json!("busy")
+                    && let Some(c) = m["corrId"].as_str()
+                {
+                    busy.lock().map_err(|e| e.to_string())?.push(c.to_string());
                 }
             }
             Ok::<(), String>(())

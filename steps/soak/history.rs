@@ -59,7 +59,7 @@ pub(super) struct Op {
 /// The strike an operation's outcome is put down to: the last one that began before the call
 /// ended and had not been over for longer than `after` when the call began (a gateway back from
 /// a strike still reconnects, re-consumes and redelivers for a while). `None`: no strike was near.
-pub(super) fn blame<'a>(events: &'a [Event], span: (Duration, Duration), after: Duration) -> Option<&'a Event> {
+pub(super) fn blame(events: &[Event], span: (Duration, Duration), after: Duration) -> Option<&Event> {
     events
         .iter()
         .filter(|e| e.at <= span.1 && e.at + e.took + after >= span.0)
