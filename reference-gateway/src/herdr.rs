@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -70,6 +70,8 @@ pub struct Herdr {
     path: PathBuf,
     next_id: AtomicU64,
     call_timeout: Duration,
+    /// Set once herdr refused `pane.process_info` as an unknown method: it is not asked again.
+    no_process_info: AtomicBool,
 }
 
 /// herdr's maximum line (HERDR.md): an answer that grows past it without a newline is refused.
@@ -110,6 +112,30 @@ struct PaneStatus {
     agent_status: Option<String>,
 }
 
+/// `pane.process_info` → `pane_process_info{process_info}`: the two pids the check compares.
+#[derive(Deserialize)]
+struct ProcessInfoAnswer {
+    process_info: ProcessInfo,
+}
+
+#[derive(Deserialize)]
+struct ProcessInfo {
+    shell_pid: Option<u32>,
+    foreground_process_group_id: Option<u32>,
+}
+
+/// Who has a pane's terminal, as `pane.process_info` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Foreground {
+    /// A program other than the pane's shell (the agent, while it runs).
+    Program,
+    /// The pane's own shell: no agent runs, whatever status herdr still shows. Text typed now is
+    /// run as a shell command.
+    Shell,
+    /// herdr cannot tell (a herdr without `pane.process_info`, or an answer without the pids).
+    Unknown,
+}
+
 /// `tab.create` → `tab_created{tab, root_pane}`: the new pane's id.
 #[derive(Deserialize)]
 struct TabCreated {
@@ -127,6 +153,7 @@ impl Herdr {
             path,
             next_id: AtomicU64::new(1),
             call_timeout: Duration::from_secs(5),
+            no_process_info: AtomicBool::new(false),
         }
     }
 
@@ -198,6 +225,30 @@ impl Herdr {
     pub async fn wait_idle(&self, pane: &str, timeout: Duration) -> Result<(), HerdrError> {
         let params = json!({"target": pane, "until": ["idle", "done"], "timeout_ms": timeout.as_millis() as u64});
         self.call::<IgnoredAny>("agent.wait", params, timeout).await.map(|_| ())
+    }
+
+    /// `pane.process_info` → who has the pane's terminal. herdr keeps showing an agent's last
+    /// status after its process died, so only this tells a live agent from a bare shell. A herdr
+    /// that does not know the method (it answers `invalid_request`) is [`Foreground::Unknown`],
+    /// now and for every later call, without asking again.
+    pub async fn foreground(&self, pane: &str) -> Result<Foreground, HerdrError> {
+        if self.no_process_info.load(Ordering::Relaxed) {
+            return Ok(Foreground::Unknown);
+        }
+        let answer = self.call::<ProcessInfoAnswer>("pane.process_info", json!({"pane_id": pane}), Duration::ZERO);
+        let info = match answer.await {
+            Ok(a) => a.process_info,
+            Err(e) if e.code() == Some("invalid_request") => {
+                self.no_process_info.store(true, Ordering::Relaxed);
+                return Ok(Foreground::Unknown);
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(match (info.shell_pid, info.foreground_process_group_id) {
+            (Some(shell), Some(group)) if shell == group => Foreground::Shell,
+            (Some(_), Some(_)) => Foreground::Program,
+            _ => Foreground::Unknown,
+        })
     }
 
     /// `pane.send_input` with Enter: types `text` into the pane and submits it.
