@@ -122,6 +122,39 @@ struct ProcessInfoAnswer {
 struct ProcessInfo {
     shell_pid: Option<u32>,
     foreground_process_group_id: Option<u32>,
+    #[serde(default)]
+    foreground_processes: Vec<ProcessName>,
+}
+
+#[derive(Deserialize)]
+struct ProcessName {
+    pid: u32,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// Programs that are shells: a pane's own process in front under one of these names is a prompt.
+const SHELLS: &[&str] = &[
+    "bash", "zsh", "sh", "dash", "fish", "ksh", "mksh", "tcsh", "csh", "nu", "elvish", "xonsh",
+];
+
+impl ProcessInfo {
+    /// The shell has the terminal when the foreground group is the pane's own process and that
+    /// process is a shell. The name check keeps a profile that `exec`s its agent (the agent then
+    /// *is* the pane's process) from being taken for a bare shell; no name given, the pids decide.
+    fn foreground(&self) -> Foreground {
+        let (Some(shell), Some(group)) = (self.shell_pid, self.foreground_process_group_id) else {
+            return Foreground::Unknown;
+        };
+        if shell != group {
+            return Foreground::Program;
+        }
+        let leader = self.foreground_processes.iter().find(|p| p.pid == group);
+        match leader.and_then(|p| p.name.as_deref()) {
+            Some(name) if !SHELLS.contains(&name.trim_start_matches('-')) => Foreground::Program,
+            _ => Foreground::Shell,
+        }
+    }
 }
 
 /// Who has a pane's terminal, as `pane.process_info` tells it.
@@ -244,11 +277,7 @@ impl Herdr {
             }
             Err(e) => return Err(e),
         };
-        Ok(match (info.shell_pid, info.foreground_process_group_id) {
-            (Some(shell), Some(group)) if shell == group => Foreground::Shell,
-            (Some(_), Some(_)) => Foreground::Program,
-            _ => Foreground::Unknown,
-        })
+        Ok(info.foreground())
     }
 
     /// `pane.send_input` with Enter: types `text` into the pane and submits it.
@@ -340,6 +369,29 @@ mod tests {
         assert!(read_line(&mut a).await.expect("read").is_none());
         drop(a);
         let _ = writer.await;
+    }
+
+    fn foreground_of(answer: &str) -> Foreground {
+        let a: Answer<ProcessInfoAnswer> = serde_json::from_str(answer).expect("a pane_process_info answer");
+        a.result.map_or(Foreground::Unknown, |r| r.process_info.foreground())
+    }
+
+    #[test]
+    fn the_shell_has_the_pane_only_when_its_own_shell_process_is_in_front() {
+        let info = |group: u32, name: &str| {
+            format!(
+                r#"{{"id":"g3","result":{{"type":"pane_process_info","process_info":{{"pane_id":"w1:p1",
+                "shell_pid":100,"foreground_process_group_id":{group},
+                "foreground_processes":[{{"pid":{group},"name":"{name}","argv0":"{name}"}}]}}}}}}"#
+            )
+        };
+        assert_eq!(foreground_of(&info(100, "bash")), Foreground::Shell);
+        assert_eq!(foreground_of(&info(100, "-zsh")), Foreground::Shell);
+        assert_eq!(foreground_of(&info(101, "claude")), Foreground::Program);
+        // A profile that `exec`s its agent: the agent is the pane's own process.
+        assert_eq!(foreground_of(&info(100, "claude")), Foreground::Program);
+        let no_pids = r#"{"id":"g4","result":{"type":"pane_process_info","process_info":{"pane_id":"w1:p1"}}}"#;
+        assert_eq!(foreground_of(no_pids), Foreground::Unknown);
     }
 
     #[test]
