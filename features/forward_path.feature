@@ -31,6 +31,17 @@ Feature: Forward path — a brief into a worker is delivered at most once (SPEC 
     Then herdr on "b" records exactly 1 inject into "w1" with text "review PR 12"
     And the send returns "injected" within 5 seconds
 
+  @FWD-2 @FWD-3 @herdr-done
+  Scenario: a worker that finished its first brief shows done, and the second brief is injected all the same
+    Given "w1" is idle
+    When "lead" sends "write the tests" to "w1"
+    Then the send returns "injected" within 5 seconds
+    When "w1" becomes idle
+    Then herdr on "b" shows "w1" as done
+    When "lead" sends "now make them pass" to "w1"
+    Then herdr on "b" records exactly 1 inject into "w1" with text "now make them pass"
+    And the send returns "injected" within 5 seconds
+
   @FWD-2 @FWD-4 @ENV-3
   Scenario: a worker busy past the inject bound gets nothing, and the sender learns it was busy
     Given "w1" is working

@@ -28,3 +28,11 @@ Feature: herdr misbehaving — every failed inject is a visible FAILED, the gate
     When the pane of "w1" is closed under the gateway
     And "lead" sends "bisect the regression" to "w1"
     Then the send returns "failed" with reason "stopped" within the inject bound
+
+  @FWD-2 @FWD-4 @herdr-agent-gone
+  Scenario: the worker's agent has exited but herdr still shows it done: the brief is not typed into its shell
+    Given "w1" is done
+    And the agent of "w1" has exited, herdr still showing its last status
+    When "lead" sends "echo this would run in the shell" to "w1"
+    Then the send returns "failed" with reason "stopped" within the inject bound
+    And herdr on "b" records nothing typed into "w1"

@@ -270,6 +270,40 @@ async fn pane_closed_under(w: &mut FleetWorld, name: String) -> anyhow::Result<(
     Ok(())
 }
 
+/// The shell hazard: the agent's process exits without `pane.release_agent`; herdr keeps showing
+/// its last status, and the pane's shell now has the terminal ([`Fault::AgentGone`], which holds
+/// for every agent on that herdr: the scenarios using it have one agent per host).
+#[given(expr = "the agent of {string} has exited, herdr still showing its last status")]
+#[when(expr = "the agent of {string} exits, herdr still showing its last status")]
+async fn agent_exits(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let host = w.entity(&name)?.host.clone();
+    w.host(&host)?.herdr.set_fault(Fault::AgentGone, true);
+    Ok(())
+}
+
+/// Nothing at all reached the pane: no inject, nothing typed, nothing run by its shell.
+#[then(expr = "herdr on {string} records nothing typed into {string}")]
+async fn nothing_typed(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let pane = w.entity(&name)?.pane.clone();
+    let herdr = &w.host(&host)?.herdr;
+    fleet_conformance::timing::hold_for(
+        &format!("nothing typed into {name}"),
+        fleet_conformance::timing::ABSENCE_WINDOW,
+        || {
+            let log = herdr.input_log(&pane);
+            async move {
+                if log.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("herdr received {log:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 #[given(expr = "{string} takes input without starting to work")]
 async fn stays_idle(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let e = w.entity(&name)?;

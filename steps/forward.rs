@@ -13,6 +13,8 @@ use crate::world::FleetWorld;
 async fn sends(w: &mut FleetWorld, from: String, text: String, to: String, wait: String) -> anyhow::Result<()> {
     let to_gid = w.gid(&to)?;
     let args = json!({"to": to_gid, "text": text, "wait_reply": !wait.is_empty(), "timeout_s": 60});
+    // A new send is "the send" from now on: the outcome of an earlier one is forgotten.
+    w.results.remove("send");
     w.call_in_background("send", &from, "bridge_send", args).await
 }
 

@@ -96,6 +96,16 @@ async fn agent_is(w: &mut FleetWorld, name: String, word: String) -> anyhow::Res
     Ok(())
 }
 
+/// What herdr shows for an agent now (faults aside): e.g. `done` after it worked and went idle.
+#[then(regex = r#"^herdr on "([^"]+)" shows "([^"]+)" as (idle|working|blocked|done|unknown)$"#)]
+async fn herdr_shows(w: &mut FleetWorld, host: String, name: String, word: String) -> anyhow::Result<()> {
+    let pane = w.entity(&name)?.pane.clone();
+    let shown = w.host(&host)?.herdr.status(&pane);
+    let want = status(&word)?;
+    anyhow::ensure!(shown == Some(want), "herdr shows {name} as {shown:?}, expected {want}");
+    Ok(())
+}
+
 #[when(regex = r#"^the gateway on "([^"]+)" is (killed with SIGKILL|frozen with SIGSTOP|thawed with SIGCONT)$"#)]
 async fn signal_gateway(w: &mut FleetWorld, host: String, how: String) -> anyhow::Result<()> {
     let h = w.host_mut(&host)?;

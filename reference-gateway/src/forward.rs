@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use crate::envelope::{Envelope, FailReason, FailedBody, Kind, now_ms};
 use crate::gateway::Gateway;
-use crate::herdr::{AgentStatus, HerdrError};
+use crate::herdr::{AgentStatus, Foreground, HerdrError};
 use crate::metrics::{Metrics, Stage};
 use crate::publish::Outgoing;
 use crate::registry::Entity;
@@ -176,6 +176,7 @@ impl Gateway {
                 }
             }
         }
+        self.ensure_agent_in_front(&worker.pane).await?;
         self.herdr
             .send_input(&worker.pane, text)
             .await
@@ -245,6 +246,25 @@ impl Gateway {
                     tokio::time::sleep(pause).await;
                 }
             }
+        }
+    }
+
+    /// The shell hazard: herdr keeps showing an agent's last status (`done`, `idle`) after the
+    /// agent's process died without releasing the pane, and text typed then goes to the bare
+    /// shell, which runs it as a command. So the status gate alone is not enough: right before
+    /// typing, `pane.process_info` must not show the pane's own shell in front. A dead agent is
+    /// FAILED `stopped` (FWD-4: the worker is gone, its pane is not). A herdr that cannot tell
+    /// (no such method, unreachable) leaves the decision to the gate and to the input call.
+    async fn ensure_agent_in_front(&self, pane: &str) -> Result<(), NotInjected> {
+        match self.herdr.foreground(pane).await {
+            Ok(Foreground::Shell) => Err(NotInjected(
+                FailReason::Stopped,
+                "the worker's agent has exited (its shell has the pane) though herdr still shows its last \
+                 status; the brief was not typed"
+                    .into(),
+            )),
+            Err(e) if e.code() == Some("pane_not_found") => Err(NotInjected(FailReason::Stopped, e.to_string())),
+            Ok(Foreground::Program | Foreground::Unknown) | Err(_) => Ok(()),
         }
     }
 

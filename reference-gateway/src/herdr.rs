@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -70,6 +70,8 @@ pub struct Herdr {
     path: PathBuf,
     next_id: AtomicU64,
     call_timeout: Duration,
+    /// Set once herdr refused `pane.process_info` as an unknown method: it is not asked again.
+    no_process_info: AtomicBool,
 }
 
 /// herdr's maximum line (HERDR.md): an answer that grows past it without a newline is refused.
@@ -110,6 +112,63 @@ struct PaneStatus {
     agent_status: Option<String>,
 }
 
+/// `pane.process_info` → `pane_process_info{process_info}`: the two pids the check compares.
+#[derive(Deserialize)]
+struct ProcessInfoAnswer {
+    process_info: ProcessInfo,
+}
+
+#[derive(Deserialize)]
+struct ProcessInfo {
+    shell_pid: Option<u32>,
+    foreground_process_group_id: Option<u32>,
+    #[serde(default)]
+    foreground_processes: Vec<ProcessName>,
+}
+
+#[derive(Deserialize)]
+struct ProcessName {
+    pid: u32,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// Programs that are shells: a pane's own process in front under one of these names is a prompt.
+const SHELLS: &[&str] = &[
+    "bash", "zsh", "sh", "dash", "fish", "ksh", "mksh", "tcsh", "csh", "nu", "elvish", "xonsh",
+];
+
+impl ProcessInfo {
+    /// The shell has the terminal when the foreground group is the pane's own process and that
+    /// process is a shell. The name check keeps a profile that `exec`s its agent (the agent then
+    /// *is* the pane's process) from being taken for a bare shell; no name given, the pids decide.
+    fn foreground(&self) -> Foreground {
+        let (Some(shell), Some(group)) = (self.shell_pid, self.foreground_process_group_id) else {
+            return Foreground::Unknown;
+        };
+        if shell != group {
+            return Foreground::Program;
+        }
+        let leader = self.foreground_processes.iter().find(|p| p.pid == group);
+        match leader.and_then(|p| p.name.as_deref()) {
+            Some(name) if !SHELLS.contains(&name.trim_start_matches('-')) => Foreground::Program,
+            _ => Foreground::Shell,
+        }
+    }
+}
+
+/// Who has a pane's terminal, as `pane.process_info` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Foreground {
+    /// A program other than the pane's shell (the agent, while it runs).
+    Program,
+    /// The pane's own shell: no agent runs, whatever status herdr still shows. Text typed now is
+    /// run as a shell command.
+    Shell,
+    /// herdr cannot tell (a herdr without `pane.process_info`, or an answer without the pids).
+    Unknown,
+}
+
 /// `tab.create` → `tab_created{tab, root_pane}`: the new pane's id.
 #[derive(Deserialize)]
 struct TabCreated {
@@ -127,6 +186,7 @@ impl Herdr {
             path,
             next_id: AtomicU64::new(1),
             call_timeout: Duration::from_secs(5),
+            no_process_info: AtomicBool::new(false),
         }
     }
 
@@ -198,6 +258,26 @@ impl Herdr {
     pub async fn wait_idle(&self, pane: &str, timeout: Duration) -> Result<(), HerdrError> {
         let params = json!({"target": pane, "until": ["idle", "done"], "timeout_ms": timeout.as_millis() as u64});
         self.call::<IgnoredAny>("agent.wait", params, timeout).await.map(|_| ())
+    }
+
+    /// `pane.process_info` → who has the pane's terminal. herdr keeps showing an agent's last
+    /// status after its process died, so only this tells a live agent from a bare shell. A herdr
+    /// that does not know the method (it answers `invalid_request`) is [`Foreground::Unknown`],
+    /// now and for every later call, without asking again.
+    pub async fn foreground(&self, pane: &str) -> Result<Foreground, HerdrError> {
+        if self.no_process_info.load(Ordering::Relaxed) {
+            return Ok(Foreground::Unknown);
+        }
+        let answer = self.call::<ProcessInfoAnswer>("pane.process_info", json!({"pane_id": pane}), Duration::ZERO);
+        let info = match answer.await {
+            Ok(a) => a.process_info,
+            Err(e) if e.code() == Some("invalid_request") => {
+                self.no_process_info.store(true, Ordering::Relaxed);
+                return Ok(Foreground::Unknown);
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(info.foreground())
     }
 
     /// `pane.send_input` with Enter: types `text` into the pane and submits it.
@@ -289,6 +369,29 @@ mod tests {
         assert!(read_line(&mut a).await.expect("read").is_none());
         drop(a);
         let _ = writer.await;
+    }
+
+    fn foreground_of(answer: &str) -> Foreground {
+        let a: Answer<ProcessInfoAnswer> = serde_json::from_str(answer).expect("a pane_process_info answer");
+        a.result.map_or(Foreground::Unknown, |r| r.process_info.foreground())
+    }
+
+    #[test]
+    fn the_shell_has_the_pane_only_when_its_own_shell_process_is_in_front() {
+        let info = |group: u32, name: &str| {
+            format!(
+                r#"{{"id":"g3","result":{{"type":"pane_process_info","process_info":{{"pane_id":"w1:p1",
+                "shell_pid":100,"foreground_process_group_id":{group},
+                "foreground_processes":[{{"pid":{group},"name":"{name}","argv0":"{name}"}}]}}}}}}"#
+            )
+        };
+        assert_eq!(foreground_of(&info(100, "bash")), Foreground::Shell);
+        assert_eq!(foreground_of(&info(100, "-zsh")), Foreground::Shell);
+        assert_eq!(foreground_of(&info(101, "claude")), Foreground::Program);
+        // A profile that `exec`s its agent: the agent is the pane's own process.
+        assert_eq!(foreground_of(&info(100, "claude")), Foreground::Program);
+        let no_pids = r#"{"id":"g4","result":{"type":"pane_process_info","process_info":{"pane_id":"w1:p1"}}}"#;
+        assert_eq!(foreground_of(no_pids), Foreground::Unknown);
     }
 
     #[test]

@@ -390,6 +390,12 @@ impl crate::gateway::Gateway {
                 let Some(pane) = gw.entity(&main).map(|e| e.pane) else {
                     break;
                 };
+                if matches!(gw.herdr.foreground(&pane).await, Ok(crate::herdr::Foreground::Shell)) {
+                    // The main's agent has exited: a notice typed now would run in its shell.
+                    tracing::debug!(gid = %main, "nudge skipped: no agent in the main's pane");
+                    delay = (delay * 2).min(gw.cfg.nudge_max);
+                    continue;
+                }
                 let note = format!("[fleet] {held} message(s) waiting for you: call bridge_poll or bridge_wait");
                 match gw.herdr.send_input(&pane, &note).await {
                     Ok(()) => {

@@ -118,18 +118,31 @@ impl FakeHerdr {
         });
     }
 
-    /// Sets a pane's status and wakes `agent.wait` callers. On a shell pane a status other than
-    /// `unknown` makes it an agent pane (named after the command last submitted into it, else
-    /// `agent`); `Unknown` makes any pane a shell pane again. Ignored, with a warning, for an
-    /// unknown pane.
+    /// The agent in a pane reports `status` (herdr's `pane.report_agent`) and `agent.wait` callers
+    /// wake. On a shell pane a status other than `unknown` makes it an agent pane (named after the
+    /// command last submitted into it, else `agent`); `unknown` on a shell pane changes nothing.
+    /// As in herdr, `idle` after `working` shows `done`, and an agent that reports `unknown`
+    /// stays an agent (`agent.wait` waits on it); [`FakeHerdr::release_agent`] makes the pane a
+    /// shell again. Ignored, with a warning, for an unknown pane.
     pub fn set_status(&self, pane_id: &str, status: AgentStatus) {
         self.update_pane(pane_id, |pane, inputs| {
-            if status == AgentStatus::Unknown {
-                pane.agent = None;
-            } else if pane.agent.is_none() {
+            if pane.agent.is_none() {
+                if status == AgentStatus::Unknown {
+                    return;
+                }
                 pane.agent = Some(agent_name_from_inputs(inputs));
             }
-            pane.status = status;
+            pane.report(status);
+        });
+    }
+
+    /// The agent leaves the pane (herdr's `pane.release_agent`): a plain shell pane again,
+    /// `unknown`, and `agent.*` answers `agent_not_found` at once. Ignored, with a warning, for
+    /// an unknown pane.
+    pub fn release_agent(&self, pane_id: &str) {
+        self.update_pane(pane_id, |pane, _| {
+            pane.agent = None;
+            pane.status = AgentStatus::Unknown;
         });
     }
 
@@ -141,7 +154,6 @@ impl FakeHerdr {
                 let inputs = std::mem::take(&mut pane.inputs);
                 change(pane, &inputs);
                 pane.inputs = inputs;
-                pane.revision += 1;
             }
             None => {
                 tracing::warn!(pane_id, "fake herdr: no such pane; change ignored");
@@ -204,6 +216,12 @@ impl FakeHerdr {
     /// neither swallowed nor failed), in order. Kept after the pane closes.
     pub fn inputs(&self, pane_id: &str) -> Vec<String> {
         self.inputs_with(pane_id, |r| r.outcome == InputOutcome::Submitted)
+    }
+
+    /// Texts the bare shell ran as commands: submitted while the pane's agent was dead
+    /// ([`Fault::AgentGone`]), in order.
+    pub fn ran_in_shell(&self, pane_id: &str) -> Vec<String> {
+        self.inputs_with(pane_id, |r| r.outcome == InputOutcome::RanInShell)
     }
 
     /// Texts of `pane.send_input` calls answered `ok` but swallowed (not submitted), in order.

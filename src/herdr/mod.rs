@@ -23,19 +23,33 @@
 //!   request that does not parse: id `""`, code `invalid_request`, a message ending "at line 1
 //!   column N" — real herdr v0.8.2 deserializes the whole request at once and never answered
 //!   `invalid_params` when measured. `agent.wait` with `until: []` waits for idle, done or blocked.
-//! - an unknown name in `pane.send_input` `keys` is refused with `invalid_key`; text holding a
-//!   newline is submitted line by line, as a program reading lines sees it, enter key or not.
+//! - key names in `pane.send_input` `keys` are parsed as herdr parses them (`keys.rs`: `ctrl+c`,
+//!   `Enter`, `c-c`, single characters; hyphen names such as `ctrl-u` and `home`/`end` are
+//!   refused); one bad key refuses the request with `invalid_key` and nothing is typed. Text
+//!   holding a newline is submitted line by line, as a program reading lines sees it, enter key
+//!   or not.
+//! - `revision` is always 0 ([`REVISION`]), as real herdr v0.8.2 kept it.
+//! - an agent that worked and then reports `idle` shows `done` (herdr derives it for an unfocused
+//!   pane); the first idle report shows `idle`. An agent that reports `unknown` stays an agent:
+//!   `agent.wait` on it waits until its timeout; only a plain shell pane answers
+//!   `agent_not_found` at once.
+//! - env values holding NUL are `invalid_env`; a `cwd` that is not a directory falls back to the
+//!   server's `$HOME` (the fake's directory).
+//! - `pane.process_info {pane_id}` (newer herdr, outside HERDR.md's subset) tells which process
+//!   has the terminal: the agent, or the bare shell (`foreground_process_group_id ==
+//!   shell_pid`) in a shell pane or after the agent died ([`Fault::AgentGone`]).
 //!
 //! Model choices (documented here because tests depend on them):
 //! - ids are `wN`, `wN:tM`, `wN:pK`, counted per workspace and never reused. Closing a tab's
 //!   last pane removes the tab; removing a workspace's last tab removes the workspace, after which
 //!   `tab.create` fails with `workspace_not_found` again.
-//! - statuses are reported as set: all panes are unfocused and `done` is whatever the test sets.
+//! - statuses are reported as set, except that `idle` after `working` is `done`: all panes are
+//!   unfocused, so a finished agent is never "seen".
 //! - a pane becomes an agent pane through [`FakeHerdr::add_agent_pane`],
 //!   [`FakeHerdr::make_agent`], or [`FakeHerdr::set_status`] with a status other than `unknown`
 //!   on a shell pane; in that last case the agent is named after the command last submitted into
 //!   the pane (`claude --x` → `claude`, as herdr detects the foreground process), or `agent`.
-//!   `set_status(.., Unknown)` means the agent left: the pane is a plain shell again.
+//!   [`FakeHerdr::release_agent`] means the agent left: the pane is a plain shell again.
 //!
 //! The parts, one file each: the handle tests hold ([`FakeHerdr`], `handle.rs`), what it records
 //! (`record.rs`), agents' statuses and reactions (`agent.rs`), the fault switches (`fault.rs`),
@@ -60,6 +74,7 @@ mod agent;
 mod error;
 mod fault;
 mod handle;
+mod keys;
 mod model;
 mod record;
 mod server;
@@ -72,6 +87,7 @@ pub use agent::{AgentStatus, InputReaction, ParseAgentStatusError};
 pub use error::HerdrError;
 pub use fault::Fault;
 pub use handle::FakeHerdr;
+pub use keys::{InvalidKey, Key, NAMED_KEYS, parse_key, parse_keys};
 use model::*;
 pub use record::{Call, CreatedBy, CreatedPane, InputOutcome, InputRecord};
 use server::*;
@@ -82,35 +98,11 @@ use wire::*;
 pub const HERDR_VERSION: &str = "0.8.2";
 /// The socket protocol version the fake claims in `pong`.
 pub const PROTOCOL_VERSION: u32 = 20;
-/// Key names `pane.send_input` accepts (an unknown one is `invalid_key`, as in herdr).
-pub const KEY_NAMES: &[&str] = &[
-    "enter",
-    "return",
-    "tab",
-    "backtab",
-    "escape",
-    "esc",
-    "backspace",
-    "delete",
-    "space",
-    "up",
-    "down",
-    "left",
-    "right",
-    "home",
-    "end",
-    "pageup",
-    "pagedown",
-    "insert",
-    "ctrl-c",
-    "ctrl-d",
-    "ctrl-u",
-    "ctrl-l",
-    "c-c",
-    "c-d",
-    "c-u",
-    "c-l",
-];
+/// The `revision` every pane and agent record carries: real herdr v0.8.2 kept it at 0 through
+/// status changes and typed output, so a client that watches it for progress never sees any.
+pub const REVISION: u64 = 0;
+/// The name of the shell the fake's panes run (`pane.process_info` when no agent is in front).
+pub const SHELL_NAME: &str = "bash";
 /// Longest request line accepted, not counting its newline (herdr: 1 MiB).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 /// File name of the socket inside the directory given to [`FakeHerdr::start`].
@@ -129,4 +121,5 @@ const METHODS: &[&str] = &[
     "pane.close",
     "agent.get",
     "agent.wait",
+    "pane.process_info",
 ];

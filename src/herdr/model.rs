@@ -16,7 +16,12 @@ pub(super) struct State {
     pub(super) created: Vec<CreatedPane>,
     pub(super) closed_inputs: BTreeMap<String, Vec<InputRecord>>,
     pub(super) faults: HashSet<Fault>,
+    /// The last process id handed out (a pane's shell gets the next, its agent the one after).
+    pub(super) last_pid: u32,
 }
+
+/// The first process id the fake hands out: pids look real but never collide with the suite's.
+const FIRST_PID: u32 = 40_000;
 
 pub(super) struct Workspace {
     pub(super) id: String,
@@ -39,7 +44,8 @@ pub(super) struct Pane {
     pub(super) cwd: String,
     pub(super) agent: Option<String>,
     pub(super) status: AgentStatus,
-    pub(super) revision: u64,
+    /// The pid of the pane's shell; the agent it runs, if any, is `shell_pid + 1`.
+    pub(super) shell_pid: u32,
     pub(super) reaction: InputReaction,
     /// Next status a flapping read reports: `working` when true, else `idle`.
     pub(super) flap_working: bool,
@@ -53,9 +59,24 @@ impl Pane {
     /// calls this: the agent completes each brief by the time anyone waits for it).
     pub(super) fn finish_brief(&mut self) {
         if self.finish_after_reads.take().is_some() {
-            self.status = AgentStatus::Idle;
-            self.revision += 1;
+            self.report(AgentStatus::Idle);
         }
+    }
+
+    /// The agent reports `status`, as `pane.report_agent` does. herdr derives `done` from it: an
+    /// agent that was `working` and reports `idle` shows `done` (nobody focuses the fake's panes,
+    /// so it is never "seen"); an idle report after anything else shows `idle`.
+    pub(super) fn report(&mut self, status: AgentStatus) {
+        self.status = match (self.status, status) {
+            (AgentStatus::Working, AgentStatus::Idle) => AgentStatus::Done,
+            (_, status) => status,
+        };
+    }
+
+    /// Whether an agent process runs in the foreground: an agent pane whose agent did not die
+    /// ([`Fault::AgentGone`]). Otherwise the shell has the terminal and runs what is typed.
+    pub(super) fn agent_alive(&self, faults: &HashSet<Fault>) -> bool {
+        self.agent.is_some() && !faults.contains(&Fault::AgentGone)
     }
 
     /// The status a wire read reports, faults applied (a flapping read flips the next one).
@@ -65,9 +86,8 @@ impl Pane {
         }
         if let Some(left) = self.finish_after_reads {
             if left == 0 {
-                self.status = AgentStatus::Idle;
                 self.finish_after_reads = None;
-                self.revision += 1;
+                self.report(AgentStatus::Idle);
             } else {
                 self.finish_after_reads = Some(left - 1);
             }
@@ -135,6 +155,8 @@ impl State {
             label,
         });
         let hex = uuid::Uuid::new_v4().simple().to_string();
+        let shell_pid = self.last_pid.max(FIRST_PID) + 1;
+        self.last_pid = shell_pid + 1;
         self.panes.push(Pane {
             id: pane_id.clone(),
             terminal_id: format!("term_{}", &hex[..14]),
@@ -143,7 +165,7 @@ impl State {
             cwd,
             agent: None,
             status: AgentStatus::Unknown,
-            revision: 0,
+            shell_pid,
             reaction: InputReaction::default(),
             flap_working: false,
             finish_after_reads: None,
@@ -221,7 +243,7 @@ impl State {
                 max_offset_from_bottom: 0,
                 viewport_rows: 39,
             },
-            revision: pane.revision,
+            revision: REVISION,
         })
     }
 
@@ -299,12 +321,51 @@ pub(super) fn agent_name_from_inputs(inputs: &[InputRecord]) -> String {
         .unwrap_or_else(|| "agent".to_string())
 }
 
+/// herdr's check of a caller's env: keys non-empty without `=` or NUL, values without NUL.
 pub(super) fn validate_env(env: &BTreeMap<String, String>) -> Result<(), WireError> {
-    match env.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
-        Some(key) => Err(WireError::new(
+    if let Some(key) = env.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
+        return Err(WireError::new(
             "invalid_env",
             format!("invalid env key {key:?}: keys must be non-empty and hold no '=' or NUL"),
-        )),
-        None => Ok(()),
+        ));
+    }
+    if let Some(key) = env.iter().find(|(_, v)| v.contains('\0')).map(|(k, _)| k) {
+        return Err(WireError::new(
+            "invalid_env",
+            format!("invalid env value for {key:?}: values must hold no NUL"),
+        ));
+    }
+    Ok(())
+}
+
+/// The pane's working directory as herdr sets it: the `cwd` asked for when it is a directory,
+/// else (absent, or a path that does not exist) the server's `$HOME`, silently.
+pub(super) fn pane_cwd(asked: Option<&str>, home: &str) -> String {
+    match asked {
+        Some(dir) if Path::new(dir).is_dir() => dir.to_string(),
+        _ => home.to_string(),
+    }
+}
+
+/// What `pane.process_info` reports for a pane: the agent in the foreground while one runs,
+/// else the bare shell (a plain shell pane, or an agent that died without a release).
+pub(super) fn process_info(pane: &Pane, faults: &HashSet<Fault>) -> ProcessInfoWire {
+    let cwd = pane.cwd.clone();
+    let (pid, name, argv) = match (&pane.agent, pane.agent_alive(faults)) {
+        (Some(agent), true) => (pane.shell_pid + 1, agent.clone(), vec![agent.clone()]),
+        _ => (pane.shell_pid, SHELL_NAME.to_string(), vec![SHELL_NAME.to_string()]),
+    };
+    ProcessInfoWire {
+        pane_id: pane.id.clone(),
+        shell_pid: pane.shell_pid,
+        foreground_process_group_id: pid,
+        foreground_processes: vec![ProcessWire {
+            pid,
+            argv0: name.clone(),
+            cmdline: argv.join(" "),
+            name,
+            argv,
+            cwd,
+        }],
     }
 }

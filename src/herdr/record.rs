@@ -13,6 +13,9 @@ pub enum InputOutcome {
     Swallowed,
     /// Typed without `enter`: left in the prompt, not submitted.
     Typed,
+    /// Submitted into a pane whose agent had died ([`Fault::AgentGone`]): the bare shell ran the
+    /// text as a command. Never an inject: no agent saw it.
+    RanInShell,
 }
 
 /// One accepted `pane.send_input`, as recorded for the pane.

@@ -156,6 +156,7 @@ impl Shared {
             "pane.send_input" => parse_params(params).and_then(|p| self.send_input(p, received_at)),
             "pane.get" => parse_params(params).and_then(|p: PaneTarget| self.pane_get(&p.pane_id)),
             "pane.close" => parse_params(params).and_then(|p: PaneTarget| self.pane_close(&p.pane_id)),
+            "pane.process_info" => parse_params(params).and_then(|p: PaneTarget| self.pane_process_info(&p.pane_id)),
             "agent.get" => parse_params(params)
                 .and_then(|p: AgentTarget| self.probe_agent(&p.target).map(|agent| ResultBody::AgentInfo { agent })),
             "agent.wait" => match parse_params::<AgentWaitParams>(params) {
@@ -190,7 +191,7 @@ impl Shared {
     pub(super) fn workspace_create(&self, p: CreateParams) -> Result<ResultBody, WireError> {
         validate_env(&p.env)?;
         self.refuse_create()?;
-        let cwd = p.cwd.clone().unwrap_or_else(|| self.default_cwd.clone());
+        let cwd = pane_cwd(p.cwd.as_deref(), &self.default_cwd);
         let mut state = self.state();
         let ws = state.create_workspace(p.label.clone());
         let (tab_id, pane_id) = state.create_tab(&ws, None, cwd.clone());
@@ -228,7 +229,7 @@ impl Shared {
             return Err(WireError::new("workspace_not_found", message));
         };
         validate_env(&p.env)?;
-        let cwd = p.cwd.clone().unwrap_or_else(|| self.default_cwd.clone());
+        let cwd = pane_cwd(p.cwd.as_deref(), &self.default_cwd);
         let (tab_id, pane_id) = state.create_tab(&ws, p.label.clone(), cwd.clone());
         state.record_created(&self.socket_path, CreatedBy::TabCreate, &p, &ws, &tab_id, &pane_id, cwd);
         let body = ResultBody::TabCreated {
@@ -242,8 +243,9 @@ impl Shared {
 
     pub(super) fn send_input(&self, p: SendInputParams, received_at: Instant) -> Result<ResultBody, WireError> {
         let mut state = self.state();
-        let swallow = state.faults.contains(&Fault::SwallowInput);
-        let fail = state.faults.contains(&Fault::SendInputFails);
+        let faults = state.faults.clone();
+        let swallow = faults.contains(&Fault::SwallowInput);
+        let fail = faults.contains(&Fault::SendInputFails);
         let pane = state.pane_mut(&p.pane_id).ok_or_else(|| pane_not_found(&p.pane_id))?;
         if fail {
             return Err(WireError::new(
@@ -251,18 +253,16 @@ impl Shared {
                 format!("failed to send input to pane {}", p.pane_id),
             ));
         }
-        if let Some(k) = p
-            .keys
-            .iter()
-            .find(|k| !KEY_NAMES.contains(&k.to_ascii_lowercase().as_str()))
-        {
-            return Err(WireError::new("invalid_key", format!("unsupported key {k:?}")));
-        }
+        // One bad key refuses the whole request: nothing is typed.
+        let keys = parse_keys(&p.keys).map_err(|e| WireError::new("invalid_key", e.to_string()))?;
         // A newline in the text submits too: a program that reads lines sees each line.
-        let enter = p.keys.iter().any(|k| k.eq_ignore_ascii_case("enter")) || p.text.contains(['\n', '\r']);
-        let ready_agent = pane.agent.is_some() && pane.status.is_ready();
+        let enter = keys.iter().any(Key::is_enter) || p.text.contains(['\n', '\r']);
+        let alive = pane.agent_alive(&faults);
+        let ready_agent = alive && pane.status.is_ready();
         let outcome = if !enter {
             InputOutcome::Typed
+        } else if pane.agent.is_some() && !alive {
+            InputOutcome::RanInShell
         } else if swallow || (ready_agent && pane.reaction == InputReaction::StayIdle) {
             InputOutcome::Swallowed
         } else {
@@ -271,7 +271,6 @@ impl Shared {
         let starts_working = outcome == InputOutcome::Submitted && ready_agent;
         if starts_working {
             pane.status = AgentStatus::Working;
-            pane.revision += 1;
             if pane.reaction == InputReaction::WorksBriefly {
                 // Two reads of `working` (the gateway's submit check, a heartbeat's status read),
                 // then `idle`.
@@ -305,6 +304,15 @@ impl Shared {
         Ok(ResultBody::PaneInfo { pane })
     }
 
+    /// `pane.process_info`: which process has the pane's terminal (see [`process_info`]).
+    pub(super) fn pane_process_info(&self, pane_id: &str) -> Result<ResultBody, WireError> {
+        let state = self.state();
+        let pane = state.pane(pane_id).ok_or_else(|| pane_not_found(pane_id))?;
+        Ok(ResultBody::PaneProcessInfo {
+            process_info: process_info(pane, &state.faults),
+        })
+    }
+
     pub(super) fn pane_close(&self, pane_id: &str) -> Result<ResultBody, WireError> {
         if !self.state().remove_pane(pane_id) {
             return Err(pane_not_found(pane_id));
@@ -330,7 +338,7 @@ impl Shared {
             agent_status,
             focused: false,
             cwd: pane.cwd.clone(),
-            revision: pane.revision,
+            revision: REVISION,
         })
     }
 

@@ -231,7 +231,7 @@ async fn a_fresh_server_has_no_workspace_until_one_is_created() {
     let answer = rpc(
         &h,
         "tab.create",
-        json!({"label": "fleet-t1", "cwd": "/srv/repo", "focus": false, "env": env}),
+        json!({"label": "fleet-t1", "cwd": "/tmp", "focus": false, "env": env}),
     )
     .await;
     assert_eq!(code(&answer), "workspace_not_found");
@@ -254,7 +254,7 @@ async fn a_fresh_server_has_no_workspace_until_one_is_created() {
     let answer = rpc(
         &h,
         "tab.create",
-        json!({"label": "fleet-t1", "cwd": "/srv/repo", "focus": false, "env": env}),
+        json!({"label": "fleet-t1", "cwd": "/tmp", "focus": false, "env": env}),
     )
     .await;
     assert_eq!(result_type(&answer), "tab_created");
@@ -273,7 +273,7 @@ async fn a_fresh_server_has_no_workspace_until_one_is_created() {
     assert_eq!(
         pane,
         &json!({"pane_id":"w1:p2","terminal_id":terminal,"workspace_id":"w1","tab_id":"w1:t2","focused":false,
-            "cwd":"/srv/repo","foreground_cwd":"/srv/repo","agent_status":"unknown",
+            "cwd":"/tmp","foreground_cwd":"/tmp","agent_status":"unknown",
             "scroll":{"offset_from_bottom":0,"max_offset_from_bottom":0,"viewport_rows":39},"revision":0})
     );
 
@@ -287,7 +287,7 @@ async fn a_fresh_server_has_no_workspace_until_one_is_created() {
     );
     assert_eq!(
         (tab.created_by, tab.label.as_deref(), tab.cwd.as_str(), tab.focus),
-        (CreatedBy::TabCreate, Some("fleet-t1"), "/srv/repo", false)
+        (CreatedBy::TabCreate, Some("fleet-t1"), "/tmp", false)
     );
     assert_eq!(
         tab.caller_env,
@@ -510,8 +510,8 @@ async fn a_launched_shell_pane_becomes_the_agent_it_was_told_to_run() {
     assert_eq!(h.agent(&pane).as_deref(), Some("claude"));
     let answer = rpc(&h, "pane.get", json!({"pane_id": pane})).await;
     assert_eq!(answer["result"]["pane"]["agent"], "claude");
-    assert_eq!(answer["result"]["pane"]["revision"], 1);
-    h.set_status(&pane, AgentStatus::Unknown);
+    assert_eq!(answer["result"]["pane"]["revision"], 0, "revision stays 0, as in herdr");
+    h.release_agent(&pane);
     assert_eq!(h.agent(&pane), None);
     let other = h.add_shell_pane();
     h.make_agent(&other, "codex", AgentStatus::Blocked);
@@ -888,4 +888,221 @@ fn agent_status_parses_and_prints_its_wire_names() {
         assert_eq!(serde_json::to_value(status).expect("json"), json!(text));
     }
     assert!("Idle".parse::<AgentStatus>().is_err());
+}
+
+#[rstest]
+#[case::ctrl_plus("ctrl+c")]
+#[case::ctrl_plus_upper("Ctrl+C")]
+#[case::shift_tab("shift+tab")]
+#[case::alt_b("alt+b")]
+#[case::ctrl_shift("ctrl+shift+c")]
+#[case::lower_char("a")]
+#[case::upper_char("A")]
+#[case::f1("f1")]
+#[case::bs("bs")]
+#[case::minus("minus")]
+#[case::leading_space(" enter")]
+#[case::enter("enter")]
+#[case::enter_title("Enter")]
+#[case::enter_upper("ENTER")]
+#[case::return_("return")]
+#[case::tmux_interrupt_upper("C-c")]
+#[case::tmux_interrupt("c-c")]
+#[case::escape("escape")]
+#[case::esc("esc")]
+#[case::tab("tab")]
+#[case::space("space")]
+fn herdr_accepts_these_key_names(#[case] name: &str) {
+    assert!(parse_key(name).is_ok(), "{name:?} is accepted by herdr v0.8.2");
+}
+
+#[rstest]
+#[case::ctrl_c("ctrl-c")]
+#[case::ctrl_d("ctrl-d")]
+#[case::ctrl_u("ctrl-u")]
+#[case::ctrl_l("ctrl-l")]
+#[case::c_d("c-d")]
+#[case::c_u("c-u")]
+#[case::c_l("c-l")]
+#[case::home("home")]
+#[case::end("end")]
+#[case::delete("delete")]
+#[case::backtab("backtab")]
+#[case::pageup("pageup")]
+#[case::insert("insert")]
+#[case::pagedown("pagedown")]
+#[case::unknown_modifier("hyper+c")]
+#[case::blank(" ")]
+fn herdr_refuses_these_key_names(#[case] name: &str) {
+    assert_eq!(parse_key(name), Err(InvalidKey(name.to_string())));
+}
+
+#[rstest]
+#[case::enter(" Enter", true)]
+#[case::return_("RETURN", true)]
+#[case::ctrl_enter("ctrl+enter", false)]
+#[case::letter("e", false)]
+fn only_a_bare_enter_submits(#[case] name: &str, #[case] submits: bool) {
+    assert_eq!(parse_key(name).map(|k| k.is_enter()), Ok(submits));
+}
+
+#[tokio::test]
+async fn one_hyphen_key_refuses_the_request_and_types_nothing() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    let params = json!({"pane_id": pane, "text": "the brief", "keys": ["ctrl-u", "enter"]});
+    let answer = rpc(&h, "pane.send_input", params).await;
+    assert_eq!(code(&answer), "invalid_key", "{answer}");
+    assert!(h.input_log(&pane).is_empty(), "nothing is typed");
+    assert_eq!(h.status(&pane), Some(AgentStatus::Idle));
+    let params = json!({"pane_id": pane, "text": "the brief", "keys": ["ctrl+u", " Enter"]});
+    assert_eq!(result_type(&rpc(&h, "pane.send_input", params).await), "ok");
+    assert_eq!(h.inputs(&pane), vec!["the brief"]);
+}
+
+#[tokio::test]
+async fn an_agent_that_worked_and_went_idle_shows_done() {
+    let (h, _dir) = fake().await;
+    let shell = h.add_shell_pane();
+    h.set_status(&shell, AgentStatus::Idle);
+    assert_eq!(
+        status_on_wire(&h, &shell).await,
+        "idle",
+        "the first idle report shows idle"
+    );
+    send(&h, &shell, "the first brief").await;
+    assert_eq!(status_on_wire(&h, &shell).await, "working");
+    h.set_status(&shell, AgentStatus::Idle);
+    assert_eq!(status_on_wire(&h, &shell).await, "done", "working -> idle shows done");
+    assert_eq!(h.status(&shell), Some(AgentStatus::Done));
+
+    let blocked = h.add_agent_pane("codex", AgentStatus::Blocked);
+    h.set_status(&blocked, AgentStatus::Idle);
+    assert_eq!(status_on_wire(&h, &blocked).await, "idle", "blocked -> idle shows idle");
+}
+
+#[tokio::test]
+async fn an_agent_that_finishes_each_brief_quickly_ends_done() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    h.set_on_input(&pane, InputReaction::WorksBriefly);
+    send(&h, &pane, "quick one").await;
+    let answer = rpc(&h, "agent.wait", wait_params(&pane, 60_000)).await;
+    assert_eq!(answer["result"]["agent"]["agent_status"], "done", "{answer}");
+}
+
+#[tokio::test]
+async fn revision_stays_zero_through_status_changes_and_typed_output() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    send(&h, &pane, "work on it").await;
+    h.set_status(&pane, AgentStatus::Idle);
+    rpc(&h, "pane.send_input", json!({"pane_id": pane, "text": "draft"})).await;
+    let answer = rpc(&h, "pane.get", json!({"pane_id": pane})).await;
+    assert_eq!(answer["result"]["pane"]["revision"], 0, "{answer}");
+    let answer = rpc(&h, "agent.get", json!({"target": pane})).await;
+    assert_eq!(answer["result"]["agent"]["revision"], 0, "{answer}");
+}
+
+#[tokio::test]
+async fn agent_wait_on_an_agent_reported_unknown_waits_for_its_timeout() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    h.set_status(&pane, AgentStatus::Unknown);
+    assert_eq!(h.agent(&pane).as_deref(), Some("claude"), "still an agent");
+    let started = Instant::now();
+    let answer = rpc(&h, "agent.wait", wait_params(&pane, 150)).await;
+    assert_eq!(code(&answer), "timeout", "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    h.release_agent(&pane);
+    let answer = rpc(&h, "agent.wait", wait_params(&pane, 60_000)).await;
+    assert_eq!(code(&answer), "agent_not_found", "a released pane is a shell: at once");
+}
+
+#[tokio::test]
+async fn agent_wait_without_until_waits_for_idle_done_or_blocked() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Blocked);
+    let answer = rpc(&h, "agent.wait", json!({"target": pane, "timeout_ms": 50})).await;
+    assert_eq!(result_type(&answer), "agent_info", "{answer}");
+}
+
+#[tokio::test]
+async fn a_nul_in_an_env_value_is_invalid_env() {
+    let (h, _dir) = fake().await;
+    let answer = rpc(&h, "workspace.create", json!({"focus": false, "env": {"A": "x\u{0}y"}})).await;
+    assert_eq!(code(&answer), "invalid_env", "{answer}");
+    assert!(h.created_panes().is_empty());
+}
+
+#[tokio::test]
+async fn a_cwd_that_does_not_exist_falls_back_to_home() {
+    let (h, dir) = fake().await;
+    let answer = rpc(
+        &h,
+        "workspace.create",
+        json!({"focus": false, "cwd": "/no/such/dir/here", "env": {}}),
+    )
+    .await;
+    let home = dir.0.display().to_string();
+    assert_eq!(answer["result"]["root_pane"]["cwd"], json!(home), "{answer}");
+    assert_eq!(h.created_panes()[0].cwd, home);
+}
+
+/// `pane.process_info` → (shell pid, foreground process group id, first foreground name).
+async fn foreground(h: &FakeHerdr, pane: &str) -> (u64, u64, String) {
+    let answer = rpc(h, "pane.process_info", json!({"pane_id": pane})).await;
+    assert_eq!(result_type(&answer), "pane_process_info", "{answer}");
+    let info = &answer["result"]["process_info"];
+    assert_eq!(info["pane_id"], pane);
+    (
+        info["shell_pid"].as_u64().unwrap_or_default(),
+        info["foreground_process_group_id"].as_u64().unwrap_or_default(),
+        info["foreground_processes"][0]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+#[tokio::test]
+async fn process_info_shows_the_agent_or_the_bare_shell_in_front() {
+    let (h, _dir) = fake().await;
+    let agent = h.add_agent_pane("claude", AgentStatus::Idle);
+    let shell = h.add_shell_pane();
+    let (shell_pid, group, name) = foreground(&h, &agent).await;
+    assert!(group != shell_pid && name == "claude", "{shell_pid} {group} {name}");
+    let (shell_pid, group, name) = foreground(&h, &shell).await;
+    assert!(group == shell_pid && name == SHELL_NAME, "{shell_pid} {group} {name}");
+    let answer = rpc(&h, "pane.process_info", json!({"pane_id": "w1:p99"})).await;
+    assert_eq!(code(&answer), "pane_not_found");
+}
+
+#[tokio::test]
+async fn fault_agent_gone_keeps_the_status_and_the_shell_runs_the_text() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    send(&h, &pane, "first").await;
+    h.set_status(&pane, AgentStatus::Idle);
+    h.set_fault(Fault::AgentGone, true);
+    assert_eq!(status_on_wire(&h, &pane).await, "done", "the last status stays");
+    let answer = rpc(&h, "agent.wait", wait_params(&pane, 60_000)).await;
+    assert_eq!(
+        result_type(&answer),
+        "agent_info",
+        "herdr still sees an agent: {answer}"
+    );
+    let (shell_pid, group, name) = foreground(&h, &pane).await;
+    assert!(group == shell_pid && name == SHELL_NAME, "{shell_pid} {group} {name}");
+    assert_eq!(result_type(&send(&h, &pane, "echo pwned").await), "ok");
+    assert_eq!(h.ran_in_shell(&pane), vec!["echo pwned"]);
+    assert_eq!(h.inputs(&pane), vec!["first"], "no agent saw it");
+    assert_eq!(h.status(&pane), Some(AgentStatus::Done), "the status does not move");
+    h.set_fault(Fault::AgentGone, false);
+    let (shell_pid, group, _) = foreground(&h, &pane).await;
+    assert_ne!(group, shell_pid);
 }

@@ -58,6 +58,8 @@ pub(super) struct SendInputParams {
 #[derive(Deserialize)]
 pub(super) struct AgentWaitParams {
     pub(super) target: String,
+    /// Absent or empty: herdr waits for idle, done or blocked.
+    #[serde(default)]
     pub(super) until: Vec<AgentStatus>,
     #[serde(default)]
     pub(super) timeout_ms: Option<u64>,
@@ -247,6 +249,31 @@ pub(super) enum ResultBody {
     AgentInfo {
         agent: AgentWire,
     },
+    PaneProcessInfo {
+        process_info: ProcessInfoWire,
+    },
+}
+
+/// `pane.process_info`'s answer (newer herdr; not in HERDR.md's subset): which process group has
+/// the pane's terminal. `foreground_process_group_id == shell_pid` means the bare shell does:
+/// no agent runs, whatever status herdr still shows.
+#[derive(Serialize)]
+pub(super) struct ProcessInfoWire {
+    pub(super) pane_id: String,
+    pub(super) shell_pid: u32,
+    pub(super) foreground_process_group_id: u32,
+    pub(super) foreground_processes: Vec<ProcessWire>,
+}
+
+/// One process of the foreground job.
+#[derive(Serialize)]
+pub(super) struct ProcessWire {
+    pub(super) pid: u32,
+    pub(super) name: String,
+    pub(super) argv0: String,
+    pub(super) argv: Vec<String>,
+    pub(super) cmdline: String,
+    pub(super) cwd: String,
 }
 
 #[derive(Serialize)]
