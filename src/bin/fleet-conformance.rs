@@ -420,6 +420,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             capabilities: &caps,
             baseline: &baseline,
             strict: a.strict,
+            reference_gateway: a.gateway_cmd.is_none(),
         },
     );
     let finished_at = SystemTime::now();

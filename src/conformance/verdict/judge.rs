@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use super::super::catalogue::Scenario;
 use super::super::registry::{Level, Registry};
+use super::super::selection::REFERENCE_TAG;
 use super::super::tagexpr::TagExpr;
 use super::{
     Baseline, BrokerRun, Capabilities, Cell, Judgement, LeftOutScenario, Outcome, Row, ScenarioResult, Verdict,
@@ -18,6 +19,9 @@ pub struct Options<'a> {
     pub capabilities: &'a Capabilities,
     pub baseline: &'a Baseline,
     pub strict: bool,
+    /// The gateway under test is the reference: `@reference` scenarios ran. Otherwise they are
+    /// listed as left out (they read the reference's own surface, CONTRACT §9).
+    pub reference_gateway: bool,
 }
 
 /// Judges the runs of every broker against the registry.
@@ -242,7 +246,8 @@ fn left_out_scenarios(
                     .map_or_else(|| t.clone(), |c| c.name.clone())
             })
             .collect();
-        if gated.is_empty() {
+        let reference_only = !opts.reference_gateway && s.tags.iter().any(|t| t == REFERENCE_TAG);
+        if gated.is_empty() && !reference_only {
             continue;
         }
         out.push(LeftOutScenario {
@@ -251,7 +256,11 @@ fn left_out_scenarios(
             file: Some(s.file.clone()),
             line: s.line,
             requirements: requirements(&mut s.tags.iter().map(String::as_str)),
-            reason: format!("needs capability {} (not declared)", gated.join(", ")),
+            reason: if gated.is_empty() {
+                "reads the reference gateway's own surface (@reference): never judges another gateway".to_string()
+            } else {
+                format!("needs capability {} (not declared)", gated.join(", "))
+            },
         });
     }
     for run in runs {
@@ -295,6 +304,7 @@ mod tests {
             capabilities: &c,
             baseline: &Baseline::default(),
             strict: false,
+            reference_gateway: true,
         };
         let j = judge(&reg, &catalogue(), vec![r], opts);
         let top = cell(&j, "TOP-1");
@@ -327,6 +337,7 @@ mod tests {
             capabilities: &c,
             baseline: &Baseline::default(),
             strict: false,
+            reference_gateway: true,
         };
         let j = judge(&reg, &catalogue(), vec![r], opts);
         assert_eq!(cell(&j, "FWD-1").verdict, Verdict::Pass, "the other scenario passed");
@@ -369,6 +380,32 @@ mod tests {
             None,
         );
         assert_eq!(all.left_out.len(), 1, "a declared capability runs: {:?}", all.left_out);
+    }
+
+    #[test]
+    fn reference_scenarios_are_left_out_for_another_gateway_only() {
+        let reg = crate::conformance::registry::test_registry();
+        let mut cat = catalogue();
+        cat.push(sc("metrics", &["reference"]));
+        let c = Capabilities::all(&reg);
+        let base = Baseline::default();
+        let opts = |reference_gateway| Options {
+            selection: None,
+            capabilities: &c,
+            baseline: &base,
+            strict: false,
+            reference_gateway,
+        };
+        let other = judge(&reg, &cat, vec![run(Vec::new())], opts(false));
+        let left: Vec<&str> = other.left_out.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(left, ["metrics"]);
+        assert!(
+            other.left_out[0].reason.contains("@reference"),
+            "{:?}",
+            other.left_out[0]
+        );
+        let reference = judge(&reg, &cat, vec![run(Vec::new())], opts(true));
+        assert!(reference.left_out.is_empty(), "{:?}", reference.left_out);
     }
 
     fn sc(name: &str, tags: &[&str]) -> Scenario {
@@ -478,6 +515,7 @@ mod tests {
                 capabilities: &c,
                 baseline: base,
                 strict,
+                reference_gateway: true,
             },
         )
     }
@@ -648,6 +686,7 @@ mod tests {
                 capabilities: &Capabilities::default(),
                 baseline: &Baseline::default(),
                 strict: false,
+                reference_gateway: true,
             },
         );
         assert!(!j.passed);
