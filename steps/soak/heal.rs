@@ -81,8 +81,8 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
     summary["scenarioDir"] = json!(w.dir.display().to_string());
     summary["config"]["injectBoundMs"] = json!(w.inject_bound().as_millis() as u64);
     // The gateways' reconnect backoff caps at 10 s: a strike's unknowns may come that long after it.
-    summary["unknownByNemesis"] =
-        unknown_by_nemesis(&w.soak, scaled(w.inject_bound()), scaled(Duration::from_secs(10)));
+    // `inject_bound` is already stretched: the step that set it scaled it.
+    summary["unknownByNemesis"] = unknown_by_nemesis(&w.soak, w.inject_bound(), scaled(Duration::from_secs(10)));
     println!("{}", unknown_line(&summary["unknownByNemesis"]));
     let path = summary_path(w)?;
     let pretty = serde_json::to_string_pretty(&summary)?;
