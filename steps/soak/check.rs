@@ -95,7 +95,7 @@ pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration
                 true,
                 "briefs to a worker whose gateway is dead or frozen end inject_timeout (FWD-5): unknown by design of the at-most-once forward path".to_string(),
             ),
-            Strike::BrokerRestart if counts.keys().all(|t| *t == "bridge_send") => (
+            _ if !counts.is_empty() && counts.keys().all(|t| *t == "bridge_send") => (
                 true,
                 "SENDs whose confirm was lost with the broker: never republished ([C-18] forbids it for SEND)".to_string(),
             ),
