@@ -13,7 +13,8 @@
 //!   capability names or the path of a capabilities file (`*.toml`). Unset, the reference gateway
 //!   (no `FLEET_GATEWAY_CMD`) declares what `fixtures/reference-capabilities.toml` says, and any
 //!   other gateway declares nothing.
-//! - `@reference` runs only against the reference gateway (no `FLEET_GATEWAY_CMD`): those
+//! - `@reference` runs only against the reference gateway (no `FLEET_GATEWAY_CMD`, or
+//!   `FLEET_E2E_REFERENCE=1` for a build of it such as a seeded fault's): those
 //!   scenarios read the reference's own surface (its metrics, its log text), which neither SPEC
 //!   nor CONTRACT asks of another gateway ([C-11]), so they never fail another gateway's run.
 
@@ -31,9 +32,15 @@ pub const SOAK_TAG: &str = "soak";
 /// The tag of scenarios that read the reference gateway's own surface (see the module doc).
 pub const REFERENCE_TAG: &str = "reference";
 
-/// Whether the gateway under test is the reference gateway (no `FLEET_GATEWAY_CMD`).
+/// Says that `FLEET_GATEWAY_CMD` is a build of the reference gateway (`1`), e.g. one with a
+/// seeded fault (`scripts/mutants`), so `@reference` scenarios run against it.
+pub const REFERENCE_VAR: &str = "FLEET_E2E_REFERENCE";
+
+/// Whether the gateway under test is the reference gateway: no `FLEET_GATEWAY_CMD`, or
+/// [`REFERENCE_VAR`]`=1`.
 pub fn reference_under_test() -> bool {
-    !std::env::var("FLEET_GATEWAY_CMD").is_ok_and(|c| !c.trim().is_empty())
+    std::env::var(REFERENCE_VAR).is_ok_and(|v| v.trim() == "1")
+        || !std::env::var("FLEET_GATEWAY_CMD").is_ok_and(|c| !c.trim().is_empty())
 }
 
 /// Whether the soak run was asked for (`FLEET_E2E_SOAK=1`).
