@@ -421,7 +421,11 @@ async fn failed_unknown_field(w: &mut FleetWorld, from: String, main: String) ->
     let body = json!({"reason": "busy", "detail": "c17", "futureField": true})
         .to_string()
         .into_bytes();
-    let env = Envelope::new("FAILED", &from_gid, &to, "probe").signed_by(&key(w, "probe")?, &body);
+    // A notice names the message it is about (corrId, ENV-1); no send of the main is open for
+    // it, so the gateway holds it for the main to drain.
+    let mut env = Envelope::new("FAILED", &from_gid, &to, "probe");
+    env.set("corrId", &new_uuid());
+    let env = env.signed_by(&key(w, "probe")?, &body);
     w.probe()
         .await?
         .publish(&Crafted::from_envelope("bridge.msg", &to, &env, &body))
