@@ -54,3 +54,11 @@ Feature: Presence — every gateway keeps the union roster from signed heartbeat
     When the gateway on "a" is restarted
     Then the roster of "a" lists "w1" on "b"
     And the roster of "a" lists "lead" on "a"
+
+  @PRS-2 @SIG-2
+  Scenario: JSON body fields a gateway does not know are ignored, in PRESENCE and in a notice ([C-17])
+    Given the probe watches the wire
+    When the probe announces "p9" on host "probe" with a body field no gateway knows
+    Then within 2 heartbeats every roster lists "p9" on host "probe"
+    When "p9" on the probe host sends "lead" a FAILED whose body has a field no gateway knows
+    Then "lead" drains that FAILED, which was never dead-lettered

@@ -106,6 +106,20 @@ async fn roster_drops(w: &mut FleetWorld, n: u32, at: String, name: String) -> a
     Ok(())
 }
 
+/// Whether a captured presence renews `gid`: its own `up`, or a batch (PRB-1) listing it.
+pub(crate) fn renews(m: &Captured, gid: &str) -> bool {
+    let Ok(body) = serde_json::from_slice::<Value>(&m.body) else {
+        return false;
+    };
+    if m.routing_key.ends_with(&format!(".{gid}")) {
+        return body["state"] == "up";
+    }
+    m.routing_key.ends_with("._gateway")
+        && body["entities"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|e| e["gid"] == gid && e["state"] != "down"))
+}
+
 /// The `state` of a captured presence of `gid` (routing key `roster.<host>.<gid>`), if it is one.
 fn presence_state(m: &Captured, gid: &str) -> Option<String> {
     if !m.routing_key.ends_with(&format!(".{gid}")) {
@@ -356,24 +370,37 @@ async fn outlives_ttl(w: &mut FleetWorld, name: String, frozen: String) -> anyho
     // The frozen gateway last applied a heartbeat of `name` before it was frozen; its entry
     // expires 3 heartbeats (ttlMs) later. Four heartbeats of `name` seen on the wire after this
     // step began prove more than three intervals passed, whatever the machine's speed.
+    //
+    // A heartbeat of `name` is its own PRESENCE or, from a gateway that batches (SPEC §17), its
+    // host's `_gateway` heartbeat listing it: both renew its entry.
     w.host(&frozen)?;
     let e = w.entity(&name)?;
-    let key = format!("roster.{}.{}", e.host, w.gid(&name)?);
+    let gid = w.gid(&name)?;
+    let keys = vec![
+        format!("roster.{}.{gid}", e.host),
+        format!("roster.{}._gateway", e.host),
+    ];
     // The tap's queue (exclusive to the scenario's probe) lives until cleanup closes the probe;
     // what is judged next is `roster.<host>`, which it does not touch.
-    let tap = w.probe().await?.tap("bridge.roster", &key).await?;
-    wait_for(&format!("4 heartbeats of {name} on {key}"), heartbeats(w, 6), || {
-        let tap = &tap;
-        async move {
-            // `fetch` returns everything captured so far.
-            let n = tap.fetch().await.map_err(|e| e.to_string())?.len();
-            if n >= 4 {
-                Ok(Some(()))
-            } else {
-                Err(format!("{n} heartbeat(s) so far"))
+    let tap = w.probe().await?.tap_keys("bridge.roster", &keys).await?;
+    let key = &keys[0];
+    wait_for(
+        &format!("4 heartbeats of {name} on {key} or in batches"),
+        heartbeats(w, 6),
+        || {
+            let (tap, gid) = (&tap, &gid);
+            async move {
+                // `fetch` returns everything captured so far.
+                let all = tap.fetch().await.map_err(|e| e.to_string())?;
+                let n = all.iter().filter(|m| renews(m, gid)).count();
+                if n >= 4 {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("{n} heartbeat(s) so far"))
+                }
             }
-        }
-    })
+        },
+    )
     .await?;
     Ok(())
 }

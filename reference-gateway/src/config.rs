@@ -67,6 +67,11 @@ pub struct Config {
     /// `FLEET_LEGACY_PANES` (comma list): the v1.0.0 pane ids whose `agent.<pane>.inbox` the
     /// operator knows of; those no local worker claims are reported at boot (`migration`).
     pub legacy_panes: Vec<String>,
+    /// `FLEET_PRESENCE_BATCH` (`on`, the default, or `off`): whether this gateway declares
+    /// `presence-batch` and sends one batched `_gateway` heartbeat per interval (SPEC §17). `off`
+    /// makes it a per-entity gateway of SPEC §8 only — what a mixed fleet's old gateway does, so
+    /// the suite can play one with the reference (PRB-4).
+    pub presence_batch: bool,
 }
 
 /// Where a raw value came from, so errors can name the right thing.
@@ -217,6 +222,7 @@ impl Config {
             nudge_max: src.millis("FLEET_NUDGE_MAX_MS", 300_000)?,
             log_format,
             legacy_panes: parse_legacy_panes(&src.get("FLEET_LEGACY_PANES").unwrap_or_default())?,
+            presence_batch: parse_switch("FLEET_PRESENCE_BATCH", src.get("FLEET_PRESENCE_BATCH"), true)?,
         };
         if cfg.submit_confirm >= cfg.inject_timeout {
             return Err(ConfigError::Invalid {
@@ -281,7 +287,25 @@ impl Config {
         line("FLEET_NUDGE_MAX_MS", self.nudge_max.as_millis().to_string());
         line("FLEET_LOG_FORMAT", self.log_format.clone());
         line("FLEET_LEGACY_PANES", self.legacy_panes.join(","));
+        line(
+            "FLEET_PRESENCE_BATCH",
+            if self.presence_batch { "on" } else { "off" }.into(),
+        );
         out
+    }
+}
+
+/// An `on`/`off` switch (blank: `default`). Nothing else is accepted, so a typo such as `of`
+/// fails at start instead of silently keeping the default.
+fn parse_switch(var: &'static str, raw: Option<String>, default: bool) -> Result<bool, ConfigError> {
+    match raw.as_deref().map(str::trim) {
+        None | Some("") => Ok(default),
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(ConfigError::Invalid {
+            var,
+            reason: format!("{other:?} is neither \"on\" nor \"off\""),
+        }),
     }
 }
 
@@ -430,6 +454,10 @@ mod tests {
         assert_eq!(c.inject_timeout, Duration::from_secs(30));
         assert_eq!(c.submit_confirm, Duration::from_secs(5), "FWD-7 confirm bound");
         assert!(
+            c.presence_batch,
+            "the reference batches its presence unless told not to"
+        );
+        assert!(
             c.amqp_url_effective()
                 .ends_with(&format!("?heartbeat=10&frame_max={AMQP_FRAME_MAX}"))
         );
@@ -447,6 +475,7 @@ mod tests {
     #[case("FLEET_HOST_ID", "Host_A")]
     #[case("FLEET_AMQP_URL", "http://x")]
     #[case("FLEET_LISTEN", "not-an-addr")]
+    #[case("FLEET_PRESENCE_BATCH", "of")]
     #[case("FLEET_PREFETCH", "0")]
     #[case("FLEET_PREFETCH", "lots")]
     #[case("FLEET_HEARTBEAT_MS", "-5")]

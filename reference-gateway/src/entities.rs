@@ -122,10 +122,18 @@ impl Gateway {
         self.attach_entity(&entity).await;
         let failure = match self.local.health_of(&gid) {
             Some(EntityHealth::Failed(why)) => Some(why),
-            _ => match self.announce_entity(&entity, "up").await {
-                Ok(_) => None,
-                Err(e) => Some(format!("first presence not confirmed: {e}")),
-            },
+            _ => {
+                // Under the departures lock, like the `_gateway` batch (PRB-1): a batch whose
+                // list was read before this entity existed is then on the wire before this `up`,
+                // never after it (it would drop the new entity from every roster for an interval).
+                let departed = self.departures.lock().await;
+                let first = self.announce_entity(&entity, "up").await;
+                drop(departed);
+                match first {
+                    Ok(_) => None,
+                    Err(e) => Some(format!("first presence not confirmed: {e}")),
+                }
+            }
         };
         if let Some(why) = failure {
             // Roll back: an entity that cannot be served is not registered.

@@ -559,6 +559,8 @@ impl Gateway {
                 ttl_ms: 3 * self.cfg.heartbeat.as_millis() as u64,
                 profiles: None,
                 parent: None,
+                capabilities: None,
+                entities: None,
             };
             let _ = self.announce(crate::envelope::GATEWAY_FROM, &body).await;
             drop(departed);

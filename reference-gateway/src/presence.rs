@@ -29,6 +29,67 @@ pub struct PresenceBody {
     /// Extension: a worker's parent main, so peers can route replies and check ownership.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// PRB-1: the optional capabilities the sending gateway declares (`_gateway` entry only).
+    /// A `_gateway` entry without `presence-batch` is an old gateway, for which PRB-4 keeps
+    /// per-entity heartbeats going.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    /// PRB-1: every live local entity of the sending host (`_gateway` entry only). Absent means
+    /// "not a batch" (an old gateway's heartbeat), which is not the same as an empty list (a
+    /// batching host with no entities left: all of them are `down`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entities: Option<Vec<BatchEntry>>,
+}
+
+/// The capability a batching gateway declares on its `_gateway` heartbeat (SPEC §17).
+pub const PRESENCE_BATCH: &str = "presence-batch";
+
+/// One entry of a host-batched heartbeat (PRB-1). Unknown fields are ignored ([C-17]), like in
+/// every body this gateway reads.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchEntry {
+    pub gid: String,
+    #[serde(default = "up")]
+    pub state: String,
+    pub role: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default = "unknown")]
+    pub agent_status: String,
+    /// Extension, as on a per-entity PRESENCE: a worker's parent main.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+fn up() -> String {
+    "up".into()
+}
+
+impl PresenceBody {
+    /// Whether this is a `_gateway` heartbeat of a gateway that batches its presence (PRB-1).
+    pub fn batches(&self) -> bool {
+        self.capabilities
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|c| c == PRESENCE_BATCH))
+    }
+}
+
+impl BatchEntry {
+    /// The per-entity body this entry stands for: the batch's `ttlMs` applies to every entry.
+    fn as_body(&self, ttl_ms: u64) -> PresenceBody {
+        PresenceBody {
+            state: self.state.clone(),
+            role: self.role.clone(),
+            groups: self.groups.clone(),
+            agent_status: self.agent_status.clone(),
+            ttl_ms,
+            profiles: None,
+            parent: self.parent.clone(),
+            capabilities: None,
+            entities: None,
+        }
+    }
 }
 
 fn unknown() -> String {
@@ -64,6 +125,9 @@ pub struct RosterEntry {
     pub profiles: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The capabilities a `_gateway` entry declared (PRB-4 reads them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
     #[serde(skip)]
     pub expires: Instant,
 }
@@ -79,6 +143,15 @@ pub enum Applied {
     },
 }
 
+/// What applying a host-batched heartbeat did (PRB-2).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct BatchApplied {
+    /// Entries refused by PRS-3: (gid, the host that holds it).
+    pub conflicts: Vec<(String, String)>,
+    /// Entities of the host that the batch no longer lists: now `down`.
+    pub removed: Vec<String>,
+}
+
 /// The union view.
 #[derive(Default)]
 pub struct Roster {
@@ -87,6 +160,44 @@ pub struct Roster {
     /// gid → (host, `ts` of its signed `down`): what an entity sent before it left still counts
     /// as sent from that host (its last FAILED or ABANDONED may arrive after its `down`).
     departed: Mutex<BTreeMap<String, (String, u64)>>,
+}
+
+/// Applies one heartbeat about `gid` from `host` to the locked view (PRS-2, PRS-3).
+fn apply_to(
+    m: &mut BTreeMap<String, RosterEntry>,
+    host: &str,
+    gid: &str,
+    body: &PresenceBody,
+    now: Instant,
+) -> Applied {
+    let key = slot(host, gid);
+    if let Some(existing) = m.get(&key)
+        && existing.host != host
+        && existing.expires > now
+    {
+        return Applied::Conflict {
+            holder: existing.host.clone(),
+        };
+    }
+    if body.state == "down" {
+        m.remove(&key);
+        return Applied::Removed;
+    }
+    m.insert(
+        key,
+        RosterEntry {
+            host: host.to_string(),
+            gid: gid.to_string(),
+            role: body.role.clone(),
+            groups: body.groups.clone(),
+            agent_status: body.agent_status.clone(),
+            profiles: body.profiles.clone(),
+            parent: body.parent.clone(),
+            capabilities: body.capabilities.clone().unwrap_or_default(),
+            expires: now + Duration::from_millis(body.ttl_ms),
+        },
+    );
+    Applied::Upserted
 }
 
 fn slot(host: &str, gid: &str) -> String {
@@ -103,34 +214,57 @@ impl Roster {
         let Ok(mut m) = self.entries.lock() else {
             return Applied::Removed;
         };
+        apply_to(&mut m, host, gid, body, Instant::now())
+    }
+
+    /// PRB-2: applies a verified `_gateway` heartbeat of `host` that carries `entities`. The
+    /// gateway entry and every listed entry are renewed with the batch's ttl; PRS-3 is judged per
+    /// entry (a refused entry leaves the rest applied); an entity of `host` the batch does not
+    /// list (or lists as `down`) is removed, since the batch is the host's whole list. All under
+    /// one lock, so no reader sees half a batch.
+    pub fn apply_batch(&self, host: &str, body: &PresenceBody, listed: &[BatchEntry]) -> BatchApplied {
+        let mut out = BatchApplied::default();
+        let Ok(mut m) = self.entries.lock() else {
+            return out;
+        };
         let now = Instant::now();
-        let key = slot(host, gid);
-        if let Some(existing) = m.get(&key)
-            && existing.host != host
-            && existing.expires > now
-        {
-            return Applied::Conflict {
-                holder: existing.host.clone(),
-            };
+        apply_to(&mut m, host, GATEWAY_FROM, body, now);
+        let mut live = std::collections::BTreeSet::new();
+        for e in listed {
+            if e.gid == GATEWAY_FROM || e.gid.is_empty() || e.state != "up" {
+                continue;
+            }
+            match apply_to(&mut m, host, &e.gid, &e.as_body(body.ttl_ms), now) {
+                Applied::Conflict { holder } => out.conflicts.push((e.gid.clone(), holder)),
+                _ => {
+                    live.insert(e.gid.as_str());
+                }
+            }
         }
-        if body.state == "down" {
-            m.remove(&key);
-            return Applied::Removed;
-        }
-        m.insert(
-            key,
-            RosterEntry {
-                host: host.to_string(),
-                gid: gid.to_string(),
-                role: body.role.clone(),
-                groups: body.groups.clone(),
-                agent_status: body.agent_status.clone(),
-                profiles: body.profiles.clone(),
-                parent: body.parent.clone(),
-                expires: now + Duration::from_millis(body.ttl_ms),
-            },
-        );
-        Applied::Upserted
+        m.retain(|_, entry| {
+            let gone = entry.host == host && entry.gid != GATEWAY_FROM && !live.contains(entry.gid.as_str());
+            if gone {
+                out.removed.push(entry.gid.clone());
+            }
+            !gone
+        });
+        out
+    }
+
+    /// PRB-4: whether a live `_gateway` entry of a host other than `own` lacks `presence-batch`
+    /// (an old gateway that still needs per-entity heartbeats). An entry lives for its `ttlMs`
+    /// (3H), so "none seen for 3H" is "none live".
+    pub fn old_gateway_live(&self, own: &str) -> bool {
+        let Ok(m) = self.entries.lock() else {
+            return true;
+        };
+        let now = Instant::now();
+        m.values().any(|e| {
+            e.gid == GATEWAY_FROM
+                && e.host != own
+                && e.expires > now
+                && !e.capabilities.iter().any(|c| c == PRESENCE_BATCH)
+        })
     }
 
     /// SIG-2 step 2: does `gid` live on `host` right now? (`_gateway` always does.)
@@ -278,7 +412,9 @@ const HEARTBEAT_CHUNK: usize = 256;
 use std::sync::Arc;
 
 use lapin::options::BasicAckOptions;
-use tracing::debug;
+use tracing::{debug, warn};
+
+use crate::metrics::Metrics;
 
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::Gateway;
@@ -305,10 +441,17 @@ impl Gateway {
             ttl_ms: self.ttl_ms(),
             profiles: None,
             parent: e.parent.clone(),
+            capabilities: None,
+            entities: None,
         }
     }
 
-    fn gateway_presence(&self, state: &str) -> PresenceBody {
+    /// The `_gateway` body (PRS-1, PRS-4). With batching on (PRB-1) it declares
+    /// `presence-batch` and lists `entities`, every live local entity: the caller builds that list
+    /// under [`crate::departures::Departures`], so a stopped entity is never listed after its
+    /// `down`.
+    fn gateway_presence(&self, state: &str, entities: Option<Vec<BatchEntry>>) -> PresenceBody {
+        let batch = self.cfg.presence_batch;
         PresenceBody {
             state: state.into(),
             role: "gateway".into(),
@@ -317,7 +460,50 @@ impl Gateway {
             ttl_ms: self.ttl_ms(),
             profiles: Some(self.cfg.profiles.keys().cloned().collect()),
             parent: None,
+            capabilities: batch.then(|| vec![PRESENCE_BATCH.to_string()]),
+            entities: if batch { entities } else { None },
         }
+    }
+
+    /// PRB-1: publishes the `_gateway` heartbeat — with batching on, the batch of every live
+    /// local entity. The list is read and the heartbeat handed to the channel under the
+    /// departures lock: a `down` (also announced under it) is then either after the batch on the
+    /// wire or already reflected in it, and a registration's first `up` (announced under it too)
+    /// is never followed by a batch read before the entity existed, which would make every
+    /// receiver drop the new entity again (PRB-2).
+    async fn gateway_heartbeat(&self) -> Result<Envelope, PublishError> {
+        let departed = self.departures.lock().await;
+        if !departed.may_heartbeat(None) {
+            return Err(PublishError::NotConnected);
+        }
+        let listed = self.cfg.presence_batch.then(|| {
+            self.entities()
+                .iter()
+                .filter(|e| departed.may_heartbeat(Some(&e.gid)) && self.registry.contains(&e.gid))
+                .map(|e| {
+                    let b = self.entity_presence(e, "up");
+                    BatchEntry {
+                        gid: e.gid.clone(),
+                        state: b.state,
+                        role: b.role,
+                        groups: b.groups,
+                        agent_status: b.agent_status,
+                        parent: b.parent,
+                    }
+                })
+                .collect()
+        });
+        let body = self.gateway_presence("up", listed);
+        let published = self.announce(GATEWAY_FROM, &body).await;
+        drop(departed);
+        published
+    }
+
+    /// PRB-4: whether this round also heartbeats each entity on its own: always without
+    /// batching (SPEC §8), and with it while an old gateway (no `presence-batch`) is live in the
+    /// roster.
+    fn per_entity_heartbeats(&self) -> bool {
+        !self.cfg.presence_batch || self.roster.old_gateway_live(&self.cfg.host_id)
     }
 
     /// The PRESENCE about `gid` to publish, applied to the local view at once.
@@ -326,7 +512,15 @@ impl Gateway {
         let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
         let mut out = Outgoing::new(Kind::Presence, ROSTER_EXCHANGE, roster_key(host, gid), gid, bytes);
         out.expires_at = Some(crate::envelope::now_ms() + body.ttl_ms);
-        self.roster.apply(host, gid, body);
+        match &body.entities {
+            // Our own batch renews our own entities in our view too (PRB-2 applies to us).
+            Some(listed) if gid == GATEWAY_FROM => {
+                self.roster.apply_batch(host, body, listed);
+            }
+            _ => {
+                self.roster.apply(host, gid, body);
+            }
+        }
         out
     }
 
@@ -363,8 +557,9 @@ impl Gateway {
                 return false;
             }
             if !self.roster_sync.marker_pending_since(t0) {
-                let body = self.gateway_presence("up");
-                if let Err(e) = self.announce(GATEWAY_FROM, &body).await {
+                // The marker is a full heartbeat: with batching on, a `_gateway` presence without
+                // the capability would make every receiver take this host for an old gateway.
+                if let Err(e) = self.gateway_heartbeat().await {
                     debug!(error = %e, "roster marker not published");
                     // Not connected: nothing to catch up with now; try again shortly.
                     self.roster_sync.changed(Duration::from_millis(100)).await;
@@ -390,16 +585,10 @@ impl Gateway {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while conn.status().connected() {
                 tick.tick().await;
-                let departed = gw.departures.lock().await;
-                if departed.may_heartbeat(None)
-                    && let Err(e) = gw
-                        .announce(crate::envelope::GATEWAY_FROM, &gw.gateway_presence("up"))
-                        .await
-                {
+                if let Err(e) = gw.gateway_heartbeat().await {
                     debug!(error = %e, "gateway heartbeat not published");
                 }
-                drop(departed);
-                gw.heartbeat_entities().await;
+                gw.heartbeat_entities(gw.per_entity_heartbeats()).await;
                 gw.refresh_agent_statuses();
             }
         });
@@ -412,14 +601,22 @@ impl Gateway {
     ///
     /// Each chunk is filtered and published under [`crate::departures::Departures`]: an entity
     /// stopped since the round read the list is left out, so no `up` follows its `down`.
-    async fn heartbeat_entities(&self) {
+    ///
+    /// With `all` false (batching, no old gateway live: PRB-4) only entities whose `up` is not
+    /// yet confirmed on this connection go out — after a (re)connect [C-19] holds each entity's
+    /// messages until its own `up` is confirmed, and PRB-3 keeps that per-entity `up`.
+    async fn heartbeat_entities(&self, all: bool) {
         let entities = self.entities();
         for chunk in entities.chunks(HEARTBEAT_CHUNK) {
             let departed = self.departures.lock().await;
             let live: Vec<&Entity> = chunk
                 .iter()
                 .filter(|e| departed.may_heartbeat(Some(&e.gid)) && self.registry.contains(&e.gid))
+                .filter(|e| all || !self.publisher.is_announced(&e.gid))
                 .collect();
+            if live.is_empty() {
+                continue;
+            }
             let outs = live
                 .iter()
                 .map(|e| self.presence_outgoing(&e.gid, &self.entity_presence(e, "up")))
@@ -456,7 +653,12 @@ impl Gateway {
                         Ok(s) => format!("{s:?}").to_ascii_lowercase(),
                         Err(_) => unknown(),
                     };
+                    let before = gw.local.agent_status(&e.gid).unwrap_or_else(unknown);
+                    let changed = before != s;
                     gw.local.set_agent_status(&e.gid, s);
+                    if changed && gw.cfg.presence_batch {
+                        gw.announce_status_change(&e).await;
+                    }
                 }
             });
             reads
@@ -465,6 +667,20 @@ impl Gateway {
                 .await;
             gw.refreshing_statuses.store(false, Ordering::SeqCst);
         });
+    }
+
+    /// PRB-3: a changed `agentStatus` goes out at once as a per-entity PRESENCE, not with the
+    /// next batch. Under the departures lock, like every heartbeat: never after the entity's
+    /// `down`.
+    async fn announce_status_change(&self, e: &Entity) {
+        let departed = self.departures.lock().await;
+        if departed.may_heartbeat(Some(&e.gid))
+            && self.registry.contains(&e.gid)
+            && let Err(err) = self.announce_entity(e, "up").await
+        {
+            debug!(gid = %e.gid, error = %err, "agentStatus change not published");
+        }
+        drop(departed);
     }
 
     /// TOP-3 / PRS-2: declares `roster.<host>` and folds every verified heartbeat into the view.
@@ -512,6 +728,9 @@ impl Gateway {
                 self.roster_sync.echoed(&env.msg_id);
             }
             Applied::Upserted // our own heartbeat: applied locally when it was announced
+        } else if let (true, Some(listed)) = (env.from == GATEWAY_FROM, body.entities.as_ref()) {
+            self.apply_batch(&env, &body, listed);
+            Applied::Upserted
         } else {
             self.roster.apply(&env.host, &env.from, &body)
         };
@@ -528,6 +747,28 @@ impl Gateway {
             return self.reject(&d.acker, &env.msg_id, &why).await;
         }
         let _ = d.acker.ack(BasicAckOptions::default()).await;
+    }
+
+    /// PRB-2: folds a verified batch into the view. A refused entry (PRS-3) is logged, not the
+    /// batch rejected: the rest of it still applies, and a dead-lettered batch would drop every
+    /// other entity of the host for an interval.
+    fn apply_batch(&self, env: &Envelope, body: &PresenceBody, listed: &[BatchEntry]) {
+        let applied = self.roster.apply_batch(&env.host, body, listed);
+        for (gid, holder) in &applied.conflicts {
+            warn!(
+                msgId = %env.msg_id,
+                check = "presence_conflict",
+                %gid,
+                %holder,
+                claimant = %env.host,
+                "a batch entry claims a gid live on another host; that entry is refused, the rest of the batch applies (PRS-3, PRB-2)"
+            );
+            Metrics::count(&self.metrics.rejected, &[("reason", "presence_conflict")]);
+        }
+        for gid in &applied.removed {
+            // Missing from its host's latest batch: `down` as of that batch (PRB-2).
+            self.roster.record_departure(&env.host, gid, env.ts);
+        }
     }
 
     /// SIG-2 for PRESENCE: signature, `from`/`host` match the routing key, `to` is the key; then
@@ -575,6 +816,8 @@ mod tests {
             ttl_ms: ttl,
             profiles: None,
             parent: None,
+            capabilities: None,
+            entities: None,
         }
     }
 
@@ -611,6 +854,82 @@ mod tests {
         assert!(r.lived_on("g", "b", 999), "sent before the down");
         assert!(!r.lived_on("g", "b", 1_001), "sent after the down");
         assert!(!r.lived_on("g", "c", 999), "never lived on c");
+    }
+
+    fn entry(gid: &str) -> BatchEntry {
+        BatchEntry {
+            gid: gid.into(),
+            state: "up".into(),
+            role: "worker".into(),
+            groups: vec![],
+            agent_status: "idle".into(),
+            parent: None,
+        }
+    }
+
+    fn batch(ttl: u64) -> PresenceBody {
+        let mut b = up(ttl);
+        b.role = "gateway".into();
+        b.capabilities = Some(vec![PRESENCE_BATCH.into()]);
+        b
+    }
+
+    #[test]
+    fn a_batch_renews_its_entries_and_drops_what_it_no_longer_lists() {
+        let r = Roster::default();
+        let out = r.apply_batch("p", &batch(60_000), &[entry("e1"), entry("e2")]);
+        assert_eq!(out, BatchApplied::default());
+        assert!(r.lives_on("e1", "p") && r.lives_on("e2", "p"));
+        let out = r.apply_batch("p", &batch(60_000), &[entry("e1")]);
+        assert_eq!(out.removed, vec!["e2".to_string()]);
+        assert!(r.lives_on("e1", "p"));
+        assert!(!r.lives_on("e2", "p"), "missing from the latest batch is down");
+        let out = r.apply_batch("p", &batch(60_000), &[]);
+        assert_eq!(
+            out.removed,
+            vec!["e1".to_string()],
+            "an empty list is a host with none left"
+        );
+        assert!(r.snapshot().iter().any(|e| e.gid == GATEWAY_FROM && e.host == "p"));
+    }
+
+    #[test]
+    fn a_conflicting_entry_is_refused_and_the_rest_applies() {
+        let r = Roster::default();
+        r.apply("a", "g", &up(60_000));
+        let out = r.apply_batch("p", &batch(60_000), &[entry("g"), entry("x")]);
+        assert_eq!(out.conflicts, vec![("g".to_string(), "a".to_string())]);
+        assert!(r.lives_on("g", "a") && !r.lives_on("g", "p"));
+        assert!(r.lives_on("x", "p"));
+        assert!(
+            r.lives_on("g", "a"),
+            "another host's entity is never dropped by p's batch"
+        );
+    }
+
+    #[test]
+    fn an_old_gateway_is_one_without_the_capability() {
+        let r = Roster::default();
+        r.apply_batch("p", &batch(60_000), &[]);
+        assert!(!r.old_gateway_live("me"));
+        let mut old = up(60_000);
+        old.role = "gateway".into();
+        r.apply("o", GATEWAY_FROM, &old);
+        assert!(r.old_gateway_live("me"));
+        assert!(!r.old_gateway_live("o"), "our own entry never counts");
+        r.apply("o", GATEWAY_FROM, &up(0));
+        assert!(!r.old_gateway_live("me"), "past its ttl it is gone");
+    }
+
+    #[test]
+    fn unknown_body_fields_are_ignored() {
+        // [C-17]: a receiver that rejected them would make PRB-1 a rejection every H.
+        let b: PresenceBody = serde_json::from_str(
+            r#"{"state":"up","role":"gateway","ttlMs":3000,"future":{"x":1},
+                "entities":[{"gid":"g","role":"worker","novel":true}]}"#,
+        )
+        .expect("unknown fields are ignored");
+        assert_eq!(b.entities.map(|e| e[0].state.clone()), Some("up".to_string()));
     }
 
     #[test]

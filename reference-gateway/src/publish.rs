@@ -212,6 +212,14 @@ impl Publisher {
         Ok(())
     }
 
+    /// [C-19]: whether `gid`'s `up` was confirmed on the current channel. A batching gateway
+    /// (PRB-3) still sends an entity's per-entity `up` until it is: after a (re)connect every
+    /// entity's messages wait for exactly that, and a batch does not count (PRB-3 keeps the
+    /// per-entity delta).
+    pub fn is_announced(&self, gid: &str) -> bool {
+        self.announced.contains(gid)
+    }
+
     pub async fn detach(&self) {
         let mut slot = self.channel.write().await;
         self.announced.clear();

@@ -16,10 +16,12 @@
 //! - [`catalogue`] — publishing a row and the SIG-5 checks on what became of it;
 //! - [`published`] — what gateways publish: complete, in long strings, signed (ENV-1, SIG-1, ENV-3);
 //! - [`copies`] — copies of a message racing its drain (RPL-1, FWD-6);
+//! - [`batch`] — host-batched presence (SPEC §17) and unknown body fields ([C-17]);
 //! - [`grace`] — the [C-7] grace for a sender whose presence is late (SIG-2);
 //! - [`late_ask`] — an ASK past its `expiresAt`, dropped by the gateway (ASK-3, [C-13]);
 //! - [`worker_broadcast`] — a worker's own BROADCAST, which its gateway must drop (BRD-2).
 
+mod batch;
 mod catalogue;
 mod copies;
 mod craft;
@@ -78,6 +80,10 @@ pub struct WireState {
     replayed: Vec<String>,
     /// msgIds the probe published twice in a row (each must be drained exactly once).
     copies: Vec<String>,
+    /// msgIds of the presence the probe published as host "probe" (batches, [C-17] bodies).
+    batches: Vec<String>,
+    /// A position on the roster tap that presence-batch steps judge from.
+    batch_mark: Option<usize>,
 }
 
 impl WireState {
