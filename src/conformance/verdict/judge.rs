@@ -299,14 +299,8 @@ mod tests {
             tags: vec!["@TOP-1".into(), "@broker-tls".into()],
             reason: "it needs the broker's amqps listener (@broker-tls), and none was given".into(),
         });
-        let opts = Options {
-            selection: None,
-            capabilities: &c,
-            baseline: &Baseline::default(),
-            strict: false,
-            reference_gateway: true,
-        };
-        let j = judge(&reg, &catalogue(), vec![r], opts);
+        let base = Baseline::default();
+        let j = judge(&reg, &catalogue(), vec![r], plain(&c, &base));
         let top = cell(&j, "TOP-1");
         assert_eq!(top.verdict, Verdict::NotTested, "left out is never a pass");
         assert!(top.counts, "a MUST left out still fails the run");
@@ -332,14 +326,8 @@ mod tests {
             tags: vec!["@FWD-1".into(), "@smoke".into(), "@broker-restart".into()],
             reason: "the url provider cannot restart the broker".into(),
         });
-        let opts = Options {
-            selection: None,
-            capabilities: &c,
-            baseline: &Baseline::default(),
-            strict: false,
-            reference_gateway: true,
-        };
-        let j = judge(&reg, &catalogue(), vec![r], opts);
+        let base = Baseline::default();
+        let j = judge(&reg, &catalogue(), vec![r], plain(&c, &base));
         assert_eq!(cell(&j, "FWD-1").verdict, Verdict::Pass, "the other scenario passed");
         let names: Vec<(&str, Option<&str>)> = j
             .left_out
@@ -406,6 +394,17 @@ mod tests {
         );
         let reference = judge(&reg, &cat, vec![run(Vec::new())], opts(true));
         assert!(reference.left_out.is_empty(), "{:?}", reference.left_out);
+    }
+
+    /// Judging the reference gateway with no selection, not strict.
+    fn plain<'a>(c: &'a Capabilities, base: &'a Baseline) -> Options<'a> {
+        Options {
+            selection: None,
+            capabilities: c,
+            baseline: base,
+            strict: false,
+            reference_gateway: true,
+        }
     }
 
     fn sc(name: &str, tags: &[&str]) -> Scenario {
