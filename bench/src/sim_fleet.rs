@@ -161,6 +161,11 @@ pub struct Measured {
     pub new_host_listed_a_ms: Option<f64>,
     pub new_host_listed_b_ms: Option<f64>,
     pub new_host_listed_ms: Option<f64>,
+    /// [C-7] under this load: the new host's first entity SENDs to a worker on gateway a right
+    /// after its first heartbeat; what came back to it (`injected`, `failed:<reason>`, `none`)…
+    pub new_entity_send_outcome: Option<String>,
+    /// … and when, ms from the new host's start (`None` when nothing came back).
+    pub new_entity_send_ms: Option<f64>,
 }
 
 /// [`presence_model`]'s prediction for the same N, E, H.
@@ -229,6 +234,9 @@ impl FleetRun {
                 "fewer rounds fell in the window than H divides into it (phase)".into()
             };
             reasons.push(why);
+        }
+        if let Some(o) = m.new_entity_send_outcome.as_deref().filter(|o| *o != "injected") {
+            reasons.push(format!("[C-7]: a new entity's first SEND came back {o}"));
         }
         if !listed {
             reasons.push(match m.new_host_listed_ms {
@@ -591,8 +599,9 @@ async fn one(
         for g in REAL {
             fleet.start_host(g, &BTreeMap::new()).await?;
         }
+        let mut workers = Vec::new();
         for g in REAL {
-            register(&fleet, g, s.entities).await?;
+            workers.push(register(&fleet, g, s.entities).await?);
         }
         let peers: Peers = Arc::new(
             names
@@ -676,7 +685,17 @@ async fn one(
             .ok_or_else(|| anyhow!("no key for {NEWCOMER}"))?
             .clone();
         let t0 = Instant::now();
-        let newcomer = SimHost::start(&conns[0], key, &beat, true).await?;
+        let newcomer = SimHost::start(&conns[0], key.clone(), &beat, true).await?;
+        let probe = match (newcomer.gids.first(), workers.first().cloned().flatten()) {
+            (Some(from), Some(to)) => {
+                let (ch, from) = (conns[conns.len() - 1].create_channel().await?, from.clone());
+                let wait = Duration::from_millis(3 * heartbeat_ms + 35_000);
+                Some(tokio::spawn(
+                    async move { first_send(ch, &key, &from, &to, t0, wait).await },
+                ))
+            }
+            _ => None,
+        };
         sim_hosts.push(newcomer);
         let deadline = t0 + Duration::from_millis(listing_wait_ms(heartbeat_ms) as u64);
         while (m.new_host_listed_a_ms.is_none() || m.new_host_listed_b_ms.is_none()) && Instant::now() < deadline {
@@ -693,6 +712,16 @@ async fn one(
             (Some(a), Some(b)) => Some(a.max(b)),
             _ => None,
         };
+        if let Some(p) = probe {
+            match p.await {
+                Ok(Ok((outcome, ms))) => {
+                    m.new_entity_send_outcome = Some(outcome);
+                    m.new_entity_send_ms = ms;
+                }
+                Ok(Err(e)) => eprintln!("fleet-bench: fleet: no [C-7] probe: {e:#}"),
+                Err(e) => eprintln!("fleet-bench: fleet: no [C-7] probe: {e}"),
+            }
+        }
         anyhow::Ok(m)
     }
     .await;
@@ -706,19 +735,102 @@ async fn one(
     outcome
 }
 
-/// A main and E−1 workers (its children) on real gateway `g`.
-async fn register(fleet: &Fleet, g: &str, entities: usize) -> anyhow::Result<()> {
+/// A main and E−1 workers (its children) on real gateway `g`; returns a worker's gid, if any.
+async fn register(fleet: &Fleet, g: &str, entities: usize) -> anyhow::Result<Option<String>> {
     if entities == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let main = fleet.add(g, "main", None, InputReaction::StartWorking).await?;
     let mut added = futures_util::stream::iter(1..entities)
         .map(|_| fleet.add(g, "worker", Some(&main.gid), InputReaction::WorksBriefly))
         .buffer_unordered(8);
+    let mut worker = None;
     while let Some(m) = added.next().await {
-        m?;
+        worker.get_or_insert(m?.gid);
     }
-    Ok(())
+    Ok(worker)
+}
+
+/// [C-7]: a SEND from `from` (an entity of `key`'s host, whose presence may not have arrived
+/// yet) to `to`; waits up to `wait` for the INJECTED or FAILED about it on a queue of our own
+/// bound to `from` on `bridge.msg`. Returns the outcome and when it came, ms from `t0`.
+async fn first_send(
+    ch: Channel,
+    key: &HostKey,
+    from: &str,
+    to: &str,
+    t0: Instant,
+    wait: Duration,
+) -> anyhow::Result<(String, Option<f64>)> {
+    let opts = QueueDeclareOptions {
+        exclusive: true,
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    let q = ch.queue_declare("".into(), opts, FieldTable::default()).await?;
+    ch.queue_bind(
+        q.name().clone(),
+        "bridge.msg".into(),
+        from.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let consume = BasicConsumeOptions {
+        no_ack: true,
+        ..BasicConsumeOptions::default()
+    };
+    let mut replies = ch
+        .basic_consume(q.name().clone(), "c7".into(), consume, FieldTable::default())
+        .await?;
+    let body = b"fleet-bench [C-7] probe".to_vec();
+    let env = Envelope::new("SEND", from, to, &key.host).signed_by(key, &body);
+    let props = BasicProperties::default()
+        .with_message_id(env.msg_id().into())
+        .with_content_type("text/plain; charset=utf-8".into())
+        .with_delivery_mode(2)
+        .with_headers(env.to_field_table());
+    ch.basic_publish(
+        "bridge.msg".into(),
+        to.into(),
+        BasicPublishOptions::default(),
+        &body,
+        props,
+    )
+    .await?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let outcome = loop {
+        match tokio::time::timeout_at(deadline, replies.next()).await {
+            Ok(Some(Ok(d))) => {
+                let Some(e) = d
+                    .properties
+                    .headers()
+                    .as_ref()
+                    .and_then(|t| Envelope::from_field_table(t).ok())
+                else {
+                    continue;
+                };
+                if e.value("corrId") != env.msg_id() {
+                    continue;
+                }
+                let ms = Some(t0.elapsed().as_secs_f64() * 1e3);
+                match e.kind() {
+                    "INJECTED" => break ("injected".to_string(), ms),
+                    "FAILED" => {
+                        let reason = serde_json::from_slice::<Value>(&d.data)
+                            .ok()
+                            .and_then(|v| v["reason"].as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        break (format!("failed:{reason}"), ms);
+                    }
+                    _ => continue,
+                }
+            }
+            _ => break ("none".to_string(), None),
+        }
+    };
+    let _ = ch.close(200, "done".into()).await;
+    Ok(outcome)
 }
 
 /// The runs of one H as text lines: measured beside the model.
@@ -741,7 +853,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
     for h in hs {
         out.push(format!("  H = {h} ms"));
         out.push(format!(
-            "  {:<11} {:>5} {:>10} {:>10} {:>6} {:>9} {:>9} {:>6} {:>7} {:>11} {:>8} {:>9} {:>8} {:>5}  reason",
+            "  {:<11} {:>5} {:>10} {:>10} {:>6} {:>9} {:>9} {:>6} {:>7} {:>11} {:>8} {:>9} {:>12} {:>8} {:>5}  reason",
             "form",
             "N",
             "deliv/s",
@@ -754,6 +866,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
             "gw a/b %",
             "gw MiB",
             "listed ms",
+            "C-7 ms",
             "backlog",
             "ok"
         ));
@@ -761,7 +874,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
             let m = &x.measured;
             let mark = |a: f64, b: f64| if off(a, b) { "!" } else { "" };
             out.push(format!(
-                "  {:<11} {:>5} {:>10.0} {:>10.0} {:>6} {:>9.0} {:>9.0} {:>6} {:>7} {:>11} {:>8} {:>9} {:>8} {:>5}  {}",
+                "  {:<11} {:>5} {:>10.0} {:>10.0} {:>6} {:>9.0} {:>9.0} {:>6} {:>7} {:>11} {:>8} {:>9} {:>12} {:>8} {:>5}  {}",
                 x.form.label(),
                 x.hosts,
                 m.deliveries_per_s,
@@ -790,6 +903,12 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
                     m.gateway_b_rss_mib.unwrap_or(f64::NAN)
                 ),
                 opt(m.new_host_listed_ms),
+                match (&m.new_entity_send_outcome, m.new_entity_send_ms) {
+                    (Some(o), Some(ms)) if o == "injected" => format!("{ms:.0}"),
+                    (Some(o), Some(ms)) => format!("{ms:.0} {o}"),
+                    (Some(o), None) => o.clone(),
+                    _ => "-".into(),
+                },
                 format!(
                     "{}/{}",
                     m.real_backlog.map_or("-".into(), |b| b.to_string()),
