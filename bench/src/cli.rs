@@ -118,6 +118,11 @@ pub struct BenchCli {
     /// AMQP connections the simulated hosts share (a channel per host).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub fleet_connections: usize,
+    /// Only this many simulated hosts verify what they receive (the others count and ack it):
+    /// on one machine every simulated host's verifications share the cores with the broker and
+    /// the real gateways [default: all].
+    #[arg(long, value_name = "K", requires = "fleet")]
+    pub fleet_verifying_hosts: Option<usize>,
 }
 
 fn sections(flag: &str, named: &[String]) -> Result<BTreeSet<String>, String> {
@@ -168,6 +173,7 @@ impl BenchCli {
                 forms: Form::parse_list(&self.fleet_form)?,
                 window: Duration::from_secs(self.fleet_window_s.unwrap_or(q(10, 20) as u64).max(1)),
                 connections: self.fleet_connections.max(1),
+                verifying_hosts: self.fleet_verifying_hosts,
             })
         } else {
             None
