@@ -500,8 +500,9 @@ impl SimHost {
         for t in &self.tasks {
             t.abort();
         }
-        // A broker in a memory alarm may not answer: the connection's close ends it anyway.
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.channel.close(200, "done".into())).await;
+        // Closing the shared connection closes the channel (one by one, a broker in a memory
+        // alarm could keep each waiting).
+        drop(self.channel);
         let _ = (self.key, self.gids);
     }
 }
@@ -728,14 +729,25 @@ async fn one(
             .clone();
         let t0 = Instant::now();
         // A new host has a connection of its own, not one shared with N/connections others.
-        let own = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
-        let newcomer = SimHost::start(&own, key.clone(), &beat, true, true).await?;
+        // Its channels are opened before it publishes: a broker in a memory alarm stops reading
+        // a connection that published, and would never answer them.
+        let setup = async {
+            let own = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
+            let pch = own.create_channel().await?;
+            let newcomer = SimHost::start(&own, key.clone(), &beat, true, true).await?;
+            anyhow::Ok((own, pch, newcomer))
+        };
+        let Ok(started) = tokio::time::timeout(Duration::from_secs(15), setup).await else {
+            eprintln!("fleet-bench: fleet: the broker did not let a new host start within 15 s (memory alarm?)");
+            return anyhow::Ok(m);
+        };
+        let (own, pch, newcomer) = started?;
         let probe = match (newcomer.gids.first(), workers.first().cloned().flatten()) {
             (Some(from), Some(to)) => {
-                let (ch, from) = (own.create_channel().await?, from.clone());
+                let from = from.clone();
                 let wait = Duration::from_millis(3 * heartbeat_ms + 35_000);
                 Some(tokio::spawn(async move {
-                    let sent = first_send(ch, &key, &from, &to, t0, wait);
+                    let sent = first_send(pch, &key, &from, &to, t0, wait);
                     tokio::time::timeout(wait + Duration::from_secs(5), sent)
                         .await
                         .unwrap_or_else(|_| Ok(("none".to_string(), None)))
