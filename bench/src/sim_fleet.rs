@@ -556,7 +556,19 @@ pub async fn run(on: &On<'_>, s: &FleetSettings, model: Option<&Model>) -> anyho
                     form.label()
                 );
                 let dir = on.work.join(format!("fleet-{}-{h}-{n}", form.label()));
-                let m = one(on, dir, s, form, h, n).await?;
+                // A broker that enters a memory alarm while the hosts start stops reading their
+                // connections: such a run never ends on its own, and a larger N only sooner.
+                let limit = Duration::from_millis(listing_wait_ms(h) as u64 + 5 * h + 200_000) + s.window;
+                let Ok(m) = tokio::time::timeout(limit, one(on, dir, s, form, h, n)).await else {
+                    eprintln!(
+                        "fleet-bench: fleet: {n} hosts {} did not finish within {} s (the broker stopped \
+                         answering: a memory alarm?); larger fleets of this form are skipped",
+                        form.label(),
+                        limit.as_secs()
+                    );
+                    break;
+                };
+                let m = m?;
                 let p = Predicted::of(form, n, s.entities, h, model);
                 let r = FleetRun::judge(form, h, n, s.entities, m, p);
                 eprintln!(
