@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::sim_fleet::{self, Form};
 use super::{Options, SECTIONS, default_baseline, migration, paths, raw, scale};
 
 /// Gateway paths against the raw broker, in one run: ratios, where the time goes, footprint.
@@ -94,6 +95,34 @@ pub struct BenchCli {
     /// itself costs the gateways CPU (~10–20 % here): read the run's rates and ratios as slower.
     #[arg(long)]
     pub profile: bool,
+    /// Presence on a fleet of simulated hosts (own keys, own roster queues, verifying what they
+    /// receive) with two real gateways among them, beside the presence model. Alone, it runs
+    /// only this; with --only/--skip, those sections too.
+    #[arg(long)]
+    pub fleet: bool,
+    /// N per fleet run, the two real gateways included [default: 50,100,200].
+    #[arg(long, value_delimiter = ',', value_name = "LIST", requires = "fleet")]
+    pub fleet_hosts: Option<Vec<usize>>,
+    /// E, entities per host of the fleet runs.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub fleet_entities: usize,
+    /// H of the fleet runs, one table each [default: 5000].
+    #[arg(long, value_delimiter = ',', value_name = "MS", requires = "fleet")]
+    pub fleet_heartbeat_ms: Option<Vec<u64>>,
+    /// batched | per-entity | both.
+    #[arg(long, default_value = "both", value_name = "FORM")]
+    pub fleet_form: String,
+    /// Measuring window per fleet run, in seconds [default: 20; --quick 10].
+    #[arg(long, value_name = "S")]
+    pub fleet_window_s: Option<u64>,
+    /// AMQP connections the simulated hosts share (a channel per host).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub fleet_connections: usize,
+    /// Only this many simulated hosts verify what they receive (the others count and ack it):
+    /// on one machine every simulated host's verifications share the cores with the broker and
+    /// the real gateways [default: all].
+    #[arg(long, value_name = "K", requires = "fleet")]
+    pub fleet_verifying_hosts: Option<usize>,
 }
 
 fn sections(flag: &str, named: &[String]) -> Result<BTreeSet<String>, String> {
@@ -117,6 +146,9 @@ impl BenchCli {
             return Err("--size must be at least 64 bytes (timestamps ride in the body)".into());
         }
         let mut chosen: BTreeSet<String> = SECTIONS.iter().map(|s| s.to_string()).collect();
+        if self.fleet && self.only.is_none() && self.skip.is_none() {
+            chosen.clear();
+        }
         if let Some(only) = &self.only {
             chosen = sections("--only", only)?;
         }
@@ -125,6 +157,27 @@ impl BenchCli {
             chosen.retain(|x| !skip.contains(x));
         }
         let latency = self.latency_samples.unwrap_or(q(100, 500));
+        let fleet = if self.fleet {
+            let hosts = self.fleet_hosts.clone().unwrap_or_else(|| vec![50, 100, 200]);
+            if hosts.iter().any(|&n| n < 3) {
+                return Err("--fleet-hosts: every level needs at least 3 hosts (2 real gateways + 1 simulated)".into());
+            }
+            let heartbeats_ms = self.fleet_heartbeat_ms.clone().unwrap_or_else(|| vec![5_000]);
+            if heartbeats_ms.iter().any(|&h| h < 100) {
+                return Err("--fleet-heartbeat-ms must be at least 100".into());
+            }
+            Some(sim_fleet::FleetSettings {
+                hosts,
+                entities: self.fleet_entities,
+                heartbeats_ms,
+                forms: Form::parse_list(&self.fleet_form)?,
+                window: Duration::from_secs(self.fleet_window_s.unwrap_or(q(10, 20) as u64).max(1)),
+                connections: self.fleet_connections.max(1),
+                verifying_hosts: self.fleet_verifying_hosts,
+            })
+        } else {
+            None
+        };
         Ok(Options {
             broker: self.broker,
             gateway_cmd: self
@@ -180,6 +233,7 @@ impl BenchCli {
             record_baseline: self.record_baseline,
             gate_reports: self.gate_reports.unwrap_or_default(),
             profile: self.profile,
+            fleet,
         })
     }
 }
@@ -212,5 +266,22 @@ mod tests {
         let o = parse_args(&["--gate-reports", "a.json,b.json", "--record-baseline"]).expect("valid");
         assert_eq!(o.gate_reports, vec![PathBuf::from("a.json"), PathBuf::from("b.json")]);
         assert!(o.record_baseline);
+    }
+
+    #[test]
+    fn fleet_alone_runs_only_the_fleet() {
+        let o = parse_args(&["--fleet", "--fleet-hosts", "50,100", "--fleet-form", "batched"]).expect("valid");
+        assert!(o.sections.is_empty(), "{:?}", o.sections);
+        let f = o.fleet.expect("fleet asked for");
+        assert_eq!((f.hosts, f.entities, f.heartbeats_ms), (vec![50, 100], 50, vec![5_000]));
+        assert_eq!(f.forms, vec![Form::Batched]);
+        let o = parse_args(&["--fleet", "--only", "scale"]).expect("valid");
+        assert!(o.sections.contains("scale"));
+        let f = o.fleet.expect("fleet");
+        assert_eq!(f.hosts, vec![50, 100, 200]);
+        assert_eq!(f.forms, vec![Form::Batched, Form::PerEntity]);
+        assert!(parse_args(&["--fleet", "--fleet-form", "nope"]).is_err());
+        assert!(parse_args(&["--fleet", "--fleet-hosts", "2"]).is_err());
+        assert!(parse_args(&[]).expect("valid").fleet.is_none());
     }
 }

@@ -106,6 +106,11 @@ impl Fleet {
         Ok(())
     }
 
+    /// The key of `host` (every host named when the fleet was made has one, running or not).
+    pub fn key(&self, host: &str) -> Option<&HostKey> {
+        self.keys.get(host)
+    }
+
     pub fn host(&self, host: &str) -> anyhow::Result<&BenchHost> {
         self.hosts
             .get(host)

@@ -14,6 +14,11 @@
 //! | RSS of one gateway with 10,000 entities | ≤ 150 MiB |
 //! | heartbeat round at the largest entity count | ≤ H/5 |
 //! | migration move (registration → legacy queue gone) | ≥ 1,000 replies/s |
+//! | `--fleet` 200 hosts × 50 agents, H = 5 s, batched: each real gateway's CPU | ≤ 5 % of one core |
+//! | same run: a new host listed by both real gateways | ≤ 2H |
+//!
+//! Beside the fleet goals, not a goal: the per-entity form at the same size, and the largest N
+//! at which the per-entity form kept up ([`super::sim_fleet::FleetRun::keeps_up`]).
 //!
 //! The "envelope echo" is the raw round trip with the gateway's wire shape (a topic exchange and
 //! the envelope's headers, [`super::raw`]): the broker work a brief costs, without a gateway.
@@ -22,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{Ratios, Sections};
 use super::scale::{ScalePoint, ScaleResult};
+use super::sim_fleet::{self, Form};
 
 /// Forward briefs/s over the raw envelope echo round trips/s, at least.
 pub const GOAL_FORWARD_TO_ENVELOPE_ECHO: f64 = 0.8;
@@ -38,6 +44,15 @@ pub const GOAL_RSS_ENTITIES: usize = 10_000;
 pub const GOAL_HEARTBEAT_ROUND_OF_H: f64 = 0.2;
 /// Legacy replies moved per second, at least.
 pub const GOAL_MIGRATION_REPLIES_PER_S: f64 = 1_000.0;
+
+/// The `--fleet` size the fleet goals are judged at: hosts, agents per host, H.
+pub const GOAL_FLEET_HOSTS: usize = 200;
+pub const GOAL_FLEET_ENTITIES: usize = 50;
+pub const GOAL_FLEET_HEARTBEAT_MS: u64 = 5_000;
+/// Each real gateway's CPU on presence at that size, batched, % of one core, at most.
+pub const GOAL_FLEET_GATEWAY_CPU_PCT: f64 = 5.0;
+/// A new host listed by both real gateways, in heartbeat intervals, at most.
+pub const GOAL_FLEET_LISTED_OF_H: f64 = 2.0;
 
 /// Which side of the goal a figure has to be on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +131,18 @@ pub struct Goals {
     /// One heartbeat round at the scale run's largest level, ms, against H/5.
     pub heartbeat_round_ms: Option<Goal>,
     pub migration_replies_per_s: Option<Goal>,
+    /// `--fleet` at [`GOAL_FLEET_HOSTS`] × [`GOAL_FLEET_ENTITIES`], H = 5 s, batched: the busier
+    /// real gateway's CPU, % of one core.
+    #[serde(default)]
+    pub fleet_batched_gateway_cpu_pct: Option<Goal>,
+    /// Same run: one more host listed by both real gateways, ms, against 2H (a host never listed
+    /// within the wait counts as the wait).
+    #[serde(default)]
+    pub fleet_batched_new_host_listed_ms: Option<Goal>,
+    /// Not a goal: the largest N at which the per-entity form kept up (E = 50, H = 5 s), when it
+    /// ran; `Some(0)` when none did.
+    #[serde(default)]
+    pub fleet_per_entity_largest_keeping_up: Option<usize>,
 }
 
 /// The smallest level with at least `entities`.
@@ -169,7 +196,43 @@ impl Goals {
             let h_ms = s.heartbeat_ms as f64;
             (p.heartbeat_rounds > 0).then(|| Goal::at_most(p.heartbeat_round_ms, GOAL_HEARTBEAT_ROUND_OF_H * h_ms))
         });
+        let fleet = sections.fleet.as_ref();
+        let batched = fleet.and_then(|f| {
+            f.at(
+                Form::Batched,
+                GOAL_FLEET_HOSTS,
+                GOAL_FLEET_ENTITIES,
+                GOAL_FLEET_HEARTBEAT_MS,
+            )
+        });
+        let h = GOAL_FLEET_HEARTBEAT_MS as f64;
+        let per_entity_ran = fleet.is_some_and(|f| {
+            f.runs.iter().any(|r| {
+                r.form == Form::PerEntity
+                    && r.entities == GOAL_FLEET_ENTITIES
+                    && r.heartbeat_ms == GOAL_FLEET_HEARTBEAT_MS
+            })
+        });
         Goals {
+            fleet_batched_gateway_cpu_pct: batched.and_then(|r| {
+                let m = &r.measured;
+                let worst = m.gateway_a_cpu_pct?.max(m.gateway_b_cpu_pct?);
+                Some(Goal::at_most(worst, GOAL_FLEET_GATEWAY_CPU_PCT))
+            }),
+            fleet_batched_new_host_listed_ms: batched.map(|r| {
+                let waited = sim_fleet::listing_wait_ms(r.heartbeat_ms);
+                Goal::at_most(
+                    r.measured.new_host_listed_ms.unwrap_or(waited),
+                    GOAL_FLEET_LISTED_OF_H * h,
+                )
+            }),
+            fleet_per_entity_largest_keeping_up: per_entity_ran.then(|| {
+                fleet
+                    .and_then(|f| {
+                        f.largest_keeping_up_at(Form::PerEntity, GOAL_FLEET_ENTITIES, GOAL_FLEET_HEARTBEAT_MS)
+                    })
+                    .unwrap_or(0)
+            }),
             forward_to_envelope_echo: ratios
                 .forward_briefs_to_raw_envelope_echo
                 .map(|v| Goal::at_least(v, GOAL_FORWARD_TO_ENVELOPE_ECHO)),

@@ -10,6 +10,8 @@
 //! - [`paths`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
 //! - [`presence`] — roster convergence after a gateway start
 //! - [`scale`] — gateway RSS, CPU and heartbeat rounds with 1, 100, 1000 (… 10,000) local entities
+//! - [`sim_fleet`] — `--fleet`: N simulated hosts (own keys, own roster queues, verifying) with two
+//!   real gateways among them; deliveries, CPU, RSS and a new host's convergence beside the model
 //! - [`presence_model`] — from the scale run's per-message costs, presence priced for fleets of
 //!   10 to 1,000 hosts, per-entity (SPEC §8) and host-batched (docs/PRESENCE-BATCH.md)
 //! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a
@@ -43,6 +45,7 @@ pub mod profile;
 pub mod raw;
 pub mod report;
 pub mod scale;
+pub mod sim_fleet;
 pub mod stages;
 pub mod stats;
 pub mod table;
@@ -82,6 +85,8 @@ pub struct Options {
     pub gate_reports: Vec<PathBuf>,
     /// Profile the gateways with `perf` during the forward throughput run ([`profile`]).
     pub profile: bool,
+    /// `--fleet`: the simulated fleet's runs ([`sim_fleet`]); `None` when not asked for.
+    pub fleet: Option<sim_fleet::FleetSettings>,
 }
 
 /// The baseline in this repository: `fixtures/bench/baseline.json`.
@@ -382,6 +387,20 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
             let heartbeat_s = scaled.heartbeat_ms as f64 / 1e3;
             sections.presence_model = presence_model::model(&scaled.points, heartbeat_s);
             sections.scale = Some(scaled);
+        }
+        if let Some(fs) = &opts.fleet {
+            fleet.shutdown().await;
+            let model = sections.presence_model.as_ref();
+            let on = sim_fleet::On {
+                broker,
+                vhost: &vhost,
+                amqp_url: &url,
+                gateway_cmd: &opts.gateway_cmd,
+                work: &work,
+                broker_pid,
+            };
+            let r = sim_fleet::run(&on, fs, model).await?;
+            sections.fleet = Some(r);
         }
         anyhow::Ok(())
     }

@@ -87,12 +87,19 @@ pub fn constants(points: &[ScalePoint], heartbeat_s: f64) -> Option<Constants> {
     })
 }
 
-/// Prices `hosts` × `agents` for both designs.
-pub fn cost(c: &Constants, heartbeat_s: f64, hosts: u64, agents: u64, batched: bool) -> Cost {
+/// The exact message counts of presence at steady state: (publishes/s, broker deliveries/s,
+/// messages each gateway receives and verifies per second) — N·(E+1)/H, N²·(E+1)/H, N·(E+1)/H
+/// per-entity; N/H, N²/H, N/H batched.
+pub fn counts(hosts: u64, agents: u64, heartbeat_s: f64, batched: bool) -> (f64, f64, f64) {
     let n = hosts as f64;
     let per_host = if batched { 1.0 } else { agents as f64 + 1.0 };
     let publishes = n * per_host / heartbeat_s;
-    let deliveries = publishes * n;
+    (publishes, publishes * n, publishes)
+}
+
+/// Prices `hosts` × `agents` for both designs.
+pub fn cost(c: &Constants, heartbeat_s: f64, hosts: u64, agents: u64, batched: bool) -> Cost {
+    let (publishes, deliveries, _) = counts(hosts, agents, heartbeat_s, batched);
     Cost {
         publishes_per_s: publishes,
         broker_deliveries_per_s: deliveries,

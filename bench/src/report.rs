@@ -150,6 +150,9 @@ pub struct Sections {
     /// What any gateway pays per brief and side here (with the forward section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_floor: Option<crate::floor::CpuFloor>,
+    /// `--fleet`: simulated hosts with two real gateways among them (`null` when not run).
+    #[serde(default)]
+    pub fleet: Option<crate::sim_fleet::FleetResult>,
 }
 
 /// The forward path and where its time went inside the gateways.
