@@ -97,36 +97,36 @@ struct RosterTap {
     arrivals: Arc<Mutex<Vec<Instant>>>,
 }
 
+/// A throwaway tap: a server-named exclusive queue bound to `exchange` with `key`, consumed
+/// without acks as `tag` — what the bench reads the wire through.
+pub(crate) async fn tap(ch: &lapin::Channel, exchange: &str, key: &str, tag: &str) -> lapin::Result<lapin::Consumer> {
+    let opts = QueueDeclareOptions {
+        exclusive: true,
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    let q = ch.queue_declare("".into(), opts, FieldTable::default()).await?;
+    ch.queue_bind(
+        q.name().clone(),
+        exchange.into(),
+        key.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let consume = BasicConsumeOptions {
+        no_ack: true,
+        ..BasicConsumeOptions::default()
+    };
+    ch.basic_consume(q.name().clone(), tag.into(), consume, FieldTable::default())
+        .await
+}
+
 impl RosterTap {
     async fn start(amqp_url: &str) -> anyhow::Result<RosterTap> {
         let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
         let ch = conn.create_channel().await?;
-        let opts = QueueDeclareOptions {
-            exclusive: true,
-            auto_delete: true,
-            ..QueueDeclareOptions::default()
-        };
-        let q = ch.queue_declare("".into(), opts, FieldTable::default()).await?;
-        ch.queue_bind(
-            q.name().clone(),
-            "bridge.roster".into(),
-            "roster.s.#".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-        let consume = BasicConsumeOptions {
-            no_ack: true,
-            ..BasicConsumeOptions::default()
-        };
-        let mut consumer = ch
-            .basic_consume(
-                q.name().clone(),
-                "bench-roster-tap".into(),
-                consume,
-                FieldTable::default(),
-            )
-            .await?;
+        let mut consumer = tap(&ch, "bridge.roster", "roster.s.#", "bench-roster-tap").await?;
         let arrivals = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&arrivals);
         tokio::spawn(async move {

@@ -834,27 +834,7 @@ async fn first_send(
     t0: Instant,
     wait: Duration,
 ) -> anyhow::Result<(String, Option<f64>)> {
-    let opts = QueueDeclareOptions {
-        exclusive: true,
-        auto_delete: true,
-        ..QueueDeclareOptions::default()
-    };
-    let q = ch.queue_declare("".into(), opts, FieldTable::default()).await?;
-    ch.queue_bind(
-        q.name().clone(),
-        "bridge.msg".into(),
-        from.into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
-    let consume = BasicConsumeOptions {
-        no_ack: true,
-        ..BasicConsumeOptions::default()
-    };
-    let mut replies = ch
-        .basic_consume(q.name().clone(), "c7".into(), consume, FieldTable::default())
-        .await?;
+    let mut replies = super::scale::tap(&ch, "bridge.msg", from, "c7").await?;
     let body = b"fleet-bench [C-7] probe".to_vec();
     let env = Envelope::new("SEND", from, to, &key.host).signed_by(key, &body);
     let props = BasicProperties::default()
