@@ -5,7 +5,7 @@ Feature: Caps, expiry and dead letters — nothing vanishes (SPEC §11)
     Given a broker
     And the gateways' inject bound is 8 seconds
 
-  @CAP-2 @CAP-4 @TOP-4 @FWD-5
+  @CAP-2 @CAP-4 @TOP-4 @FWD-5 @classic-inbox
   Scenario: overflow dead-letters the oldest briefs, reported to the sender as FAILED maxlen; the rest land once or are busy ([C-12])
     Given inboxes hold at most 3 messages
     And host "a" runs a gateway with a main "lead"

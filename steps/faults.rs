@@ -134,7 +134,7 @@ async fn sends_at_once(w: &mut FleetWorld, from: String, n: usize, prefix: Strin
     Ok(())
 }
 
-#[then(regex = r#"^sends? ([\d, and]+) each ends? within the inject bound, whatever the outcome$"#)]
+#[then(regex = r#"^sends? ([\d, and]+) (?:each )?ends? within the inject bound, whatever the outcome$"#)]
 async fn sends_end(w: &mut FleetWorld, which: String) -> anyhow::Result<()> {
     // FWD-5 bounds every bridge_send at the inject bound, whatever happened underneath; the
     // outcome itself (injected, failed, inject_timeout) may differ with the moment of a fault.

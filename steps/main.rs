@@ -20,6 +20,7 @@ mod ask;
 mod broadcast;
 mod broker_restart;
 mod broker_side;
+mod cluster;
 mod envelope;
 mod faults;
 mod forward;
@@ -127,12 +128,10 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
-    let suite = Arc::new(Suite::new(
-        broker,
-        gateway_cmd.to_string(),
-        work_dir.clone(),
-        concurrency,
-    ));
+    let quorum = broker.is_cluster() && policy.capabilities.declared.iter().any(|c| c == "cluster");
+    let mut suite = Suite::new(broker, gateway_cmd.to_string(), work_dir.clone(), concurrency);
+    suite.quorum = quorum;
+    let suite = Arc::new(suite);
     if let Ok(mut g) = CURRENT.write() {
         *g = Some(suite.clone());
     }
@@ -149,6 +148,13 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                 .chain(rule.iter().flat_map(|r| &r.tags))
                 .chain(&scenario.tags)
                 .any(|t| t.trim_start_matches('@') == fleet_conformance::broker::RESTART_TAG);
+            let strikes = feature
+                .tags
+                .iter()
+                .chain(rule.iter().flat_map(|r| &r.tags))
+                .chain(&scenario.tags)
+                .any(|t| cluster::NODE_FAULT_TAGS.contains(&t.trim_start_matches('@')));
+            world.cluster.exclusive = strikes;
             async move {
                 if !restarts && let Some(s) = &world.suite {
                     world.slot = s.slots.clone().acquire_owned().await.ok();
@@ -220,7 +226,16 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                 (None, None) => true,
             };
             let admitted = selected && policy.admits(all_tags.clone().map(String::as_str));
-            match broker_spec.cannot_run(all_tags.clone().map(String::as_str)) {
+            let why_not = broker_spec.cannot_run(all_tags.clone().map(String::as_str)).or_else(|| {
+                (quorum && all_tags.clone().any(|t| t.trim_start_matches('@') == cluster::CLASSIC_INBOX_TAG)).then(|| {
+                    format!(
+                        "it judges a classic inbox's form (@{}), and on a cluster the gateway runs quorum inboxes \
+                         (SPEC §16 CLU-4 changes that observable; cluster.feature judges the quorum form)",
+                        cluster::CLASSIC_INBOX_TAG
+                    )
+                })
+            });
+            match why_not {
                 Some(why) if admitted => {
                     if let Ok(mut l) = left_out_by_filter.lock() {
                         l.insert(

@@ -18,7 +18,7 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 use crate::world::{FleetWorld, Host};
 
 /// Runs `scripts/provision-broker` for `host` on the scenario's vhost; returns (user, password).
-async fn provision_login(w: &mut FleetWorld, host: &str) -> anyhow::Result<(String, String)> {
+pub(crate) async fn provision_login(w: &mut FleetWorld, host: &str) -> anyhow::Result<(String, String)> {
     if let Some(l) = w.broker_logins.get(host) {
         return Ok(l.clone());
     }

@@ -35,6 +35,9 @@ pub struct Suite {
     /// scenario was gone and hold new ones back (~200 s of a run with nothing else running); on
     /// their own broker they take it one at a time while the others go on.
     restart: OnceCell<Arc<Suite>>,
+    /// The gateway under test runs the cluster profile (SPEC §16): the broker is a cluster and
+    /// the gateway declares `cluster`, so gateways get every node's URL and FLEET_QUEUE_TYPE=quorum.
+    pub quorum: bool,
 }
 
 impl Suite {
@@ -45,6 +48,7 @@ impl Suite {
             work_dir,
             slots: Arc::new(Semaphore::new(concurrency.max(1))),
             restart: OnceCell::new(),
+            quorum: false,
         }
     }
 
@@ -65,12 +69,14 @@ impl Suite {
                     spec.label(),
                     started.elapsed()
                 );
-                anyhow::Ok(Arc::new(Suite::new(
+                let mut suite = Suite::new(
                     broker,
                     self.gateway_cmd.clone(),
                     self.work_dir.clone(),
                     1,
-                )))
+                );
+                suite.quorum = self.quorum;
+                anyhow::Ok(Arc::new(suite))
             })
             .await
             .cloned()
@@ -219,6 +225,8 @@ pub struct FleetWorld {
     /// Per-host broker logins made for this scenario (SEC-2): host → (user, password); the users
     /// are deleted at cleanup.
     pub broker_logins: BTreeMap<String, (String, String)>,
+    /// The cluster scenarios' notes (SPEC §16), and whether this scenario strikes nodes.
+    pub cluster: crate::cluster::ClusterState,
     /// The scenario's wire probe and the AMQP URL it was connected to ([`FleetWorld::probe`]);
     /// closed at cleanup.
     probe: Option<(String, Arc<Probe>)>,
@@ -255,6 +263,10 @@ impl FleetWorld {
         let heartbeat = fleet_conformance::timing::scaled(Duration::from_secs(1));
         gateway_env.insert("FLEET_HEARTBEAT_MS".into(), heartbeat.as_millis().to_string());
         gateway_env.insert("FLEET_AMQP_HEARTBEAT_S".into(), "5".into());
+        if suite.as_ref().is_some_and(|s| s.quorum) {
+            // SPEC §16 CLU-2: a gateway that declares `cluster` runs on a cluster with quorum queues.
+            gateway_env.insert("FLEET_QUEUE_TYPE".into(), "quorum".into());
+        }
         Ok(FleetWorld {
             suite,
             slot: None,
@@ -277,6 +289,7 @@ impl FleetWorld {
             replacements: BTreeMap::new(),
             wire: Default::default(),
             broker_logins: BTreeMap::new(),
+            cluster: Default::default(),
             probe: None,
         })
     }
@@ -290,12 +303,14 @@ impl FleetWorld {
         if let Some(v) = &self.vhost {
             return Ok(v.clone());
         }
-        let v = self
-            .suite()?
-            .broker
-            .create_vhost()
-            .await
-            .context("creating the scenario's vhost")?;
+        let suite = self.suite()?;
+        let v = if self.cluster.exclusive {
+            // It kills or cuts off nodes: every other scenario's connections would break too.
+            suite.broker.create_exclusive_vhost().await
+        } else {
+            suite.broker.create_vhost().await
+        }
+        .context("creating the scenario's vhost")?;
         self.vhost = Some(v.clone());
         Ok(v)
     }
@@ -351,6 +366,9 @@ impl FleetWorld {
 
     /// Starts `host`'s fake herdr and returns it with the gateway spec `start_host` would use.
     pub async fn host_spec(&mut self, host: &str) -> anyhow::Result<(GatewaySpec, FakeHerdr)> {
+        if self.cluster.own_logins {
+            crate::cluster::configure_host(self, host).await?;
+        }
         let suite = self.suite()?;
         let vhost = self.vhost().await?;
         let hdir = self.dir.join(host);
@@ -376,6 +394,8 @@ impl FleetWorld {
                     .broker
                     .amqp_url(&vhost)
                     .replace(&suite.broker.endpoint().amqp_addr(), &p.listen().to_string()),
+                // SPEC §16 CLU-1: every node's URL, when the gateway runs the cluster profile.
+                None if suite.quorum => crate::cluster::url_list(self, &vhost, None, crate::cluster::host_offset(host))?,
                 None => suite.broker.amqp_url(&vhost),
             },
             herdr_socket: herdr.socket_path().to_path_buf(),
@@ -565,6 +585,19 @@ impl FleetWorld {
         }
         if let Some((_, p)) = self.probe.take() {
             close_probe(p).await;
+        }
+        if let Some((_, task, conn)) = self.cluster.standby.take() {
+            task.abort();
+            let _ = conn.close(200, "scenario over".into()).await;
+        }
+        if let Some(t) = self.cluster.replies.as_mut().and_then(|r| r.task.take()) {
+            t.abort();
+        }
+        if self.cluster.exclusive
+            && let Some(s) = &self.suite
+            && let Err(e) = s.broker.ensure_whole().await
+        {
+            eprintln!("error: the cluster could not be made whole again after the scenario: {e}");
         }
         if let (Some(v), Some(s)) = (self.vhost.take(), &self.suite) {
             let _ = s.broker.delete_vhost(&v).await;

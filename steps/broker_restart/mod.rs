@@ -29,6 +29,8 @@ mod migration;
 mod outage;
 mod replies;
 
+pub(crate) use replies::{describe, drain_until};
+
 use anyhow::anyhow;
 
 use crate::world::FleetWorld;

@@ -15,7 +15,7 @@ use super::quoted;
 
 /// Everything `main` can drain (from `from`, if given) until the (scaled) deadline, or until
 /// `enough` says so: polls, and blocks in `bridge_wait` while nothing is held.
-async fn drain_until(
+pub(crate) async fn drain_until(
     w: &mut FleetWorld,
     main: &str,
     from: Option<&str>,
@@ -60,7 +60,7 @@ async fn drain_until(
 }
 
 /// Short descriptions of drained messages, for error messages.
-fn describe(msgs: &[Value]) -> Vec<String> {
+pub(crate) fn describe(msgs: &[Value]) -> Vec<String> {
     msgs.iter()
         .map(|m| {
             format!(

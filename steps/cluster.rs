@@ -1,0 +1,871 @@
+//! Steps of the cluster profile (SPEC §16) on a real 3-node RabbitMQ cluster the suite started.
+//!
+//! Every gateway of a cluster scenario is given the URLs of all nodes (CLU-1) under a login of its
+//! own (SEC-2, made by `scripts/provision-broker`), so the broker's connection list says which node
+//! holds whose connection: "the node the gateway on "b" is connected to" is read there, never
+//! guessed from the URL order (another gateway may pick any node of its list). The lists are
+//! rotated per host so that, with a gateway that takes the first reachable URL, the hosts sit on
+//! different nodes and the probe (node 1 of the list, the broker's first node while it lives)
+//! rarely shares a node with the one killed.
+//!
+//! Node loss is real: SIGKILL of the node's Erlang VM, or (container provider) its network cut off
+//! the others'. The scenarios that do it take the cluster to themselves (the runner marks them,
+//! [`ClusterState::exclusive`]) and the cluster is made whole again at cleanup.
+//!
+//! What is judged (CONTRACT §11): queue types and arguments as the management API shows them;
+//! readiness as `/readyz` 200 *and* the host's connections on a live node; replies by their
+//! msgIds as `bridge_reply` returned them (a failed one is unknown, [C-16]: it may arrive once);
+//! the conversion by what the main drains afterwards, in order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail, ensure};
+use cucumber::{given, then, when};
+use fleet_conformance::broker::url::percent_encode;
+use fleet_conformance::envelope::{Envelope, new_uuid};
+use fleet_conformance::legacy::{LegacyBroker, v2_inbox_arguments};
+use fleet_conformance::probe::Crafted;
+use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, scaled, wait_for};
+use futures_util::StreamExt as _;
+use lapin::options::{BasicConsumeOptions, BasicNackOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use serde_json::{Value, json};
+
+use crate::world::FleetWorld;
+
+/// The tags of scenarios that kill or cut off broker nodes: they take the cluster to themselves.
+pub const NODE_FAULT_TAGS: [&str; 2] = ["node-loss", "node-partition"];
+
+/// The tag of scenarios that judge a classic inbox's form where SPEC §16 changes it (CAP-4's
+/// maxlen path, an exclusive consumer): left out, and said so, when gateways run quorum inboxes.
+pub const CLASSIC_INBOX_TAG: &str = "classic-inbox";
+
+/// What the cluster steps keep between steps of one scenario.
+#[derive(Default)]
+pub struct ClusterState {
+    /// Set by the runner for a scenario tagged [`NODE_FAULT_TAGS`]: its vhost is made exclusive
+    /// and the cluster is made whole again at cleanup.
+    pub exclusive: bool,
+    /// Every host's gateway gets all nodes' URLs under its own login.
+    pub own_logins: bool,
+    /// The node killed or cut off last, and when.
+    pub struck: Option<(usize, Instant)>,
+    /// The node cut off and not healed yet.
+    pub partitioned: Option<usize>,
+    /// The replies sent in the background.
+    pub replies: Option<ReplyRun>,
+    /// Deliveries handed to the probe's own consumer of an inbox (CLU-3), with the consumer task.
+    pub standby: Option<(Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>, lapin::Connection)>,
+    /// The classic inbox the conversion scenario seeded: its entity's name, gid and the msgIds
+    /// in the order they were published.
+    pub seeded: Option<Seeded>,
+    /// A registration the gateway refused while the inbox was classic: (host, name, pane), made
+    /// again once the inbox is quorum.
+    pub pending_registration: Option<(String, String, String)>,
+}
+
+/// A classic inbox seeded for the conversion (CLU-7).
+pub struct Seeded {
+    pub name: String,
+    pub gid: String,
+    pub from: String,
+    pub ids: Vec<String>,
+}
+
+/// Replies a worker sends one after another in the background while a node goes.
+pub struct ReplyRun {
+    pub worker: String,
+    pub texts: Vec<String>,
+    pub outcomes: Arc<Mutex<Vec<ReplyOutcome>>>,
+    pub task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How one `bridge_reply` ended.
+#[derive(Debug, Clone)]
+pub struct ReplyOutcome {
+    pub text: String,
+    /// The msgId it returned (the broker confirmed it), or why it failed.
+    pub result: Result<String, String>,
+    pub took: Duration,
+    /// It had not returned when its bound (the inject bound, scaled, plus a second) passed.
+    pub hung: bool,
+}
+
+impl ReplyRun {
+    fn outcomes(&self) -> Vec<ReplyOutcome> {
+        self.outcomes.lock().map(|o| o.clone()).unwrap_or_default()
+    }
+}
+
+/// `amqp://user:pass@node/vhost` for every node of the broker, rotated by `offset`, comma-joined.
+pub fn url_list(w: &FleetWorld, vhost: &str, login: Option<&(String, String)>, offset: usize) -> anyhow::Result<String> {
+    let suite = w.suite()?;
+    let broker = &suite.broker;
+    let n = broker.node_count();
+    let urls: Vec<String> = (0..n)
+        .map(|i| {
+            let ep = broker.node_endpoint((i + offset) % n);
+            let (user, password) = match login {
+                Some((u, p)) => (u.as_str(), p.as_str()),
+                None => (ep.user.as_str(), ep.password.as_str()),
+            };
+            format!(
+                "amqp://{}:{}@{}/{}",
+                percent_encode(user),
+                percent_encode(password),
+                ep.amqp_addr(),
+                percent_encode(vhost)
+            )
+        })
+        .collect();
+    Ok(urls.join(","))
+}
+
+/// Which node a host's URL list starts with: hosts `a`, `b`, `c` … on nodes 2, 3, 1 …
+pub fn host_offset(host: &str) -> usize {
+    host.bytes().next().map_or(0, |b| usize::from(b.wrapping_sub(b'a')) + 1)
+}
+
+/// Gives `host`'s gateway every node's URL under its own login, before it starts (called by
+/// [`FleetWorld::host_spec`] when [`ClusterState::own_logins`] is set).
+pub async fn configure_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<()> {
+    if w.host_env.get(host).is_some_and(|e| e.contains_key("FLEET_AMQP_URL")) {
+        return Ok(());
+    }
+    let vhost = w.vhost().await?;
+    let login = crate::security::provision_login(w, host).await?;
+    let urls = url_list(w, &vhost, Some(&login), host_offset(host))?;
+    w.host_env
+        .entry(host.to_string())
+        .or_default()
+        .insert("FLEET_AMQP_URL".into(), urls);
+    Ok(())
+}
+
+#[given("every host connects to all nodes of the cluster with its own login")]
+async fn own_logins(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let suite = w.suite()?;
+    ensure!(
+        suite.broker.is_cluster(),
+        "broker {} is not a cluster (this scenario needs @broker-cluster)",
+        suite.broker.spec()
+    );
+    w.cluster.own_logins = true;
+    Ok(())
+}
+
+/// The nodes (indexes) the broker shows `host`'s gateway connected to, by its login.
+async fn nodes_of_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<BTreeSet<usize>> {
+    let (user, _) = w
+        .broker_logins
+        .get(host)
+        .cloned()
+        .ok_or_else(|| anyhow!("host {host:?} has no login of its own (see the Background)"))?;
+    let vhost = w.vhost().await?;
+    let suite = w.suite()?;
+    let conns = suite.broker.management().connections(&vhost).await?;
+    let mut nodes = BTreeSet::new();
+    for c in conns.iter().filter(|c| c.user == user) {
+        if let Some(i) = suite.broker.node_index(&c.node) {
+            nodes.insert(i);
+        }
+    }
+    Ok(nodes)
+}
+
+/// The one node `host`'s gateway is connected to (waits for the broker to list it).
+async fn node_of_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<usize> {
+    let deadline = Instant::now() + scaled(Duration::from_secs(15));
+    loop {
+        let nodes = nodes_of_host(w, host).await?;
+        if let Some(first) = nodes.first() {
+            if nodes.len() > 1 {
+                println!("note: the gateway on {host} holds connections on nodes {nodes:?}; node {first} is struck");
+            }
+            return Ok(*first);
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the broker lists no connection of the gateway on {host}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn inbox(gid: &str) -> String {
+    format!("agent.{gid}.inbox.v2")
+}
+
+#[when(regex = r#"^"([^"]+)" sends (\d+) replies "([^"]+)-1" to "[^"]+-\d+" in the background$"#)]
+async fn replies_in_background(w: &mut FleetWorld, worker: String, n: usize, prefix: String) -> anyhow::Result<()> {
+    let handle = w.mcp(&worker).await?.handle();
+    let bound = scaled(w.inject_bound()) + Duration::from_secs(1);
+    let texts: Vec<String> = (1..=n).map(|i| format!("{prefix}-{i}")).collect();
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let (todo, out) = (texts.clone(), outcomes.clone());
+    let task = tokio::spawn(async move {
+        for text in todo {
+            let started = Instant::now();
+            let r = tokio::time::timeout(bound, handle.call("bridge_reply", json!({"text": text}))).await;
+            let (result, hung) = match r {
+                Ok(Ok(v)) => match v["msgId"].as_str() {
+                    Some(id) => (Ok(id.to_string()), false),
+                    None => (Err(format!("returned {v}")), false),
+                },
+                Ok(Err(e)) => (Err(format!("{e:#}")), false),
+                Err(_) => (Err(format!("no answer within {bound:?}")), true),
+            };
+            if let Ok(mut o) = out.lock() {
+                o.push(ReplyOutcome {
+                    text,
+                    result,
+                    took: started.elapsed(),
+                    hung,
+                });
+            }
+        }
+    });
+    w.cluster.replies = Some(ReplyRun {
+        worker,
+        texts,
+        outcomes,
+        task: Some(task),
+    });
+    Ok(())
+}
+
+#[when(
+    regex = r#"^the node (?:the gateway on "([^"]*)" is connected to|leading the inbox of "([^"]*)") is (killed|cut off from the others)(?: once (\d+) of them are confirmed)?$"#
+)]
+async fn strike_node(
+    w: &mut FleetWorld,
+    host: String,
+    owner: String,
+    action: String,
+    once: String,
+) -> anyhow::Result<()> {
+    if !once.is_empty() {
+        let want: usize = once.parse()?;
+        let run = w
+            .cluster
+            .replies
+            .as_ref()
+            .ok_or_else(|| anyhow!("no replies are being sent in the background"))?;
+        let out = run.outcomes.clone();
+        wait_for(
+            &format!("{want} replies confirmed"),
+            Duration::from_secs(30),
+            || {
+                let out = out.clone();
+                async move {
+                    let o = out.lock().map(|o| o.clone()).unwrap_or_default();
+                    let ok = o.iter().filter(|r| r.result.is_ok()).count();
+                    if ok >= want {
+                        Ok(Some(()))
+                    } else {
+                        Err(format!("{ok} confirmed of {} ended: {o:?}", o.len()))
+                    }
+                }
+            },
+        )
+        .await?;
+    }
+    let node = if host.is_empty() {
+        let gid = w.gid(&owner)?;
+        let vhost = w.vhost().await?;
+        w.suite()?.broker.queue_leader(&vhost, &inbox(&gid)).await?
+    } else {
+        node_of_host(w, &host).await?
+    };
+    let suite = w.suite()?;
+    if action == "killed" {
+        suite.broker.kill_node(node).await?;
+    } else {
+        if let Some(why) = suite.broker.cannot_partition() {
+            bail!("this broker cannot cut a node off ({why}); the scenario should have been left out");
+        }
+        suite.broker.partition_node(node).await?;
+        w.cluster.partitioned = Some(node);
+    }
+    println!("node {node} {action}");
+    w.cluster.struck = Some((node, Instant::now()));
+    Ok(())
+}
+
+#[when("the partition heals")]
+async fn partition_heals(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let node = w
+        .cluster
+        .partitioned
+        .take()
+        .ok_or_else(|| anyhow!("no node was cut off"))?;
+    w.suite()?.broker.heal_node(node).await?;
+    Ok(())
+}
+
+/// CLU-5(c): `/readyz` 200 with every connection of the host on a live node, within 2H plus two
+/// AMQP heartbeats of the strike (nominal, scaled). A gateway that lost nothing passes at once.
+#[then("every gateway is ready again within 2 heartbeats and two AMQP heartbeats")]
+async fn ready_again(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let (dead, at) = w.cluster.struck.ok_or_else(|| anyhow!("no node was struck"))?;
+    let amqp_hb: u64 = w
+        .gateway_env
+        .get("FLEET_AMQP_HEARTBEAT_S")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let bound = w.heartbeat() * 2 + Duration::from_secs(2 * amqp_hb);
+    let deadline = at + scaled(bound);
+    let hosts: Vec<String> = w.hosts.keys().cloned().collect();
+    for host in hosts {
+        loop {
+            let ready = matches!(w.host(&host)?.gateway.get("/readyz").await, Ok((200, _)));
+            let nodes = nodes_of_host(w, &host).await?;
+            let moved = !nodes.is_empty() && !nodes.contains(&dead);
+            if ready && moved {
+                println!(
+                    "the gateway on {host} was ready on node(s) {nodes:?} {:.1?} after node {dead} went",
+                    at.elapsed()
+                );
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "CLU-5(c): the gateway on {host} was not ready again within {bound:?} (scaled) of node {dead} going: \
+                 /readyz 200: {ready}, its connections on nodes {nodes:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+#[then(regex = r#"^every reply of "([^"]+)" ends within the inject bound$"#)]
+async fn replies_end(w: &mut FleetWorld, worker: String) -> anyhow::Result<()> {
+    let run = w
+        .cluster
+        .replies
+        .as_mut()
+        .ok_or_else(|| anyhow!("no replies are being sent in the background"))?;
+    ensure!(run.worker == worker, "the replies in the background are {}'s", run.worker);
+    if let Some(task) = run.task.take() {
+        task.await.context("the background replies' task")?;
+    }
+    let outcomes = run.outcomes();
+    ensure!(
+        outcomes.len() == run.texts.len(),
+        "{} of {} replies ended",
+        outcomes.len(),
+        run.texts.len()
+    );
+    let hung: Vec<&ReplyOutcome> = outcomes.iter().filter(|o| o.hung).collect();
+    ensure!(
+        hung.is_empty(),
+        "CLU-5(d): bridge_reply was left hanging past the inject bound: {hung:?}"
+    );
+    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+    let slowest = outcomes.iter().map(|o| o.took).max().unwrap_or_default();
+    println!(
+        "{} replies confirmed, {failed} failed (unknown, [C-16]); the slowest took {slowest:.1?}",
+        outcomes.len() - failed
+    );
+    Ok(())
+}
+
+#[then(regex = r#"^"([^"]+)" drains every reply of "([^"]+)" the broker confirmed, each exactly once, within (\d+) seconds$"#)]
+async fn drains_confirmed(w: &mut FleetWorld, main: String, worker: String, secs: u64) -> anyhow::Result<()> {
+    let run = w
+        .cluster
+        .replies
+        .as_ref()
+        .ok_or_else(|| anyhow!("no replies were sent in the background"))?;
+    ensure!(run.worker == worker, "the replies in the background are {}'s", run.worker);
+    let outcomes = run.outcomes();
+    let confirmed: BTreeMap<String, String> = outcomes
+        .iter()
+        .filter_map(|o| o.result.as_ref().ok().map(|id| (id.clone(), o.text.clone())))
+        .collect();
+    let texts: BTreeSet<String> = run.texts.iter().cloned().collect();
+    let want = confirmed.clone();
+    let seen_all = move |got: &[Value]| want.keys().all(|id| got.iter().any(|m| m["msgId"] == json!(id)));
+    let mut got = crate::broker_restart::drain_until(w, &main, Some(&worker), Duration::from_secs(secs), seen_all.clone()).await?;
+    ensure!(
+        seen_all(&got),
+        "CLU-5(a): {main} did not drain every confirmed reply of {worker} within {secs} s; missing: {:?}; drained: {:?}",
+        confirmed
+            .iter()
+            .filter(|(id, _)| !got.iter().any(|m| m["msgId"] == json!(id)))
+            .map(|(_, t)| t)
+            .collect::<Vec<_>>(),
+        crate::broker_restart::describe(&got)
+    );
+    // One more look over a window: a second copy would show up now.
+    let window = w.heartbeat() * 2;
+    got.extend(crate::broker_restart::drain_until(w, &main, Some(&worker), window, |_| false).await?);
+    let mut by_text: BTreeMap<String, usize> = BTreeMap::new();
+    for m in &got {
+        let text = m["text"].as_str().unwrap_or_default().to_string();
+        ensure!(
+            texts.contains(&text) && m["kind"] == json!("REPLY"),
+            "{main} drained a message that is none of {worker}'s replies: {m}"
+        );
+        *by_text.entry(text).or_default() += 1;
+    }
+    let twice: Vec<_> = by_text.iter().filter(|(_, n)| **n > 1).collect();
+    ensure!(
+        twice.is_empty(),
+        "CLU-5(a)/[C-15]: {main} drained replies more than once: {twice:?}"
+    );
+    let unknown_arrived = got
+        .iter()
+        .filter(|m| !confirmed.contains_key(m["msgId"].as_str().unwrap_or_default()))
+        .count();
+    println!(
+        "{main} drained {} confirmed replies once each, and {unknown_arrived} of the unknown ones",
+        confirmed.len()
+    );
+    Ok(())
+}
+
+#[when(regex = r#"^the probe also consumes the inbox of "([^"]+)"$"#)]
+async fn probe_consumes(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let vhost = w.vhost().await?;
+    let url = w.suite()?.broker.amqp_url(&vhost);
+    let conn = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+        .await
+        .context("connecting the probe's consumer")?;
+    let ch = conn.create_channel().await?;
+    let mut consumer = ch
+        .basic_consume(
+            inbox(&gid).as_str().into(),
+            "fleet-probe-standby".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .with_context(|| {
+            format!("the broker refused a plain consume of {name}'s quorum inbox (CLU-3: a standby is accepted)")
+        })?;
+    let handed = Arc::new(Mutex::new(Vec::new()));
+    let seen = handed.clone();
+    let task = tokio::spawn(async move {
+        while let Some(Ok(d)) = consumer.next().await {
+            let text = String::from_utf8_lossy(&d.data).to_string();
+            if let Ok(mut s) = seen.lock() {
+                s.push(text);
+            }
+            // Back to the queue: the holder must still get it (the check has failed already).
+            let _ = d
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..BasicNackOptions::default()
+                })
+                .await;
+        }
+    });
+    w.cluster.standby = Some((handed, task, conn));
+    Ok(())
+}
+
+#[then(regex = r#"^the probe's consumer on the inbox of "([^"]+)" is handed nothing over a window$"#)]
+async fn standby_handed_nothing(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (handed, _, _) = w
+        .cluster
+        .standby
+        .as_ref()
+        .ok_or_else(|| anyhow!("the probe does not consume the inbox of {name}"))?;
+    let handed = handed.clone();
+    hold_for(
+        &format!("CLU-3: no delivery to a second consumer of {name}'s inbox"),
+        ABSENCE_WINDOW,
+        || {
+            let handed = handed.clone();
+            async move {
+                let h = handed.lock().map(|h| h.clone()).unwrap_or_default();
+                if h.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("the probe's consumer was handed {h:?} while the gateway held the inbox"))
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The management view of one queue, waited for (the API lists a new queue within a second).
+async fn queue_info(w: &mut FleetWorld, queue: &str) -> anyhow::Result<fleet_conformance::broker::QueueInfo> {
+    let vhost = w.vhost().await?;
+    let suite = w.suite()?;
+    let m = suite.broker.management();
+    Ok(wait_for(&format!("{queue} listed by the broker"), Duration::from_secs(10), || async {
+        match m.queue(&vhost, queue).await {
+            Ok(Some(q)) => Ok(Some(q)),
+            Ok(None) => Err(format!("{queue} is not listed")),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await?)
+}
+
+fn arg<'a>(q: &'a fleet_conformance::broker::QueueInfo, name: &str) -> Option<&'a Value> {
+    q.arguments.get(name)
+}
+
+#[then(
+    regex = r#"^the inbox of "([^"]+)" is a quorum queue with a single active consumer, reject-publish overflow and at-least-once dead-lettering$"#
+)]
+async fn quorum_inbox(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let gid = match (w.entities.get(&name), &w.cluster.seeded) {
+        (Some(e), _) => e.gid.clone(),
+        (None, Some(s)) if s.name == name => s.gid.clone(),
+        _ => bail!("no entity {name:?} in this scenario"),
+    };
+    let q = queue_info(w, &inbox(&gid)).await?;
+    let want = [
+        ("x-queue-type", json!("quorum"), "CLU-2"),
+        ("x-single-active-consumer", json!(true), "CLU-3"),
+        ("x-overflow", json!("reject-publish"), "CLU-4"),
+        ("x-dead-letter-strategy", json!("at-least-once"), "CLU-4"),
+        ("x-dead-letter-exchange", json!("bridge.dlx"), "TOP-2"),
+    ];
+    for (k, v, id) in want {
+        ensure!(
+            arg(&q, k) == Some(&v),
+            "{id}: the inbox of {name} has {k} = {:?}, expected {v}; arguments: {:?}",
+            arg(&q, k),
+            q.arguments
+        );
+    }
+    for k in ["x-max-length", "x-message-ttl", "x-expires"] {
+        ensure!(
+            arg(&q, k).is_some_and(Value::is_number),
+            "TOP-2: the quorum inbox of {name} lacks {k}: {:?}",
+            q.arguments
+        );
+    }
+    ensure!(q.durable, "the inbox of {name} is not durable");
+    Ok(())
+}
+
+#[then(regex = r#"^the control queues of "([^"]+)" and "([^"]+)" are quorum queues$"#)]
+async fn quorum_control(w: &mut FleetWorld, a: String, b: String) -> anyhow::Result<()> {
+    for host in [a, b] {
+        let q = queue_info(w, &format!("control.{host}")).await?;
+        ensure!(
+            arg(&q, "x-queue-type") == Some(&json!("quorum")) && q.durable,
+            "CLU-2: control.{host} is not a durable quorum queue: {:?}",
+            q.arguments
+        );
+    }
+    Ok(())
+}
+
+#[then("the dead-letter queue is a quorum queue that drops its oldest message when full")]
+async fn quorum_dlq(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let q = queue_info(w, "bridge.dlq").await?;
+    ensure!(
+        arg(&q, "x-queue-type") == Some(&json!("quorum")),
+        "CLU-2: bridge.dlq is not a quorum queue: {:?}",
+        q.arguments
+    );
+    // drop-head is the overflow a queue has when none is named (CAP-5).
+    ensure!(
+        matches!(arg(&q, "x-overflow"), None) || arg(&q, "x-overflow") == Some(&json!("drop-head")),
+        "CLU-4/CAP-5: bridge.dlq must keep drop-head: {:?}",
+        q.arguments
+    );
+    ensure!(
+        arg(&q, "x-max-length").is_some_and(Value::is_number),
+        "CAP-5: bridge.dlq is not capped: {:?}",
+        q.arguments
+    );
+    Ok(())
+}
+
+#[then(regex = r#"^the roster queues of "([^"]+)" and "([^"]+)" are exclusive classic queues$"#)]
+async fn classic_rosters(w: &mut FleetWorld, a: String, b: String) -> anyhow::Result<()> {
+    for host in [a, b] {
+        let q = queue_info(w, &format!("roster.{host}")).await?;
+        let kind = arg(&q, "x-queue-type");
+        ensure!(
+            (kind.is_none() || kind == Some(&json!("classic"))) && q.exclusive,
+            "CLU-2: roster.{host} must stay an exclusive classic queue: exclusive {}, {:?}",
+            q.exclusive,
+            q.arguments
+        );
+    }
+    Ok(())
+}
+
+#[given(regex = r#"^the broker holds a classic inbox of a main "([^"]+)" with (\d+) replies from "([^"]+)", signed by host "([^"]+)"$"#)]
+async fn seed_classic_inbox(w: &mut FleetWorld, name: String, n: usize, from: String, host: String) -> anyhow::Result<()> {
+    let gid = new_uuid();
+    let from_gid = w.gid(&from)?;
+    let key = w
+        .keys
+        .get(&host)
+        .cloned()
+        .ok_or_else(|| anyhow!("no key for host {host:?}"))?;
+    let queue = inbox(&gid);
+    let vhost = w.vhost().await?;
+    let url = w.suite()?.broker.amqp_url(&vhost);
+    // As a single-node fleet's gateway left it: classic, durable, the §1 arguments.
+    let conn = lapin::Connection::connect(&url, lapin::ConnectionProperties::default()).await?;
+    let ch = conn.create_channel().await?;
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        },
+        v2_inbox_arguments(),
+    )
+    .await
+    .with_context(|| format!("declaring the classic inbox {queue}"))?;
+    let _ = conn.close(200, "seeded".into()).await;
+    let probe = w.probe().await?;
+    let mut ids = Vec::with_capacity(n);
+    for i in 1..=n {
+        let body = format!("classic {i} of {n}").into_bytes();
+        let env = Envelope::new("REPLY", &from_gid, &gid, &host).signed_by(&key, &body);
+        ids.push(env.msg_id().to_string());
+        let mut msg = Crafted::from_envelope("", &queue, &env, &body);
+        msg.properties = msg.properties.with_delivery_mode(2);
+        probe.publish(&msg).await.with_context(|| format!("publishing reply {i}"))?;
+    }
+    w.cluster.seeded = Some(Seeded {
+        name,
+        gid,
+        from,
+        ids,
+    });
+    Ok(())
+}
+
+#[when(regex = r#"^host "([^"]+)" runs a gateway and registers the main "([^"]+)" on it$"#)]
+async fn register_on_classic(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let gid = match &w.cluster.seeded {
+        Some(s) if s.name == name => s.gid.clone(),
+        _ => bail!("no seeded inbox for {name:?}"),
+    };
+    w.start_host(&host).await?;
+    let h = w.host(&host)?;
+    let pane = h
+        .herdr
+        .add_agent_pane("claude-main", fleet_conformance::herdr::AgentStatus::Idle);
+    match h.gateway.register("main", &pane, &[], None, Some(&gid)).await {
+        Ok((gid, token)) => {
+            w.adopt_entity(&name, &host, &gid, &token, &pane);
+        }
+        Err(e) => {
+            // How a gateway reports the entity it cannot serve is its own (CLU-7 asks: not
+            // ready, conversion named); the registration is made again once the inbox is quorum.
+            println!("reference behaviour (not judged): registering {name} on {host} answered: {e}");
+            w.cluster.pending_registration = Some((host, name, pane));
+        }
+    }
+    Ok(())
+}
+
+#[then(regex = r#"^the gateway on "([^"]+)" stays alive and not ready over a window, and logs at ERROR naming the inbox of "([^"]+)"$"#)]
+async fn alive_not_ready(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let gid = match &w.cluster.seeded {
+        Some(s) if s.name == name => s.gid.clone(),
+        _ => w.gid(&name)?,
+    };
+    let gw = &w.host(&host)?.gateway;
+    // A crash loop shows as an exit (the suite never restarts it) or as /readyz flapping to 200.
+    hold_for(
+        &format!("CLU-7: the gateway on {host} alive and not ready"),
+        w.heartbeat() * 3,
+        || async move {
+            if gw.pid().is_none() {
+                return Err("the gateway exited".to_string());
+            }
+            match gw.get("/readyz").await {
+                Ok((200, body)) => Err(format!("/readyz answered 200 while {name}'s inbox is classic: {body}")),
+                Ok(_) => Ok(()),
+                Err(e) => Err(format!("the local API stopped answering: {e}")),
+            }
+        },
+    )
+    .await?;
+    let log = gw.log();
+    let names = [gid.clone(), inbox(&gid)];
+    let line = fleet_conformance::contract::con2_refusal(&log, &names).ok_or_else(|| {
+        anyhow!("CLU-7: the gateway on {host} logged no ERROR line naming {gid} or its inbox (CONTRACT §11)")
+    })?;
+    println!("reference behaviour (not judged): the gateway on {host} said: {line}");
+    Ok(())
+}
+
+/// The conversion command (CONTRACT §11): `FLEET_CONVERT_CMD`, else the repository's
+/// `scripts/convert-inboxes`, run with the queue names as arguments and `FLEET_AMQP_URL` set to
+/// every node's URL for the scenario's vhost.
+async fn conversion(w: &mut FleetWorld, name: &str) -> anyhow::Result<(tokio::process::Command, String)> {
+    let gid = match &w.cluster.seeded {
+        Some(s) if s.name == name => s.gid.clone(),
+        _ => w.gid(name)?,
+    };
+    let queue = inbox(&gid);
+    let vhost = w.vhost().await?;
+    let urls = url_list(w, &vhost, None, 0)?;
+    let cmd = std::env::var("FLEET_CONVERT_CMD")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| {
+            crate::workspace_root()
+                .join("scripts")
+                .join("convert-inboxes")
+                .display()
+                .to_string()
+        });
+    let mut c = tokio::process::Command::new("sh");
+    c.arg("-c")
+        .arg(format!("exec {cmd} \"$@\""))
+        .arg("sh")
+        .arg(&queue)
+        .env("FLEET_AMQP_URL", urls)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .process_group(0);
+    if fleet_conformance::conformance::selection::reference_under_test() {
+        // The reference's converter is the gateway binary the run built.
+        c.env("FLEET_GATEWAY_BIN", &w.suite()?.gateway_cmd);
+    }
+    Ok((c, queue))
+}
+
+#[when(regex = r#"^the conversion of the inbox of "([^"]+)" is killed with SIGKILL once messages have left the inbox$"#)]
+async fn conversion_killed(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (mut cmd, queue) = conversion(w, &name).await?;
+    let vhost = w.vhost().await?;
+    let watch = LegacyBroker::connect(&w.suite()?.broker.amqp_url(&vhost)).await?;
+    let before = watch
+        .queue_state(&queue)
+        .await?
+        .ok_or_else(|| anyhow!("{queue} does not exist"))?
+        .messages;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("starting the conversion")?;
+    let pgid = child.id().ok_or_else(|| anyhow!("the conversion exited at once"))? as i32;
+    let deadline = Instant::now() + scaled(Duration::from_secs(60));
+    loop {
+        let state = watch.queue_state(&queue).await?;
+        let moved = match state {
+            Some(s) => s.messages < before,
+            None => true,
+        };
+        if moved {
+            // SAFETY: kill(2) on the conversion's own process group, made by `process_group(0)`.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = child.wait().await;
+            println!("the conversion was killed with {state:?} left of {before} in {queue}");
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            let out = child.wait_with_output().await?;
+            bail!(
+                "the conversion ended ({status}) before a message had left {queue}; it could not be killed halfway: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no message left {queue} within 60 s of the conversion's start"
+        );
+    }
+    watch.close().await;
+    Ok(())
+}
+
+#[when(regex = r#"^the conversion of the inbox of "([^"]+)" runs (?:again to the end|once more)$"#)]
+async fn conversion_runs(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (mut cmd, queue) = conversion(w, &name).await?;
+    let bound = scaled(Duration::from_secs(120));
+    let out = tokio::time::timeout(bound, cmd.output())
+        .await
+        .map_err(|_| anyhow!("the conversion of {queue} did not end within {bound:?}"))?
+        .context("running the conversion")?;
+    ensure!(
+        out.status.success(),
+        "CLU-7: the conversion of {queue} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "the conversion of {queue} said: {}",
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
+    Ok(())
+}
+
+#[then(regex = r#"^"([^"]+)" drains the (\d+) replies from "([^"]+)" in the order sent, each exactly once, within (\d+) seconds$"#)]
+async fn drains_in_order(w: &mut FleetWorld, main: String, n: usize, from: String, secs: u64) -> anyhow::Result<()> {
+    if let Some((host, name, pane)) = w.cluster.pending_registration.take() {
+        let gid = w
+            .cluster
+            .seeded
+            .as_ref()
+            .map(|s| s.gid.clone())
+            .ok_or_else(|| anyhow!("no seeded inbox"))?;
+        let (gid, token) = w
+            .host(&host)?
+            .gateway
+            .register("main", &pane, &[], None, Some(&gid))
+            .await
+            .with_context(|| format!("registering {name} on {host} once its inbox is quorum"))?;
+        w.adopt_entity(&name, &host, &gid, &token, &pane);
+    }
+    let seeded = w
+        .cluster
+        .seeded
+        .as_ref()
+        .ok_or_else(|| anyhow!("no seeded inbox"))?;
+    ensure!(seeded.name == main && seeded.from == from, "the seeded inbox is {}'s from {}", seeded.name, seeded.from);
+    let ids = seeded.ids.clone();
+    ensure!(ids.len() == n, "{} replies were seeded, not {n}", ids.len());
+    let enough = move |got: &[Value]| got.len() >= n;
+    let mut got = crate::broker_restart::drain_until(w, &main, Some(&from), Duration::from_secs(secs), enough).await?;
+    got.extend(crate::broker_restart::drain_until(w, &main, Some(&from), w.heartbeat() * 2, |_| false).await?);
+    let drained: Vec<String> = got
+        .iter()
+        .map(|m| m["msgId"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let distinct: BTreeSet<&String> = drained.iter().collect();
+    ensure!(
+        distinct.len() == drained.len(),
+        "CLU-7: {main} drained {} messages, {} distinct: the conversion doubled some",
+        drained.len(),
+        distinct.len()
+    );
+    let missing: Vec<&String> = ids.iter().filter(|id| !distinct.contains(id)).collect();
+    ensure!(
+        missing.is_empty(),
+        "CLU-7: {} of {n} replies were lost in the conversion (first: {:?})",
+        missing.len(),
+        missing.first()
+    );
+    ensure!(
+        drained.len() == n,
+        "{main} drained {} messages from {from}, {n} expected",
+        drained.len()
+    );
+    if let Some(i) = (0..n).find(|&i| drained[i] != ids[i]) {
+        bail!(
+            "CLU-7: the conversion changed the order: message {} drained is the reply published as {}",
+            i + 1,
+            ids.iter().position(|id| *id == drained[i]).map_or(0, |p| p + 1)
+        );
+    }
+    Ok(())
+}
