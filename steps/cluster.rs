@@ -26,6 +26,7 @@ use cucumber::{given, then, when};
 use fleet_conformance::broker::url::percent_encode;
 use fleet_conformance::envelope::{Envelope, new_uuid};
 use fleet_conformance::legacy::{LegacyBroker, v2_inbox_arguments};
+use fleet_conformance::names::{control_queue, inbox, roster_queue};
 use fleet_conformance::probe::Crafted;
 use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, scaled, wait_for};
 use futures_util::StreamExt as _;
@@ -192,10 +193,6 @@ async fn node_of_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<usize> {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-fn inbox(gid: &str) -> String {
-    format!("agent.{gid}.inbox.v2")
 }
 
 #[when(regex = r#"^"([^"]+)" sends (\d+) replies "([^"]+)-1" to "[^"]+-\d+" in the background$"#)]
@@ -555,7 +552,7 @@ async fn quorum_inbox(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
 #[then(regex = r#"^the control queues of "([^"]+)" and "([^"]+)" are quorum queues$"#)]
 async fn quorum_control(w: &mut FleetWorld, a: String, b: String) -> anyhow::Result<()> {
     for host in [a, b] {
-        let q = queue_info(w, &format!("control.{host}")).await?;
+        let q = queue_info(w, &control_queue(&host)).await?;
         ensure!(
             arg(&q, "x-queue-type") == Some(&json!("quorum")) && q.durable,
             "CLU-2: control.{host} is not a durable quorum queue: {:?}",
@@ -590,7 +587,7 @@ async fn quorum_dlq(w: &mut FleetWorld) -> anyhow::Result<()> {
 #[then(regex = r#"^the roster queues of "([^"]+)" and "([^"]+)" are exclusive classic queues$"#)]
 async fn classic_rosters(w: &mut FleetWorld, a: String, b: String) -> anyhow::Result<()> {
     for host in [a, b] {
-        let q = queue_info(w, &format!("roster.{host}")).await?;
+        let q = queue_info(w, &roster_queue(&host)).await?;
         let kind = arg(&q, "x-queue-type");
         ensure!(
             (kind.is_none() || kind == Some(&json!("classic"))) && q.exclusive,
