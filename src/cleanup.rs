@@ -5,13 +5,15 @@
 //! reaches the code that stops gateways and brokers in order: the broker lives in a static, and
 //! tokio's `kill_on_drop` needs a drop that never comes when the process exits. So every provider
 //! registers what it started the moment it exists ([`register`]): a process group to SIGKILL, a
-//! container to `docker rm -f`, a throwaway directory to delete. The handle ([`Registration`])
+//! container to `docker rm -f`, a docker network to remove (a cluster's), a throwaway directory
+//! to delete. The handle ([`Registration`])
 //! forgets the entry when its owner stopped the thing itself. [`run_all`] does everything still
 //! registered; the runners call it from their signal handlers and when their main future unwinds.
 //!
 //! A run that was SIGKILLed cannot clean up after itself, so the next run does ([`sweep`]):
 //! everything the suite starts is marked with its *owner* (this process, see [`owner_id`]) — a
-//! marker file next to each process's work dir, a label on each container — and a sweep removes
+//! marker file next to each process's work dir, a label on each container and network — and a
+//! sweep removes
 //! what belongs to an owner that is gone. A concurrently running suite is alive, so its gateways,
 //! brokers and containers are left alone.
 
@@ -38,6 +40,8 @@ pub enum Action {
     KillGroup(i32),
     /// `docker rm -f -v` the container.
     RemoveContainer(String),
+    /// `docker network rm` the network (after the containers: a network in use stays).
+    RemoveNetwork(String),
     /// Delete a throwaway directory (a broker's data, a socket dir), after the processes died.
     RemoveDir(PathBuf),
 }
@@ -99,14 +103,25 @@ pub fn run_all() {
     SHUTTING_DOWN.store(true, Ordering::SeqCst);
     let mut todo: Vec<Action> = std::mem::take(&mut *actions()).into_values().collect();
     if USED_DOCKER.load(Ordering::SeqCst) {
-        for (id, _) in labelled_containers(Some(owner_id())) {
-            let action = Action::RemoveContainer(id);
+        let containers = labelled_containers(Some(owner_id()))
+            .into_iter()
+            .map(|(id, _)| Action::RemoveContainer(id));
+        let networks = labelled_networks(Some(owner_id()))
+            .into_iter()
+            .map(|(id, _)| Action::RemoveNetwork(id));
+        for action in containers.chain(networks) {
             if !todo.contains(&action) {
                 todo.push(action);
             }
         }
     }
     perform(&todo);
+}
+
+/// Runs `actions` now, in the order [`run_all`] would (processes, containers, networks, dirs):
+/// for an owner that undoes what it started outside the registry's signal path (a drop).
+pub fn undo(actions: &[Action]) {
+    perform(actions);
 }
 
 /// Whether [`run_all`] ran: the run is being torn down.
@@ -118,7 +133,8 @@ fn rank(a: &Action) -> u8 {
     match a {
         Action::KillGroup(_) => 0,
         Action::RemoveContainer(_) => 1,
-        Action::RemoveDir(_) => 2,
+        Action::RemoveNetwork(_) => 2,
+        Action::RemoveDir(_) => 3,
     }
 }
 
@@ -139,6 +155,16 @@ fn perform(todo: &[Action]) {
     }
     if !containers.is_empty() {
         remove_containers(&containers);
+    }
+    let networks: Vec<&str> = todo
+        .iter()
+        .filter_map(|a| match a {
+            Action::RemoveNetwork(name) => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !networks.is_empty() {
+        remove_networks(&networks);
     }
     for a in &todo {
         if let Action::RemoveDir(dir) = a {
@@ -176,17 +202,55 @@ fn remove_containers(ids: &[&str]) {
     }
 }
 
+/// `docker network rm`; a network already gone is fine.
+fn remove_networks(names: &[&str]) {
+    let out = Command::new("docker")
+        .args(["network", "rm"])
+        .args(names)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            if !err.contains("not found") {
+                eprintln!("cleanup: docker network rm {}: {}", names.join(" "), err.trim());
+            }
+        }
+        Err(e) => eprintln!("cleanup: cannot run docker to remove {}: {e}", names.join(" ")),
+    }
+}
+
 /// Containers labelled [`CONTAINER_LABEL`] (only those of `owner`, if given), with their owner.
 /// Empty when docker cannot be asked.
 fn labelled_containers(owner: Option<&str>) -> Vec<(String, String)> {
+    // Full ids, so they compare equal to the ids registered from testcontainers.
+    labelled(&["ps", "-a", "--no-trunc"], owner)
+}
+
+/// Networks labelled [`CONTAINER_LABEL`] (only those of `owner`, if given) by name, with their
+/// owner. Empty when docker cannot be asked.
+fn labelled_networks(owner: Option<&str>) -> Vec<(String, String)> {
+    let format = format!("{{{{.Name}}}}\t{{{{.Label \"{CONTAINER_OWNER_LABEL}\"}}}}");
+    labelled_with(&["network", "ls"], owner, &format)
+}
+
+/// `docker <list> --filter <label> --format <id>\t<owner>`, parsed.
+fn labelled(list: &[&str], owner: Option<&str>) -> Vec<(String, String)> {
+    let format = format!("{{{{.ID}}}}\t{{{{.Label \"{CONTAINER_OWNER_LABEL}\"}}}}");
+    labelled_with(list, owner, &format)
+}
+
+fn labelled_with(list: &[&str], owner: Option<&str>, format: &str) -> Vec<(String, String)> {
     let filter = match owner {
         Some(o) => format!("label={CONTAINER_OWNER_LABEL}={o}"),
         None => format!("label={CONTAINER_LABEL}=1"),
     };
-    let format = format!("{{{{.ID}}}}\t{{{{.Label \"{CONTAINER_OWNER_LABEL}\"}}}}");
     let out = Command::new("docker")
-        // Full ids, so they compare equal to the ids registered from testcontainers.
-        .args(["ps", "-a", "--no-trunc", "--filter", &filter, "--format", &format])
+        .args(list)
+        .args(["--filter", &filter, "--format", format])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output();
@@ -359,6 +423,7 @@ fn kill_leftover_group(pgid: i32, leader_start: u64) -> bool {
 pub struct Swept {
     pub groups: usize,
     pub containers: usize,
+    pub networks: usize,
     pub dirs: usize,
 }
 
@@ -372,8 +437,8 @@ impl std::fmt::Display for Swept {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} process group(s), {} container(s), {} dir(s)",
-            self.groups, self.containers, self.dirs
+            "{} process group(s), {} container(s), {} network(s), {} dir(s)",
+            self.groups, self.containers, self.networks, self.dirs
         )
     }
 }
@@ -390,7 +455,7 @@ fn sweep_roots() -> Vec<PathBuf> {
 
 /// Removes what earlier runs left behind whose owner is gone: process groups and throwaway
 /// directories named by marker files under `fleet-*` entries of the temp dirs, and (with
-/// `containers`) containers labelled [`CONTAINER_LABEL`]. Leftovers of live owners (a suite
+/// `containers`) containers and networks labelled [`CONTAINER_LABEL`]. Leftovers of live owners (a suite
 /// running concurrently) are left alone.
 pub fn sweep(containers: bool) -> Swept {
     let mut swept = Swept::default();
@@ -414,6 +479,16 @@ pub fn sweep(containers: bool) -> Swept {
             let ids: Vec<&str> = dead.iter().map(String::as_str).collect();
             remove_containers(&ids);
             swept.containers += dead.len();
+        }
+        let dead: Vec<String> = labelled_networks(None)
+            .into_iter()
+            .filter(|(_, owner)| liveness(owner) == Liveness::Gone)
+            .map(|(name, _)| name)
+            .collect();
+        if !dead.is_empty() {
+            let names: Vec<&str> = dead.iter().map(String::as_str).collect();
+            remove_networks(&names);
+            swept.networks += dead.len();
         }
     }
     swept

@@ -31,13 +31,13 @@ pub const DEFAULT_LAVINMQ_IMAGE: &str = "cloudamqp/lavinmq:2.5";
 /// The image `scripts/setup` builds from Debian packages.
 pub const LOCAL_RABBITMQ_IMAGE: &str = "fleet-rabbitmq:3.10-debian";
 
-const AMQP_PORT: u16 = 5672;
-const HTTP_PORT: u16 = 15672;
+pub(crate) const AMQP_PORT: u16 = 5672;
+pub(crate) const HTTP_PORT: u16 = 15672;
 
 /// The image for a broker kind: the environment's choice or the official image.
 pub fn image_for(kind: BrokerKind) -> String {
     let (var, default) = match kind {
-        BrokerKind::RabbitMq => (RABBITMQ_IMAGE_VAR, DEFAULT_RABBITMQ_IMAGE),
+        BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => (RABBITMQ_IMAGE_VAR, DEFAULT_RABBITMQ_IMAGE),
         BrokerKind::LavinMq => (LAVINMQ_IMAGE_VAR, DEFAULT_LAVINMQ_IMAGE),
     };
     std::env::var(var)
@@ -75,12 +75,12 @@ pub fn rabbitmq_erl_args() -> String {
 }
 
 /// What to do when the image is not there.
-fn missing_image_hint(kind: BrokerKind) -> String {
+pub(crate) fn missing_image_hint(kind: BrokerKind) -> String {
     match kind {
-        BrokerKind::RabbitMq => format!(
+        BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => format!(
             "run scripts/setup to build the image {LOCAL_RABBITMQ_IMAGE} from Debian packages and set \
              {RABBITMQ_IMAGE_VAR}={LOCAL_RABBITMQ_IMAGE}, or set {RABBITMQ_IMAGE_VAR} to another local \
-             RabbitMQ image (or use the broker process:rabbitmq)"
+             RabbitMQ image (or use the broker process:{kind})"
         ),
         BrokerKind::LavinMq => format!(
             "set {LAVINMQ_IMAGE_VAR} to a LavinMQ image present locally, or run LavinMQ yourself and \
@@ -103,10 +103,10 @@ pub(crate) struct RunningContainer {
     _cleanup: Vec<crate::cleanup::Registration>,
 }
 
-const AMQPS_PORT: u16 = 5671;
+pub(crate) const AMQPS_PORT: u16 = 5671;
 /// Where the TLS files go inside a RabbitMQ container; `conf.d` is read by RabbitMQ ≥ 3.9
 /// after `rabbitmq.conf`, in the Debian-built and the official images alike.
-const TLS_DIR_IN_CONTAINER: &str = "/etc/rabbitmq/fleet-tls";
+pub(crate) const TLS_DIR_IN_CONTAINER: &str = "/etc/rabbitmq/fleet-tls";
 const TLS_CONF_IN_CONTAINER: &str = "/etc/rabbitmq/conf.d/90-fleet-tls.conf";
 /// Where the TLS files go inside a LavinMQ container (named on its command line: the official
 /// image's entrypoint is `lavinmq -b 0.0.0.0 --guest-only-loopback=false`, and arguments given to
@@ -126,7 +126,7 @@ fn lavinmq_tls_args(dir: &str) -> Vec<String> {
 }
 
 /// Certificates for a broker container, made on the host; `None` (logged) when that fails.
-fn container_tls_files() -> Option<crate::tls::TlsFiles> {
+pub(crate) fn container_tls_files() -> Option<crate::tls::TlsFiles> {
     let dir = std::env::temp_dir().join(format!("fleet-broker-tls-{}", uuid::Uuid::new_v4().simple()));
     match crate::tls::generate(&dir, &[]) {
         Ok(f) => {
@@ -155,7 +155,11 @@ fn free_host_ports() -> Result<[u16; 3], BrokerError> {
 
 /// Whether a container start failed because a host port was taken meanwhile.
 fn port_clash(e: &TestcontainersError) -> bool {
-    let text = e.to_string();
+    port_clash_text(&e.to_string())
+}
+
+/// Whether docker's error `text` says a host port was taken.
+pub(crate) fn port_clash_text(text: &str) -> bool {
     text.contains("port is already allocated") || text.contains("address already in use")
 }
 
@@ -431,7 +435,7 @@ impl RunningContainer {
     }
 }
 
-fn short_id(id: &str) -> &str {
+pub(crate) fn short_id(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
 

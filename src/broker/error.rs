@@ -69,4 +69,23 @@ pub enum BrokerError {
     CannotRestart { spec: String, reason: String },
     #[error("broker {spec}: {reason}")]
     NotExclusive { spec: String, reason: String },
+    /// A node fault ([`super::Broker::kill_node`], …) asked of a broker that is one node.
+    #[error("broker {spec} is not a cluster: it has no single node to {action}")]
+    NotACluster { spec: String, action: &'static str },
+    /// A node index beyond the cluster's nodes.
+    #[error("broker {spec} has {count} node(s): there is no node {node} (nodes count from 0)")]
+    NoSuchNode { spec: String, node: usize, count: usize },
+    /// A partition asked of a provider that cannot cut a node's links.
+    #[error("broker {spec} cannot cut a node off from the others: {reason}")]
+    CannotPartition { spec: String, reason: String },
+    /// A `docker` command (the cluster's network and containers) failed.
+    #[error("docker {command}: {reason}")]
+    DockerCommand { command: String, reason: String },
+    /// `rabbitmqctl` (clustering nodes) failed.
+    #[error("rabbitmqctl {command} on node {node}: {reason}")]
+    Ctl {
+        node: String,
+        command: String,
+        reason: String,
+    },
 }

@@ -13,19 +13,59 @@ use serde_json::{Map, Value};
 use super::BrokerError;
 use super::url::percent_encode;
 
-/// Client of one broker's management API, authenticated as the admin user.
+/// Client of one broker's management API, authenticated as the admin user. For a cluster it
+/// knows every node's API and asks the next when one does not answer (a killed, paused or cut-off
+/// node): every node answers for the whole cluster.
 #[derive(Clone)]
 pub struct Management {
     client: reqwest::Client,
+    /// The first node's API: the one asked first, named in errors.
     base: String,
+    /// Every node's API, `base` first (just `base` for a single node).
+    bases: Vec<String>,
+    /// The index in `bases` of the API that answered last: asked first next time.
+    current: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     user: String,
     password: String,
+}
+
+/// One node's management API (`GET /api/nodes`, one entry): how one node sees a cluster member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// The Erlang node name, e.g. `rabbit@fleetcl1`.
+    pub name: String,
+    /// Whether the member's broker application runs, as the asked node sees it.
+    pub running: bool,
+    /// Members the asked node is partitioned from (RabbitMQ lists them on every running member).
+    pub partitions: Vec<String>,
+}
+
+impl NodeInfo {
+    pub(crate) fn from_json(v: &Value) -> NodeInfo {
+        NodeInfo {
+            name: string(v, "name"),
+            running: flag(v, "running"),
+            partitions: v
+                .get("partitions")
+                .and_then(Value::as_array)
+                .map(|p| p.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// One try of a request at one node's API.
+enum Attempt {
+    /// The API answered (or failed after answering).
+    Answered(Result<Option<Value>, BrokerError>),
+    /// The request never reached an answer (refused, reset, timed out): another node may answer.
+    Unreachable(BrokerError),
 }
 
 impl std::fmt::Debug for Management {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Management")
-            .field("base", &self.base)
+            .field("bases", &self.bases)
             .field("user", &self.user)
             .finish_non_exhaustive()
     }
@@ -307,22 +347,66 @@ impl Management {
                 url: base.to_string(),
                 source,
             })?;
+        let base = base.trim_end_matches('/').to_string();
         Ok(Management {
             client,
-            base: base.trim_end_matches('/').to_string(),
+            bases: vec![base.clone()],
+            base,
+            current: Default::default(),
             user: user.to_string(),
             password: password.to_string(),
         })
     }
 
-    /// The base URL, e.g. `http://127.0.0.1:15672`.
+    /// A client of a cluster's APIs, one per node (`bases[0]` asked first): a request that does
+    /// not reach one node goes to the next. `bases` must not be empty.
+    pub fn with_fallbacks(bases: &[String], user: &str, password: &str) -> Result<Management, BrokerError> {
+        let first = bases.first().ok_or_else(|| BrokerError::Decode {
+            url: String::new(),
+            reason: "a cluster's management client needs at least one node's API".into(),
+        })?;
+        let mut m = Management::new(first, user, password)?;
+        m.bases = bases.iter().map(|b| b.trim_end_matches('/').to_string()).collect();
+        Ok(m)
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:15672` (the first node's, for a cluster).
     pub fn base_url(&self) -> &str {
         &self.base
     }
 
-    /// Sends one request; answers `None` for 404 so callers decide what absence means.
+    /// Sends one request, to the node that answered last and then to the others while none
+    /// answers; answers `None` for 404 so callers decide what absence means.
     async fn request(&self, method: Method, path: &str, body: Option<Value>) -> Result<Option<Value>, BrokerError> {
-        let url = format!("{}{path}", self.base);
+        use std::sync::atomic::Ordering;
+        let n = self.bases.len();
+        let first = self.current.load(Ordering::Relaxed) % n;
+        let mut unreachable = None;
+        for k in 0..n {
+            let i = (first + k) % n;
+            match self
+                .request_at(&self.bases[i], method.clone(), path, body.clone())
+                .await
+            {
+                Attempt::Answered(answer) => {
+                    if k > 0 {
+                        tracing::info!(base = %self.bases[i], "management API: another node answers");
+                        self.current.store(i, Ordering::Relaxed);
+                    }
+                    return answer;
+                }
+                Attempt::Unreachable(e) => unreachable = Some(e),
+            }
+        }
+        Err(unreachable.unwrap_or_else(|| BrokerError::Decode {
+            url: format!("{}{path}", self.base),
+            reason: "no management API to ask".into(),
+        }))
+    }
+
+    /// [`Management::request`] at one node's API.
+    async fn request_at(&self, base: &str, method: Method, path: &str, body: Option<Value>) -> Attempt {
+        let url = format!("{base}{path}");
         let method_name: &'static str = match method {
             Method::GET => "GET",
             Method::PUT => "PUT",
@@ -337,23 +421,33 @@ impl Management {
         if let Some(body) = body {
             req = req.json(&body);
         }
-        let resp = req.send().await.map_err(|source| BrokerError::Http {
-            method: method_name,
-            url: url.clone(),
-            source,
-        })?;
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(source) => {
+                return Attempt::Unreachable(BrokerError::Http {
+                    method: method_name,
+                    url,
+                    source,
+                });
+            }
+        };
+        Attempt::Answered(Management::answer(method_name, url, resp).await)
+    }
+
+    /// What an answer means: `None` for 404, the JSON body (`Null` when empty) for success.
+    async fn answer(method: &'static str, url: String, resp: reqwest::Response) -> Result<Option<Value>, BrokerError> {
         let status = resp.status();
         if status == StatusCode::NOT_FOUND {
             return Ok(None);
         }
         let text = resp.text().await.map_err(|source| BrokerError::Http {
-            method: method_name,
+            method,
             url: url.clone(),
             source,
         })?;
         if !status.is_success() {
             return Err(BrokerError::Status {
-                method: method_name,
+                method,
                 url,
                 status: status.as_u16(),
                 body: short(&text),
@@ -382,6 +476,20 @@ impl Management {
     /// `GET /api/overview`: product, version and the rest.
     pub async fn overview(&self) -> Result<Overview, BrokerError> {
         Ok(Overview::from_json(self.get("/api/overview").await?))
+    }
+
+    /// `GET /api/nodes`: every member of the cluster as the answering node sees it (one entry for
+    /// a single node).
+    pub async fn nodes(&self) -> Result<Vec<NodeInfo>, BrokerError> {
+        let v = self.get("/api/nodes").await?;
+        list(v, "nodes", "/api/nodes", NodeInfo::from_json)
+    }
+
+    /// `GET /api/queues/{vhost}/{name}` as it came, for fields [`QueueInfo`] leaves out (a quorum
+    /// queue's `leader`, `members`); `None` when the queue (or the vhost) does not exist.
+    pub async fn queue_raw(&self, vhost: &str, name: &str) -> Result<Option<Value>, BrokerError> {
+        let path = format!("/api/queues/{}/{}", percent_encode(vhost), percent_encode(name));
+        self.request(Method::GET, &path, None).await
     }
 
     /// `GET /api/queues/{vhost}/{name}`; `None` when the queue (or the vhost) does not exist.
@@ -585,6 +693,49 @@ mod tests {
         let c = ConnectionInfo::from_json(&json!({"name": "127.0.0.1:1 -> 127.0.0.1:2", "user": "guest",
             "vhost": "v", "client_properties": {"connection_name": "gw"}}));
         assert_eq!(c.client_name.as_deref(), Some("gw"));
+    }
+
+    #[test]
+    fn nodes_parse_with_and_without_partitions() {
+        let n = NodeInfo::from_json(
+            &json!({"name": "rabbit@fleetcl1", "running": true, "partitions": ["rabbit@fleetcl3"]}),
+        );
+        assert_eq!(n.name, "rabbit@fleetcl1");
+        assert!(n.running);
+        assert_eq!(n.partitions, ["rabbit@fleetcl3"]);
+        let down = NodeInfo::from_json(&json!({"name": "rabbit@fleetcl3", "running": false}));
+        assert!(!down.running && down.partitions.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_cluster_client_asks_the_next_node_when_one_does_not_answer() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        // A port nothing listens on (bound, then released), and a node that answers.
+        let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let dead_base = format!("http://{}", dead.local_addr().expect("addr"));
+        drop(dead);
+        let live = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let live_base = format!("http://{}", live.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = live.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let body = r#"[{"name":"rabbit@b","running":true}]"#;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(reply.as_bytes()).await;
+            }
+        });
+        let m = Management::with_fallbacks(&[dead_base.clone(), live_base], "guest", "guest").expect("client");
+        assert_eq!(m.base_url(), dead_base);
+        let nodes = m.nodes().await.expect("the second node answers");
+        assert_eq!(nodes[0].name, "rabbit@b");
+        // The node that answered is asked first from now on.
+        assert_eq!(m.current.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let single = Management::new(&dead_base, "guest", "guest").expect("client");
+        assert!(matches!(single.nodes().await, Err(BrokerError::Http { .. })));
     }
 
     #[test]

@@ -8,6 +8,15 @@
 //! ([`management`]), checked to answer before the first scenario, and each scenario gets its own
 //! vhost so scenarios never see each other's queues.
 //!
+//! The kind `rabbitmq-cluster` (SPEC §16) is three RabbitMQ nodes clustered with
+//! `pause_minority`, from any of the three providers (`process:`, `container:`, `url:` with comma
+//! lists): [`Broker::endpoint`] is node 0's, gateways get every node
+//! ([`Broker::gateway_amqp_url`]), the management client asks the next node when one is down, and
+//! scenarios kill, start, cut off and heal single nodes where the provider can ([`cluster`]:
+//! [`Broker::kill_node`], [`Broker::partition_node`], [`Broker::ensure_whole`]). Scenarios tagged
+//! [`CLUSTER_TAG`], [`NODE_LOSS_TAG`] or [`NODE_PARTITION_TAG`] are left out where they cannot
+//! run, with the reason ([`BrokerSpec::cannot_run`]).
+//!
 //! A scenario that restarts the broker ([`Broker::restart`]) breaks every connection into it, so it
 //! must have the broker to itself: it takes its vhost with [`Broker::create_exclusive_vhost`],
 //! which waits until every other scenario's vhost is deleted and holds back new ones
@@ -20,9 +29,11 @@
 //!
 //! Here: the [`Broker`] type — start, vhosts, addresses, stop. Beside it, one file each: what can
 //! go wrong ([`BrokerError`], `error.rs`), what provides a running broker (`provider.rs`), when a
-//! broker counts as ready (`readiness.rs`: management and the AMQP listener answer), and stopping
-//! and starting it again on its data (`restart.rs`).
+//! broker counts as ready (`readiness.rs`: management and the AMQP listener answer), stopping
+//! and starting it again on its data (`restart.rs`), and a cluster's nodes and their faults
+//! (`cluster.rs`).
 
+pub mod cluster;
 pub mod container;
 mod error;
 pub mod flavour;
@@ -39,19 +50,24 @@ use std::fmt;
 
 pub use error::BrokerError;
 pub use flavour::{DelayedExchange, Product, ServerIdentity};
-pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, Overview, QueueInfo};
+pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, NodeInfo, Overview, QueueInfo};
 use provider::Provider;
 pub use provider::TlsListener;
 pub(crate) use provider::{RETENTION_POLICIES, tail};
-use readiness::{CONTAINER_BOOT, PROCESS_BOOT, URL_ATTACH};
+use readiness::{CLUSTER_BOOT, CONTAINER_BOOT, PROCESS_BOOT, URL_ATTACH};
 use sharing::{SHARE_WAIT, Users};
-pub use spec::{BrokerKind, BrokerSpec, ProviderKind, RESTART_TAG, TLS_TAG};
+pub use spec::{
+    BrokerKind, BrokerSpec, CLUSTER_TAG, NODE_LOSS_TAG, NODE_PARTITION_TAG, ProviderKind, RESTART_TAG, TLS_TAG,
+};
 pub use url::Endpoint;
 
 /// A running broker shared by all scenarios of a run.
 pub struct Broker {
     spec: BrokerSpec,
+    /// Node 0's addresses (the only node's, for a single node).
     endpoint: Endpoint,
+    /// Every node of a cluster (`None`: a single node).
+    cluster: Option<cluster::Nodes>,
     /// What the broker says it is ([`flavour`]): steps read its forms through this.
     product: Product,
     version: String,
@@ -89,28 +105,17 @@ impl Broker {
     /// [`Broker::start`] with the container image given (`None`: from the environment).
     pub(crate) async fn start_with_image(spec: &BrokerSpec, image: Option<String>) -> Result<Broker, BrokerError> {
         let started = std::time::Instant::now();
-        let (provider, endpoint, deadline) = match spec.provider {
-            ProviderKind::Container => {
-                let image = image.unwrap_or_else(|| container::image_for(spec.kind));
-                let c = container::start(spec.kind, &image).await?;
-                let endpoint = c.endpoint().clone();
-                (Provider::Container(Box::new(c)), endpoint, CONTAINER_BOOT)
-            }
-            ProviderKind::Process => {
-                if spec.kind != BrokerKind::RabbitMq {
-                    return Err(BrokerError::InvalidSpec {
-                        spec: spec.label(),
-                        reason: "only RabbitMQ can run as a local process".into(),
-                    });
+        let (provider, endpoints, deadline) = Broker::provide(spec, image).await?;
+        let (endpoint, cluster, management) = match Broker::nodes(spec, endpoints) {
+            Ok(n) => n,
+            Err(e) => {
+                if let Err(stop) = provider.stop().await {
+                    tracing::warn!(error = %stop, "could not clean up the broker");
                 }
-                let p = process::start().await?;
-                let endpoint = p.endpoint().clone();
-                (Provider::Process(Box::new(p)), endpoint, PROCESS_BOOT)
+                return Err(e);
             }
-            ProviderKind::Url => (Provider::Url(url::tls_from_env()?), Endpoint::from_env()?, URL_ATTACH),
         };
-        let management = Management::new(&endpoint.http_base, &endpoint.user, &endpoint.password)?;
-        match Broker::wait_ready(spec, &provider, &endpoint, &management, deadline).await {
+        match Broker::wait_ready(spec, &provider, &endpoint, cluster.as_ref(), &management, deadline).await {
             Ok((overview, identity)) => {
                 // The broker's own word first (AMQP server properties), the management API's else.
                 let (product, version) = match identity {
@@ -118,11 +123,7 @@ impl Broker {
                     _ => (Product::from_name(&overview.product), overview.label()),
                 };
                 tracing::info!(spec = %spec.label(), %version, took = ?started.elapsed(), "broker ready");
-                let named = match spec.kind {
-                    BrokerKind::RabbitMq => Product::RabbitMq,
-                    BrokerKind::LavinMq => Product::LavinMq,
-                };
-                if product != named {
+                if product != spec.kind.product() {
                     // Steps follow what the broker says it is, not what the run named.
                     tracing::warn!(spec = %spec.label(), %version, "the broker reports another product than the one named");
                     eprintln!(
@@ -133,6 +134,7 @@ impl Broker {
                 Ok(Broker {
                     spec: *spec,
                     endpoint,
+                    cluster,
                     product,
                     version,
                     management,
@@ -149,6 +151,74 @@ impl Broker {
                 Err(e)
             }
         }
+    }
+
+    /// Starts what provides the broker: its nodes' endpoints (one for a single node) and boot
+    /// deadline.
+    async fn provide(
+        spec: &BrokerSpec,
+        image: Option<String>,
+    ) -> Result<(Provider, Vec<Endpoint>, std::time::Duration), BrokerError> {
+        let cluster = spec.kind.is_cluster();
+        Ok(match spec.provider {
+            ProviderKind::Container => {
+                let image = image.unwrap_or_else(|| container::image_for(spec.kind));
+                if cluster {
+                    let c = cluster::container::start(&image).await?;
+                    let endpoints = c.endpoints().to_vec();
+                    (Provider::ContainerCluster(Box::new(c)), endpoints, CLUSTER_BOOT)
+                } else {
+                    let c = container::start(spec.kind, &image).await?;
+                    let endpoint = c.endpoint().clone();
+                    (Provider::Container(Box::new(c)), vec![endpoint], CONTAINER_BOOT)
+                }
+            }
+            ProviderKind::Process => {
+                if spec.kind == BrokerKind::LavinMq {
+                    return Err(BrokerError::InvalidSpec {
+                        spec: spec.label(),
+                        reason: "only RabbitMQ can run as a local process".into(),
+                    });
+                }
+                if cluster {
+                    let p = cluster::process::start().await?;
+                    let endpoints = p.endpoints().to_vec();
+                    (Provider::ProcessCluster(Box::new(p)), endpoints, CLUSTER_BOOT)
+                } else {
+                    let p = process::start().await?;
+                    let endpoint = p.endpoint().clone();
+                    (Provider::Process(Box::new(p)), vec![endpoint], PROCESS_BOOT)
+                }
+            }
+            ProviderKind::Url => {
+                let endpoints = if cluster {
+                    Endpoint::cluster_from_env()?
+                } else {
+                    vec![Endpoint::from_env()?]
+                };
+                (Provider::Url(url::tls_from_env()?), endpoints, URL_ATTACH)
+            }
+        })
+    }
+
+    /// Node 0's endpoint, every node (a cluster) and the management client (for a cluster, one
+    /// that asks the next node when one does not answer).
+    fn nodes(
+        spec: &BrokerSpec,
+        mut endpoints: Vec<Endpoint>,
+    ) -> Result<(Endpoint, Option<cluster::Nodes>, Management), BrokerError> {
+        let endpoint = endpoints.first().cloned().ok_or_else(|| BrokerError::InvalidSpec {
+            spec: spec.label(),
+            reason: "the provider gave no node".into(),
+        })?;
+        if !spec.kind.is_cluster() {
+            endpoints.truncate(1);
+            let management = Management::new(&endpoint.http_base, &endpoint.user, &endpoint.password)?;
+            return Ok((endpoint, None, management));
+        }
+        let nodes = cluster::Nodes::new(endpoints)?;
+        let management = nodes.management()?;
+        Ok((endpoint, Some(nodes), management))
     }
 
     pub fn spec(&self) -> &BrokerSpec {
@@ -272,7 +342,8 @@ impl Broker {
     }
 
     /// Stops and removes what the provider started: the container is removed, the process
-    /// stopped and its data dir deleted. Nothing for the url provider.
+    /// stopped and its data dir deleted (a cluster: every node, and its network). Nothing for the
+    /// url provider.
     pub async fn stop(self) -> Result<(), BrokerError> {
         let label = self.spec.label();
         self.provider.stop().await?;

@@ -1,14 +1,19 @@
 //! What provides a running broker — a container, a local process, or a broker someone else runs
-//! (by URL) — and so what its log, its TLS listener, stopping, halting and resuming it mean; plus
+//! (by URL), one node or a cluster — and so what its log, its TLS listener, stopping, halting
+//! and resuming it mean (a cluster's node faults are `cluster.rs`'s); plus
 //! what the container and process providers share (the management sampling policy, log tails).
 
-use super::{BrokerError, BrokerSpec, Endpoint, container, process};
+use super::{BrokerError, BrokerSpec, Endpoint, cluster, container, process};
 
 /// What provides a running broker, and so what stopping it means.
 pub(super) enum Provider {
     Container(Box<container::RunningContainer>),
     Process(Box<process::RunningProcess>),
-    /// A broker someone else runs, with the amqps listener it was given, if any.
+    /// Three RabbitMQ containers on a docker network of their own, clustered.
+    ContainerCluster(Box<cluster::container::RunningCluster>),
+    /// Three local `rabbitmq-server` nodes, clustered.
+    ProcessCluster(Box<cluster::process::RunningCluster>),
+    /// A broker (or cluster) someone else runs, with the amqps listener it was given, if any.
     Url(Option<TlsListener>),
 }
 
@@ -42,6 +47,8 @@ impl Provider {
         match self {
             Provider::Container(c) => c.tls().cloned(),
             Provider::Process(p) => p.tls().cloned(),
+            Provider::ContainerCluster(c) => c.tls().cloned(),
+            Provider::ProcessCluster(p) => p.tls().cloned(),
             Provider::Url(tls) => tls.clone(),
         }
     }
@@ -50,6 +57,8 @@ impl Provider {
         match self {
             Provider::Container(c) => c.describe(),
             Provider::Process(p) => p.describe(),
+            Provider::ContainerCluster(c) => c.describe(),
+            Provider::ProcessCluster(p) => p.describe(),
             Provider::Url(_) => format!("amqp {} / {}", endpoint.amqp_addr(), endpoint.http_base),
         }
     }
@@ -58,15 +67,21 @@ impl Provider {
         match self {
             Provider::Container(c) => c.failure().await,
             Provider::Process(p) => p.failure().await,
+            Provider::ContainerCluster(c) => c.failure().await,
+            Provider::ProcessCluster(p) => p.failure().await,
             Provider::Url(_) => None,
         }
     }
 
     pub(super) async fn log_tail(&self) -> String {
         const LINES: usize = 40;
+        /// Per node of a cluster: three tails in one report.
+        const NODE_LINES: usize = 15;
         match self {
             Provider::Container(c) => c.log_tail(LINES).await,
             Provider::Process(p) => p.log_tail(LINES).await,
+            Provider::ContainerCluster(c) => c.log_tail(NODE_LINES).await,
+            Provider::ProcessCluster(p) => p.log_tail(NODE_LINES).await,
             Provider::Url(_) => "(the url provider has no output of its own)".into(),
         }
     }
@@ -75,6 +90,8 @@ impl Provider {
         match self {
             Provider::Container(c) => c.stop().await,
             Provider::Process(p) => p.stop().await,
+            Provider::ContainerCluster(c) => c.stop().await,
+            Provider::ProcessCluster(p) => p.stop().await,
             Provider::Url(_) => Ok(()),
         }
     }
@@ -84,6 +101,8 @@ impl Provider {
         match self {
             Provider::Container(c) => c.halt().await,
             Provider::Process(p) => p.halt().await,
+            Provider::ContainerCluster(c) => c.halt().await,
+            Provider::ProcessCluster(p) => p.halt().await,
             Provider::Url(_) => Err(cannot_restart(spec)),
         }
     }
@@ -93,6 +112,8 @@ impl Provider {
         match self {
             Provider::Container(c) => c.resume().await,
             Provider::Process(p) => p.resume().await,
+            Provider::ContainerCluster(c) => c.resume().await,
+            Provider::ProcessCluster(p) => p.resume().await,
             Provider::Url(_) => Err(cannot_restart(spec)),
         }
     }

@@ -1,11 +1,14 @@
 //! When a broker counts as up: its management API answers `GET /api/overview` and its AMQP
 //! listener answers the protocol header with `connection.start` (which also names the broker),
-//! within a boot deadline per provider — at start and after a restart.
+//! within a boot deadline per provider — at start and after a restart. A cluster is up once, on
+//! top, every node's AMQP listener and management API answer and every node lists every node
+//! running, unpartitioned (`cluster.rs`).
 
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use super::cluster::Nodes;
 use super::provider::Provider;
 use super::{Broker, BrokerError, BrokerSpec, Endpoint, Management, Overview, ServerIdentity};
 use crate::timing::{scaled, wait_for};
@@ -15,6 +18,9 @@ use crate::timing::{scaled, wait_for};
 pub(super) const CONTAINER_BOOT: Duration = Duration::from_secs(120);
 pub(super) const PROCESS_BOOT: Duration = Duration::from_secs(90);
 pub(super) const URL_ATTACH: Duration = Duration::from_secs(30);
+/// Nominal deadline of a cluster's readiness once its nodes booted and joined (the provider's
+/// own boot waits count apart): every node answers and sees every other.
+pub(super) const CLUSTER_BOOT: Duration = Duration::from_secs(120);
 /// Nominal deadline of a broker's boot after a restart.
 pub(super) const RESTART_BOOT: Duration = Duration::from_secs(90);
 
@@ -22,7 +28,7 @@ pub(super) const RESTART_BOOT: Duration = Duration::from_secs(90);
 /// (frame type 1). A bare TCP connect is not enough: docker's port proxy accepts connections
 /// before the broker listens. The frame names the broker (its `product` and `version` server
 /// properties); `None` when they cannot be read (the listener still answered).
-async fn amqp_answers(addr: &str) -> Result<Option<ServerIdentity>, String> {
+pub(super) async fn amqp_answers(addr: &str) -> Result<Option<ServerIdentity>, String> {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(addr)
             .await
@@ -60,18 +66,26 @@ async fn amqp_answers(addr: &str) -> Result<Option<ServerIdentity>, String> {
 }
 
 impl Broker {
+    /// Waits until the broker at `endpoint` (node 0 of a cluster: `cluster`) counts as up.
     pub(super) async fn wait_ready(
         spec: &BrokerSpec,
         provider: &Provider,
         endpoint: &Endpoint,
+        cluster: Option<&Nodes>,
         management: &Management,
         deadline: Duration,
     ) -> Result<(Overview, Option<ServerIdentity>), BrokerError> {
         let addr = endpoint.amqp_addr();
-        let what = format!(
-            "management GET {}/api/overview and AMQP on {addr} to answer",
-            endpoint.http_base
-        );
+        let what = match cluster {
+            None => format!(
+                "management GET {}/api/overview and AMQP on {addr} to answer",
+                endpoint.http_base
+            ),
+            Some(_) => format!(
+                "management GET {}/api/overview and AMQP on {addr} to answer, and every node to run, clustered",
+                endpoint.http_base
+            ),
+        };
         let outcome = wait_for(&what, deadline, || {
             let addr = &addr;
             async move {
@@ -82,6 +96,12 @@ impl Broker {
                 let identity = amqp_answers(addr)
                     .await
                     .map_err(|e| format!("management answers ({}), AMQP not yet: {e}", overview.label()))?;
+                if let Some(nodes) = cluster {
+                    nodes
+                        .clustered()
+                        .await
+                        .map_err(|e| format!("node 0 answers ({}), the cluster not yet: {e}", overview.label()))?;
+                }
                 Ok(Some(Ok((overview, identity))))
             }
         })

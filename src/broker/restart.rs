@@ -23,8 +23,8 @@ impl Broker {
         Ok(started.elapsed())
     }
 
-    /// Stops the broker — the process node with SIGTERM, the container with `docker stop` — and
-    /// keeps its data. Every connection into it breaks, so only the scenario that has the broker
+    /// Stops the broker — the process node with SIGTERM, the container with `docker stop`; every
+    /// node of a cluster, together — and keeps its data. Every connection into it breaks, so only the scenario that has the broker
     /// to itself may do this, from its vhost `vhost` ([`Broker::create_exclusive_vhost`]).
     pub async fn halt(&self, vhost: &str) -> Result<(), BrokerError> {
         self.check_exclusive(vhost)?;
@@ -39,8 +39,9 @@ impl Broker {
     }
 
     /// Starts the broker [`Broker::halt`] stopped — the same node on the same data dir and ports,
-    /// the same container — and waits (scaled deadline) until management and AMQP answer again on
-    /// the same addresses and `vhost` is still there.
+    /// the same container; every node of a cluster, together, as mnesia wants — and waits (scaled
+    /// deadline) until management and AMQP answer again on the same addresses (a cluster: every
+    /// node, clustered) and `vhost` is still there.
     pub async fn resume(&self, vhost: &str) -> Result<(), BrokerError> {
         self.check_exclusive(vhost)?;
         if !self.down.load(std::sync::atomic::Ordering::SeqCst) {
@@ -55,6 +56,7 @@ impl Broker {
             &self.spec,
             &self.provider,
             &self.endpoint,
+            self.cluster.as_ref(),
             &self.management,
             RESTART_BOOT,
         )

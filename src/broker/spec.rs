@@ -1,18 +1,37 @@
 //! Which brokers a run asks for: `FLEET_E2E_BROKERS` entries (`container:rabbitmq`,
-//! `url:lavinmq`, …) parsed into a [`BrokerSpec`] — product ([`BrokerKind`]) and provider
-//! ([`ProviderKind`]) — and what a spec's provider cannot do (restart, TLS), so the runner leaves
-//! those scenarios out and says why instead of failing them.
+//! `url:lavinmq`, `process:rabbitmq-cluster`, …) parsed into a [`BrokerSpec`] — product and shape
+//! ([`BrokerKind`]: one node, or a RabbitMQ cluster of three) and provider ([`ProviderKind`]) — and
+//! what a spec cannot do (restart, TLS, lose or cut off a node, be a cluster at all), so the runner
+//! leaves those scenarios out and says why instead of failing them.
 
 use std::fmt;
 use std::str::FromStr;
 
 use super::{BrokerError, url};
 
-/// Which broker product.
+/// Which broker product, as one node or as a cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BrokerKind {
     RabbitMq,
     LavinMq,
+    /// Three RabbitMQ nodes clustered (`cluster_partition_handling = pause_minority`), for the
+    /// cluster profile (SPEC §16): quorum queues, node loss, partitions.
+    RabbitMqCluster,
+}
+
+impl BrokerKind {
+    /// The product the broker must say it is (a cluster of RabbitMQ nodes is RabbitMQ).
+    pub fn product(&self) -> super::Product {
+        match self {
+            BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => super::Product::RabbitMq,
+            BrokerKind::LavinMq => super::Product::LavinMq,
+        }
+    }
+
+    /// Whether the suite runs (or attaches to) several nodes of this kind.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, BrokerKind::RabbitMqCluster)
+    }
 }
 
 impl fmt::Display for BrokerKind {
@@ -20,6 +39,7 @@ impl fmt::Display for BrokerKind {
         f.write_str(match self {
             BrokerKind::RabbitMq => "rabbitmq",
             BrokerKind::LavinMq => "lavinmq",
+            BrokerKind::RabbitMqCluster => "rabbitmq-cluster",
         })
     }
 }
@@ -45,6 +65,22 @@ impl ProviderKind {
             }
         }
     }
+
+    /// Why the suite cannot cut one node of a cluster of this provider off from the others, if
+    /// it cannot. Only containers on a docker network of their own can be (`docker network
+    /// disconnect`).
+    pub fn cannot_partition(&self) -> Option<&'static str> {
+        match self {
+            ProviderKind::Container => None,
+            ProviderKind::Process => Some(
+                "the process: provider runs its nodes on this host's loopback, where the suite cannot cut one \
+                 node's links (only container:rabbitmq-cluster, on a docker network of its own, can)",
+            ),
+            ProviderKind::Url => {
+                Some("the url: provider attaches to a cluster someone else runs; the suite cannot cut its nodes' links")
+            }
+        }
+    }
 }
 
 /// The tag of scenarios that need the broker's amqps listener (SEC-1).
@@ -53,6 +89,17 @@ pub const TLS_TAG: &str = "broker-tls";
 /// The tag of scenarios that restart the broker ([`Broker::restart`]); they are not run on a
 /// provider that cannot ([`BrokerSpec::cannot_run`]).
 pub const RESTART_TAG: &str = "broker-restart";
+
+/// The tag of scenarios that need a cluster broker (SPEC §16): left out on a single node.
+pub const CLUSTER_TAG: &str = "broker-cluster";
+
+/// The tag of scenarios that kill and start nodes of a cluster ([`Broker::kill_node`],
+/// [`Broker::start_node`]): left out where the suite cannot (a single node, the url provider).
+pub const NODE_LOSS_TAG: &str = "node-loss";
+
+/// The tag of scenarios that cut a node of a cluster off from the others
+/// ([`Broker::partition_node`]): only the container provider can.
+pub const NODE_PARTITION_TAG: &str = "node-partition";
 
 impl fmt::Display for ProviderKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -72,9 +119,10 @@ pub struct BrokerSpec {
 }
 
 impl BrokerSpec {
-    /// Parses one entry: `rabbitmq`, `lavinmq` (container is the default provider),
-    /// `container:rabbitmq`, `container:lavinmq`, `process:rabbitmq`, `url:rabbitmq`,
-    /// `url:lavinmq`. Case and surrounding blanks do not matter.
+    /// Parses one entry: `rabbitmq`, `lavinmq`, `rabbitmq-cluster` (container is the default
+    /// provider), `container:rabbitmq`, `container:lavinmq`, `process:rabbitmq`, `url:rabbitmq`,
+    /// `url:lavinmq`, and `rabbitmq-cluster` after any of the three providers. Case and
+    /// surrounding blanks do not matter.
     pub fn parse(s: &str) -> Result<Self, BrokerError> {
         let entry = s.trim().to_ascii_lowercase();
         let invalid = |reason: String| BrokerError::InvalidSpec {
@@ -88,12 +136,15 @@ impl BrokerSpec {
         let kind = match kind {
             "rabbitmq" => BrokerKind::RabbitMq,
             "lavinmq" => BrokerKind::LavinMq,
+            "rabbitmq-cluster" => BrokerKind::RabbitMqCluster,
             "" => {
-                return Err(invalid("the broker is missing; expected rabbitmq or lavinmq".into()));
+                return Err(invalid(
+                    "the broker is missing; expected rabbitmq, lavinmq or rabbitmq-cluster".into(),
+                ));
             }
             other => {
                 return Err(invalid(format!(
-                    "unknown broker {other:?}; expected rabbitmq or lavinmq"
+                    "unknown broker {other:?}; expected rabbitmq, lavinmq or rabbitmq-cluster"
                 )));
             }
         };
@@ -140,13 +191,42 @@ impl BrokerSpec {
         Ok(specs)
     }
 
-    /// Why a scenario carrying `tags` (without `@`) cannot run on this broker, if it cannot: such
-    /// a scenario is left out of the run and reported not tested on this broker, never passed.
-    /// A restart ([`RESTART_TAG`]) needs a provider that can restart its broker; TLS
-    /// ([`TLS_TAG`]) an amqps listener (the url provider has one only when given,
-    /// [`url::url_tls_missing`]).
+    /// Why a scenario carrying `tags` (with or without `@`) cannot run on this broker, if it
+    /// cannot: such a scenario is left out of the run and reported not tested on this broker,
+    /// never passed. A restart ([`RESTART_TAG`]) needs a provider that can restart its broker;
+    /// TLS ([`TLS_TAG`]) an amqps listener (the url provider has one only when given,
+    /// [`url::url_tls_missing`]); the cluster profile ([`CLUSTER_TAG`]) a cluster; killing nodes
+    /// ([`NODE_LOSS_TAG`]) a cluster the suite runs; cutting one off ([`NODE_PARTITION_TAG`]) a
+    /// cluster of containers.
     pub fn cannot_run<'a>(&self, tags: impl IntoIterator<Item = &'a str>) -> Option<String> {
         let tags: Vec<&str> = tags.into_iter().map(|t| t.trim_start_matches('@')).collect();
+        for (tag, what) in [
+            (CLUSTER_TAG, "it needs a cluster broker"),
+            (NODE_LOSS_TAG, "it kills and starts broker nodes"),
+            (NODE_PARTITION_TAG, "it cuts a broker node off from the others"),
+        ] {
+            if tags.contains(&tag) && !self.kind.is_cluster() {
+                return Some(format!(
+                    "{what} (@{tag}), and {} is a single node (name process:rabbitmq-cluster, \
+                     container:rabbitmq-cluster or url:rabbitmq-cluster)",
+                    self.label()
+                ));
+            }
+        }
+        if tags.contains(&NODE_LOSS_TAG)
+            && let Some(why) = self.cannot_lose_node()
+        {
+            return Some(format!(
+                "it kills and starts broker nodes (@{NODE_LOSS_TAG}), and {why}"
+            ));
+        }
+        if tags.contains(&NODE_PARTITION_TAG)
+            && let Some(why) = self.cannot_partition()
+        {
+            return Some(format!(
+                "it cuts a broker node off from the others (@{NODE_PARTITION_TAG}), and {why}"
+            ));
+        }
         if tags.contains(&RESTART_TAG)
             && let Some(why) = self.provider.cannot_restart()
         {
@@ -159,6 +239,27 @@ impl BrokerSpec {
             return Some(format!("it needs the broker's amqps listener (@{TLS_TAG}), and {why}"));
         }
         None
+    }
+
+    /// Why the suite cannot kill and start single nodes of this broker, if it cannot.
+    pub fn cannot_lose_node(&self) -> Option<&'static str> {
+        if !self.kind.is_cluster() {
+            return Some("the broker is a single node, not a cluster");
+        }
+        match self.provider {
+            ProviderKind::Url => Some(
+                "the url: provider attaches to a cluster someone else runs; the suite cannot kill and start its nodes",
+            ),
+            ProviderKind::Container | ProviderKind::Process => None,
+        }
+    }
+
+    /// Why the suite cannot cut one node of this broker off from the others, if it cannot.
+    pub fn cannot_partition(&self) -> Option<&'static str> {
+        if !self.kind.is_cluster() {
+            return Some("the broker is a single node, not a cluster");
+        }
+        self.provider.cannot_partition()
     }
 
     /// `provider:kind`, e.g. `container:rabbitmq`.
@@ -195,6 +296,10 @@ mod tests {
     #[case("url:rabbitmq", ProviderKind::Url, BrokerKind::RabbitMq)]
     #[case("url:lavinmq", ProviderKind::Url, BrokerKind::LavinMq)]
     #[case("  URL:LavinMQ ", ProviderKind::Url, BrokerKind::LavinMq)]
+    #[case("rabbitmq-cluster", ProviderKind::Container, BrokerKind::RabbitMqCluster)]
+    #[case("container:rabbitmq-cluster", ProviderKind::Container, BrokerKind::RabbitMqCluster)]
+    #[case("process:rabbitmq-cluster", ProviderKind::Process, BrokerKind::RabbitMqCluster)]
+    #[case("url:RabbitMQ-Cluster", ProviderKind::Url, BrokerKind::RabbitMqCluster)]
     fn specs_parse(#[case] s: &str, #[case] provider: ProviderKind, #[case] kind: BrokerKind) {
         assert_eq!(BrokerSpec::parse(s).expect("valid"), BrokerSpec { provider, kind });
     }
@@ -203,6 +308,9 @@ mod tests {
     #[case("container:rabbitmq")]
     #[case("process:rabbitmq")]
     #[case("url:lavinmq")]
+    #[case("process:rabbitmq-cluster")]
+    #[case("container:rabbitmq-cluster")]
+    #[case("url:rabbitmq-cluster")]
     fn labels_round_trip(#[case] s: &str) {
         let spec: BrokerSpec = s.parse().expect("valid");
         assert_eq!(spec.label(), s);
@@ -232,6 +340,8 @@ mod tests {
     #[case("vm:rabbitmq")]
     #[case("container:")]
     #[case(":rabbitmq")]
+    #[case("process:lavinmq-cluster")]
+    #[case("rabbitmq-clusters")]
     #[case("")]
     fn bad_specs_are_refused(#[case] s: &str) {
         assert!(BrokerSpec::parse(s).is_err(), "{s:?}");
@@ -258,6 +368,89 @@ mod tests {
         assert_eq!(BrokerKind::RabbitMq.to_string(), "rabbitmq");
         assert_eq!(BrokerKind::LavinMq.to_string(), "lavinmq");
         assert_eq!(ProviderKind::Process.to_string(), "process");
+        assert_eq!(BrokerKind::RabbitMqCluster.to_string(), "rabbitmq-cluster");
+    }
+
+    #[test]
+    fn a_cluster_is_rabbitmq_and_only_it_is_a_cluster() {
+        assert_eq!(BrokerKind::RabbitMqCluster.product(), crate::broker::Product::RabbitMq);
+        assert_eq!(BrokerKind::RabbitMq.product(), crate::broker::Product::RabbitMq);
+        assert_eq!(BrokerKind::LavinMq.product(), crate::broker::Product::LavinMq);
+        assert!(BrokerKind::RabbitMqCluster.is_cluster());
+        assert!(!BrokerKind::RabbitMq.is_cluster() && !BrokerKind::LavinMq.is_cluster());
+    }
+
+    #[test]
+    fn cluster_scenarios_are_left_out_on_a_single_node_with_the_reason() {
+        for s in [
+            "process:rabbitmq",
+            "container:rabbitmq",
+            "container:lavinmq",
+            "url:rabbitmq",
+        ] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            for tag in [CLUSTER_TAG, NODE_LOSS_TAG, NODE_PARTITION_TAG] {
+                let why = spec.cannot_run(["CLU-5", tag]).expect("left out");
+                assert!(
+                    why.contains(tag) && why.contains("single node") && why.contains(s),
+                    "{s} {tag}: {why}"
+                );
+            }
+            assert!(
+                spec.cannot_partition().is_some() && spec.cannot_lose_node().is_some(),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_cluster_provider_runs_cluster_scenarios() {
+        for s in [
+            "process:rabbitmq-cluster",
+            "container:rabbitmq-cluster",
+            "url:rabbitmq-cluster",
+        ] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run(["@broker-cluster", "CLU-2"]), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn only_the_url_cluster_cannot_lose_a_node() {
+        for s in ["process:rabbitmq-cluster", "container:rabbitmq-cluster"] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run([CLUSTER_TAG, "@node-loss"]), None, "{s}");
+            assert_eq!(spec.cannot_lose_node(), None, "{s}");
+        }
+        let url = BrokerSpec::parse("url:rabbitmq-cluster").expect("valid");
+        let why = url.cannot_run([CLUSTER_TAG, NODE_LOSS_TAG]).expect("left out");
+        assert!(why.contains(NODE_LOSS_TAG) && why.contains("url:"), "{why}");
+    }
+
+    #[test]
+    fn only_the_container_cluster_can_be_partitioned() {
+        let container = BrokerSpec::parse("container:rabbitmq-cluster").expect("valid");
+        assert_eq!(container.cannot_run([CLUSTER_TAG, NODE_PARTITION_TAG]), None);
+        assert_eq!(container.cannot_partition(), None);
+        for (s, says) in [
+            ("process:rabbitmq-cluster", "loopback"),
+            ("url:rabbitmq-cluster", "url:"),
+        ] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            let why = spec.cannot_run(["@node-partition"]).expect("left out");
+            assert!(why.contains(NODE_PARTITION_TAG) && why.contains(says), "{s}: {why}");
+            assert!(spec.cannot_partition().is_some_and(|w| w.contains(says)), "{s}");
+        }
+    }
+
+    #[test]
+    fn restart_and_tls_tags_keep_their_rules_on_a_cluster() {
+        for s in ["process:rabbitmq-cluster", "container:rabbitmq-cluster"] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run([RESTART_TAG, TLS_TAG]), None, "{s}");
+        }
+        let url = BrokerSpec::parse("url:rabbitmq-cluster").expect("valid");
+        assert!(url.cannot_run([RESTART_TAG]).is_some_and(|w| w.contains(RESTART_TAG)));
     }
 
     #[test]

@@ -7,10 +7,16 @@
 
 use super::BrokerError;
 
-/// Environment variable of the url provider: `amqp://user:pass@host:port[/vhost]`.
+/// Environment variable of the url provider: `amqp://user:pass@host:port[/vhost]` (for
+/// `url:rabbitmq-cluster` a comma list, one per node).
 pub const BROKER_URL_VAR: &str = "FLEET_BROKER_URL";
-/// Environment variable of the url provider: `http://host:port` of the management API.
+/// Environment variable of the url provider: `http://host:port` of the management API (for
+/// `url:rabbitmq-cluster` a comma list, one per node, in the order of [`BROKER_URL_VAR`]).
 pub const BROKER_HTTP_VAR: &str = "FLEET_BROKER_HTTP";
+
+/// The fewest nodes a `url:rabbitmq-cluster` may name: a quorum queue outlives the loss of a node
+/// only with three or more (SPEC §16).
+pub const MIN_CLUSTER_NODES: usize = 3;
 
 /// Environment variable of the url provider: `amqps://host[:port]` of the broker's TLS listener
 /// (SEC-1 scenarios; credentials and vhost in it are ignored: the suite logs in as it must).
@@ -128,6 +134,66 @@ impl Endpoint {
 
     /// The url provider's endpoint, from `FLEET_BROKER_URL` and `FLEET_BROKER_HTTP`.
     pub fn from_env() -> Result<Endpoint, BrokerError> {
+        let (amqp, http) = Endpoint::read_env()?;
+        for (var, value) in [(BROKER_URL_VAR, &amqp), (BROKER_HTTP_VAR, &http)] {
+            if value.contains(',') {
+                return Err(BrokerError::InvalidUrl {
+                    var,
+                    value: redact_url(value),
+                    reason: "a comma list names the nodes of a cluster: name the broker url:rabbitmq-cluster".into(),
+                });
+            }
+        }
+        Endpoint::from_urls(&amqp, &http)
+    }
+
+    /// The url provider's nodes of a cluster (`url:rabbitmq-cluster`), from the comma lists in
+    /// `FLEET_BROKER_URL` and `FLEET_BROKER_HTTP` (one entry per node, the same order).
+    pub fn cluster_from_env() -> Result<Vec<Endpoint>, BrokerError> {
+        let (amqp, http) = Endpoint::read_env()?;
+        Endpoint::cluster_from_lists(&amqp, &http)
+    }
+
+    /// The nodes of a cluster from a comma list of AMQP URLs and one of management base URLs:
+    /// as many of each, at least [`MIN_CLUSTER_NODES`].
+    pub fn cluster_from_lists(amqp: &str, http: &str) -> Result<Vec<Endpoint>, BrokerError> {
+        let split = |s: &str| -> Vec<String> {
+            s.split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let (amqps, https) = (split(amqp), split(http));
+        if amqps.len() < MIN_CLUSTER_NODES {
+            return Err(BrokerError::InvalidUrl {
+                var: BROKER_URL_VAR,
+                value: redact_url(amqp),
+                reason: format!(
+                    "url:rabbitmq-cluster needs a comma list of at least {MIN_CLUSTER_NODES} node URLs, got {}",
+                    amqps.len()
+                ),
+            });
+        }
+        if https.len() != amqps.len() {
+            return Err(BrokerError::InvalidUrl {
+                var: BROKER_HTTP_VAR,
+                value: http.to_string(),
+                reason: format!(
+                    "{} management URLs for {} nodes: give one per node of {BROKER_URL_VAR}, in its order",
+                    https.len(),
+                    amqps.len()
+                ),
+            });
+        }
+        amqps
+            .iter()
+            .zip(&https)
+            .map(|(a, h)| Endpoint::from_urls(a, h))
+            .collect()
+    }
+
+    fn read_env() -> Result<(String, String), BrokerError> {
         let read = |var: &str| {
             std::env::var(var)
                 .ok()
@@ -141,9 +207,7 @@ impl Endpoint {
                     ),
                 })
         };
-        let amqp = read(BROKER_URL_VAR)?;
-        let http = read(BROKER_HTTP_VAR)?;
-        Endpoint::from_urls(&amqp, &http)
+        Ok((read(BROKER_URL_VAR)?, read(BROKER_HTTP_VAR)?))
     }
 
     /// Builds the endpoint of an AMQP URL (credentials, host, port; any vhost is ignored) and a
@@ -460,6 +524,34 @@ mod tests {
             }
         );
         assert!(!debug.contains("s3cret"), "{debug}");
+    }
+
+    #[test]
+    fn a_cluster_is_a_comma_list_per_variable_in_node_order() {
+        let nodes = Endpoint::cluster_from_lists(
+            "amqp://u:p@h1:5672, amqp://u:p@h2:5673 ,amqp://u:p@h3:5674/ignored",
+            "http://h1:15672,http://h2:15673/,http://h3:15674",
+        )
+        .expect("valid");
+        let addrs: Vec<String> = nodes.iter().map(Endpoint::amqp_addr).collect();
+        assert_eq!(addrs, ["h1:5672", "h2:5673", "h3:5674"]);
+        assert_eq!(nodes[1].http_base, "http://h2:15673");
+        assert!(nodes.iter().all(|n| n.user == "u" && n.password == "p"));
+    }
+
+    #[rstest]
+    #[case("amqp://u:p@h1,amqp://u:p@h2", "http://h1,http://h2", "at least 3")]
+    #[case("amqp://u:p@h1,amqp://u:p@h2,amqp://u:p@h3", "http://h1", "one per node")]
+    #[case(
+        "amqp://u:s3cret@h1,amqp://u:p@h2,amqps://u:p@h3",
+        "http://h1,http://h2,http://h3",
+        "amqp://"
+    )]
+    fn bad_cluster_lists_are_refused(#[case] amqp: &str, #[case] http: &str, #[case] says: &str) {
+        let err = Endpoint::cluster_from_lists(amqp, http).expect_err("refused");
+        let text = err.to_string();
+        assert!(text.contains(says), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
     }
 
     #[test]

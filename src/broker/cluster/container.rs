@@ -1,0 +1,578 @@
+//! The container provider's cluster: three RabbitMQ containers on a docker network of their own.
+//!
+//! Exists because only containers let the suite cut one node off from the others (CLU-6): each
+//! node is attached to the cluster's network alone, so `docker network disconnect` severs all
+//! its links (and its published ports) and `docker network connect` restores them. Driven through
+//! the docker CLI, which makes networks, aliases and port pinning one argument each. Every run
+//! gets its own network (`fleet-cl-<pid>-<n>-<random>`) and container names
+//! (`fleetcl<i>-<same suffix>`); inside it the nodes are `rabbit@fleetcl1..3` (hostname and
+//! network alias), sharing one `RABBITMQ_ERLANG_COOKIE`. Nodes run
+//! `cluster_partition_handling = pause_minority` and `net_ticktime` 10 s (scaled by
+//! `FLEET_E2E_TIME_SCALE`; `rabbitmqctl` is given the same), so a cut link is noticed in about
+//! ten seconds rather than a minute. Nodes 2 and 3 join `rabbit@fleetcl1` with `rabbitmqctl`.
+//! Each node's AMQP and management ports (and node 1's AMQPS) are published on loopback on host
+//! ports the suite picks and pins, so a node killed and started again, or cut off and
+//! reconnected, keeps every URL handed out valid. Containers and network carry the suite's owner
+//! labels and are in the cleanup registry ([`crate::cleanup`]); the image is only ever taken
+//! from the local store (`--pull never`).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::super::container::{
+    AMQP_PORT, AMQPS_PORT, HTTP_PORT, TLS_DIR_IN_CONTAINER, container_tls_files, missing_image_hint, port_clash_text,
+    rabbitmq_erl_args,
+};
+use super::super::readiness::CONTAINER_BOOT;
+use super::super::{BrokerError, BrokerKind, Endpoint, Management, TlsListener};
+use super::{NODES, NodeState};
+use crate::timing::wait_for;
+
+const PROVIDER: &str = "container:rabbitmq-cluster";
+
+/// Nominal `net_ticktime` of the nodes (seconds; scaled): how soon a cut link is noticed.
+const NET_TICKTIME: Duration = Duration::from_secs(10);
+
+/// Nominal wait for a killed container to be reported stopped.
+const KILLED: Duration = Duration::from_secs(30);
+
+/// One node: its container, its hostname (and Erlang host) and pinned host ports.
+struct ContainerNode {
+    /// The container name (unique per run).
+    name: String,
+    /// `fleetcl<i>`: hostname and network alias, so the node is `rabbit@fleetcl<i>`.
+    host: String,
+}
+
+/// Three clustered RabbitMQ containers on a network this run made.
+pub(crate) struct RunningCluster {
+    image: String,
+    network: String,
+    nodes: Vec<ContainerNode>,
+    endpoints: Vec<Endpoint>,
+    /// Node 1's `amqps://` listener; its certificates live in `tls.files.dir`.
+    tls: Option<TlsListener>,
+    states: Mutex<Vec<NodeState>>,
+    stopped: bool,
+    /// The network, the containers and the TLS dir in the cleanup registry.
+    cleanup: Vec<crate::cleanup::Registration>,
+    /// What removes them all, for `stop` and `drop`.
+    undo: Vec<crate::cleanup::Action>,
+}
+
+/// Runs `docker <args>`; `what` names it in errors (never the arguments: they hold the cookie).
+async fn docker(what: &str, args: &[&str]) -> Result<String, BrokerError> {
+    let mut cmd = tokio::process::Command::new("docker");
+    cmd.args(args);
+    super::run_command(cmd)
+        .await
+        .map_err(|reason| BrokerError::DockerCommand {
+            command: what.to_string(),
+            reason,
+        })
+}
+
+/// The Erlang arguments of every node: the suite's statistics settings, pause_minority and a
+/// short `net_ticktime`.
+fn erl_args(ticktime: u64) -> String {
+    format!(
+        "{} -rabbit cluster_partition_handling pause_minority -kernel net_ticktime {ticktime}",
+        rabbitmq_erl_args()
+    )
+}
+
+/// `net_ticktime` in seconds: [`NET_TICKTIME`] scaled.
+fn ticktime() -> u64 {
+    crate::timing::scaled(NET_TICKTIME)
+        .as_secs()
+        .max(NET_TICKTIME.as_secs())
+}
+
+/// Checks docker answers and `image` is present locally (nothing is ever pulled).
+async fn check_docker(image: &str) -> Result<(), BrokerError> {
+    if let Err(e) = docker("version", &["version", "--format", "{{.Server.Version}}"]).await {
+        return Err(BrokerError::Unavailable {
+            provider: PROVIDER.into(),
+            reason: format!("cannot reach docker ({e})"),
+            hint: "start docker (and make sure this user may use it), or use the broker process:rabbitmq-cluster"
+                .into(),
+        });
+    }
+    if let Err(e) = docker("image inspect", &["image", "inspect", "--format", "{{.Id}}", image]).await {
+        return Err(BrokerError::Unavailable {
+            provider: PROVIDER.into(),
+            reason: format!("the image {image} is not present locally ({e})"),
+            hint: missing_image_hint(BrokerKind::RabbitMqCluster),
+        });
+    }
+    Ok(())
+}
+
+/// Starts three containers of `image` on a new network and clusters them (nodes 2 and 3 join
+/// node 1); readiness is the caller's.
+pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
+    check_docker(image).await?;
+    let (pid, n) = super::super::process::next_node_number();
+    let suffix = format!("{pid}-{n}-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    let network = format!("fleet-cl-{suffix}");
+    let owner = crate::cleanup::owner_id();
+    let labels = [
+        format!("{}=1", crate::cleanup::CONTAINER_LABEL),
+        format!("{}={owner}", crate::cleanup::CONTAINER_OWNER_LABEL),
+        "fleet-conformance.role=broker".to_string(),
+    ];
+    let mut cluster = RunningCluster {
+        image: image.to_string(),
+        network: network.clone(),
+        nodes: Vec::with_capacity(NODES),
+        endpoints: Vec::with_capacity(NODES),
+        tls: None,
+        states: Mutex::new(vec![NodeState::Up; NODES]),
+        stopped: false,
+        cleanup: Vec::new(),
+        undo: Vec::new(),
+    };
+    // From here a signal must ask docker for this process's containers and networks.
+    crate::cleanup::note_docker_use();
+    let mut args = vec!["network", "create"];
+    for l in &labels {
+        args.extend(["--label", l]);
+    }
+    args.push(&network);
+    docker("network create", &args).await?;
+    cluster.register(crate::cleanup::Action::RemoveNetwork(network.clone()));
+    // On any error below, dropping `cluster` removes what was made.
+    let tls_files = container_tls_files();
+    if let Some(files) = &tls_files {
+        cluster.register(crate::cleanup::Action::RemoveDir(files.dir.clone()));
+    }
+    let cookie = uuid::Uuid::new_v4().simple().to_string().to_uppercase();
+    let ticktime = ticktime();
+    for i in 1..=NODES {
+        let tls = if i == 1 { tls_files.as_ref() } else { None };
+        let node = ContainerNode {
+            name: format!("fleetcl{i}-{suffix}"),
+            host: format!("fleetcl{i}"),
+        };
+        let (endpoint, amqps_port) = cluster.create_and_start(&node, &labels, &cookie, ticktime, tls).await?;
+        if let (Some(port), Some(files)) = (amqps_port, tls) {
+            cluster.tls = Some(TlsListener::generated("127.0.0.1", port, files.clone()));
+        }
+        cluster.nodes.push(node);
+        cluster.endpoints.push(endpoint);
+    }
+    let started = std::time::Instant::now();
+    cluster.wait_booted().await?;
+    let booted = started.elapsed();
+    let first = format!("rabbit@{}", cluster.nodes[0].host);
+    let joins = cluster.nodes[1..].iter().map(|node| join(node, &first));
+    futures_util::future::try_join_all(joins).await?;
+    tracing::info!(%network, ?booted, took = ?started.elapsed(), "broker containers booted and joined");
+    Ok(cluster)
+}
+
+/// `rabbitmqctl stop_app`, `join_cluster <first>`, `start_app` in `node`'s container.
+async fn join(node: &ContainerNode, first: &str) -> Result<(), BrokerError> {
+    for args in [&["stop_app"][..], &["join_cluster", first], &["start_app"]] {
+        let mut full = vec!["exec", node.name.as_str(), "rabbitmqctl"];
+        full.extend(args);
+        let mut cmd = tokio::process::Command::new("docker");
+        cmd.args(&full);
+        super::run_command(cmd).await.map_err(|reason| BrokerError::Ctl {
+            node: format!("rabbit@{}", node.host),
+            command: args.join(" "),
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
+impl RunningCluster {
+    fn register(&mut self, action: crate::cleanup::Action) {
+        self.cleanup.push(crate::cleanup::register(action.clone()));
+        self.undo.push(action);
+    }
+
+    /// Creates and starts node `node` on free host ports (new ones when docker finds one taken
+    /// meanwhile); its endpoint, and the AMQPS host port when `tls` is given.
+    async fn create_and_start(
+        &mut self,
+        node: &ContainerNode,
+        labels: &[String],
+        cookie: &str,
+        ticktime: u64,
+        tls: Option<&crate::tls::TlsFiles>,
+    ) -> Result<(Endpoint, Option<u16>), BrokerError> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            let [amqp, http, amqps] = crate::ports::free_ports().map_err(|source| BrokerError::Io {
+                context: "finding free loopback ports".into(),
+                source,
+            })?;
+            let id = self
+                .create(node, labels, cookie, ticktime, [amqp, http, amqps], tls)
+                .await?;
+            match docker("start", &["start", &node.name]).await {
+                Ok(_) => {
+                    tracing::info!(container = %node.name, amqp, http, "broker container started");
+                    let endpoint = Endpoint {
+                        amqp_host: "127.0.0.1".into(),
+                        amqp_port: amqp,
+                        http_base: format!("http://127.0.0.1:{http}"),
+                        user: "guest".into(),
+                        password: "guest".into(),
+                    };
+                    return Ok((endpoint, tls.map(|_| amqps)));
+                }
+                Err(BrokerError::DockerCommand { reason, .. }) if attempt < ATTEMPTS && port_clash_text(&reason) => {
+                    tracing::warn!(%reason, attempt, "a host port was taken before docker bound it: new ports");
+                    docker("rm", &["rm", "-f", "-v", &id]).await?;
+                    // Gone: no longer the cleanup registry's.
+                    self.cleanup.pop();
+                    self.undo.pop();
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `docker create` of one node (registered for cleanup at once), with node 1's TLS files
+    /// and config copied in.
+    async fn create(
+        &mut self,
+        node: &ContainerNode,
+        labels: &[String],
+        cookie: &str,
+        ticktime: u64,
+        [amqp, http, amqps]: [u16; 3],
+        tls: Option<&crate::tls::TlsFiles>,
+    ) -> Result<String, BrokerError> {
+        let publish = |host: u16, inside: u16| format!("127.0.0.1:{host}:{inside}");
+        let mut args: Vec<String> = [
+            "create",
+            "--name",
+            &node.name,
+            "--hostname",
+            &node.host,
+            "--network",
+            &self.network,
+            "--network-alias",
+            &node.host,
+            "--pull",
+            "never",
+            "-p",
+            &publish(amqp, AMQP_PORT),
+            "-p",
+            &publish(http, HTTP_PORT),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if tls.is_some() {
+            args.extend(["-p".into(), publish(amqps, AMQPS_PORT)]);
+        }
+        let env = [
+            format!("RABBITMQ_ERLANG_COOKIE={cookie}"),
+            format!("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS={}", erl_args(ticktime)),
+            // rabbitmqctl must tick as often as the nodes, or a node drops it mid-command.
+            format!("RABBITMQ_CTL_ERL_ARGS=-kernel net_ticktime {ticktime}"),
+        ];
+        for e in env {
+            args.extend(["-e".into(), e]);
+        }
+        for l in labels {
+            args.extend(["--label".into(), l.clone()]);
+        }
+        args.push(self.image.clone());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let id = docker("create", &args).await?;
+        self.register(crate::cleanup::Action::RemoveContainer(id.clone()));
+        if let Some(files) = tls {
+            self.copy_tls(&node.name, files).await?;
+        }
+        Ok(id)
+    }
+
+    /// Copies the certificates and a `conf.d` file with the TLS listener into a created container.
+    async fn copy_tls(&self, container: &str, files: &crate::tls::TlsFiles) -> Result<(), BrokerError> {
+        let inside = |p: &std::path::Path| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{TLS_DIR_IN_CONTAINER}/{name}")
+        };
+        let conf = super::super::process::tls_conf(
+            "0.0.0.0",
+            AMQPS_PORT,
+            &inside(&files.ca_cert),
+            &inside(&files.server_cert),
+            &inside(&files.server_key),
+        );
+        let conf_dir = files.dir.join("conf.d");
+        std::fs::create_dir_all(&conf_dir).map_err(super::super::process::io_err(format!(
+            "creating {}",
+            conf_dir.display()
+        )))?;
+        super::super::process::write_file(&conf_dir.join("90-fleet-tls.conf"), &conf)?;
+        let certs = format!("{}/.", files.dir.display());
+        let confs = format!("{}/.", conf_dir.display());
+        docker(
+            "cp (TLS files)",
+            &["cp", &certs, &format!("{container}:{TLS_DIR_IN_CONTAINER}")],
+        )
+        .await?;
+        docker(
+            "cp (TLS config)",
+            &["cp", &confs, &format!("{container}:/etc/rabbitmq/conf.d")],
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    pub(crate) fn tls(&self) -> Option<&TlsListener> {
+        self.tls.as_ref()
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        format!(
+            "containers {} of {} on network {}",
+            names.join(", "),
+            self.image,
+            self.network
+        )
+    }
+
+    pub(crate) fn states(&self) -> Vec<NodeState> {
+        self.states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_state(&self, node: usize, state: NodeState) {
+        if let Some(s) = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(node)
+        {
+            *s = state;
+        }
+    }
+
+    fn node(&self, node: usize) -> Result<&ContainerNode, BrokerError> {
+        self.nodes.get(node).ok_or(BrokerError::NoSuchNode {
+            spec: PROVIDER.into(),
+            node,
+            count: self.nodes.len(),
+        })
+    }
+
+    /// Whether each node's container runs, by node; `None` when docker cannot say.
+    async fn running(&self) -> Option<Vec<bool>> {
+        let mut args = vec!["inspect", "--format", "{{.State.Running}}"];
+        args.extend(self.nodes.iter().map(|n| n.name.as_str()));
+        let out = docker("inspect", &args).await.ok()?;
+        Some(out.lines().map(|l| l.trim() == "true").collect())
+    }
+
+    /// `Some(reason)` once a container the suite did not kill has stopped.
+    pub(crate) async fn failure(&self) -> Option<String> {
+        let running = self.running().await?;
+        let states = self.states();
+        self.nodes
+            .iter()
+            .zip(running.iter().zip(states))
+            .find(|(_, (run, state))| !**run && *state != NodeState::Killed)
+            .map(|(n, _)| format!("container {} of {} exited", n.name, self.image))
+    }
+
+    /// Each node's last lines (`docker logs`, output and errors).
+    pub(crate) async fn log_tail(&self, lines: usize) -> String {
+        let mut tails = Vec::new();
+        for n in &self.nodes {
+            let tail = tokio::process::Command::new("docker")
+                .args(["logs", "--tail", &lines.to_string(), &n.name])
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .output()
+                .await;
+            let text = match tail {
+                Ok(out) => {
+                    let mut all = out.stdout;
+                    all.extend(out.stderr);
+                    String::from_utf8_lossy(&all).into_owned()
+                }
+                Err(e) => format!("(cannot run docker logs: {e})"),
+            };
+            tails.push((
+                format!("rabbit@{} ({})", n.host, n.name),
+                super::super::tail(&text, lines),
+            ));
+        }
+        super::node_tails(tails)
+    }
+
+    /// Waits until every node's management API answers (booted, not yet clustered).
+    async fn wait_booted(&self) -> Result<(), BrokerError> {
+        let managements = self
+            .endpoints
+            .iter()
+            .map(|e| Management::new(&e.http_base, &e.user, &e.password))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outcome = wait_for("every node's management API to answer", CONTAINER_BOOT, || async {
+            for (i, m) in managements.iter().enumerate() {
+                if let Err(e) = m.overview().await {
+                    // Only a node that does not answer is asked about (one docker call).
+                    if let Some(dead) = self.failure().await {
+                        return Ok(Some(Err(dead)));
+                    }
+                    return Err(format!("node {i}: {e}"));
+                }
+            }
+            Ok(Some(Ok(())))
+        })
+        .await;
+        match outcome {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(BrokerError::Died {
+                spec: PROVIDER.into(),
+                reason,
+                log: self.log_tail(15).await,
+            }),
+            Err(source) => Err(BrokerError::NotReady {
+                spec: PROVIDER.into(),
+                what: self.describe(),
+                source: Box::new(source),
+                log: self.log_tail(15).await,
+            }),
+        }
+    }
+
+    /// `docker kill` (SIGKILL) of the node's container; returns once docker reports it stopped.
+    pub(crate) async fn kill_node(&self, node: usize) -> Result<(), BrokerError> {
+        let n = self.node(node)?;
+        docker("kill", &["kill", &n.name]).await?;
+        self.set_state(node, NodeState::Killed);
+        let what = format!("container {} to stop", n.name);
+        wait_for(&what, KILLED, || async {
+            match self.running().await {
+                Some(r) if r.get(node) == Some(&false) => Ok(Some(())),
+                Some(_) => Err("still running".to_string()),
+                None => Err("docker inspect failed".to_string()),
+            }
+        })
+        .await
+        .map_err(|source| BrokerError::Stuck {
+            what: format!("container {}", n.name),
+            source: Box::new(source),
+        })
+    }
+
+    /// `docker start` of a killed node: same filesystem (its data), hostname (its node name) and
+    /// pinned host ports. Readiness is the caller's.
+    pub(crate) async fn start_node(&self, node: usize) -> Result<(), BrokerError> {
+        let n = self.node(node)?;
+        docker("start", &["start", &n.name]).await?;
+        self.set_state(node, NodeState::Up);
+        Ok(())
+    }
+
+    /// `docker network disconnect`: the node loses every link to the others (and its published
+    /// ports). The caller waits until the others notice.
+    pub(crate) async fn partition_node(&self, node: usize) -> Result<(), BrokerError> {
+        let n = self.node(node)?;
+        docker("network disconnect", &["network", "disconnect", &self.network, &n.name]).await?;
+        self.set_state(node, NodeState::Partitioned);
+        Ok(())
+    }
+
+    /// `docker network connect` with the node's alias again; the caller waits until it rejoined.
+    pub(crate) async fn heal_node(&self, node: usize) -> Result<(), BrokerError> {
+        let n = self.node(node)?;
+        docker(
+            "network connect",
+            &["network", "connect", "--alias", &n.host, &self.network, &n.name],
+        )
+        .await?;
+        self.set_state(node, NodeState::Up);
+        Ok(())
+    }
+
+    /// Reconnects cut-off nodes, then `docker stop` of every container (SIGTERM, SIGKILL after 30
+    /// s scaled), together: with mnesia the nodes wait at the next start for the one that
+    /// stopped last, so all start together again ([`RunningCluster::resume`]).
+    pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
+        for (node, state) in self.states().into_iter().enumerate() {
+            if state == NodeState::Partitioned {
+                self.heal_node(node).await?;
+            }
+        }
+        let grace = crate::timing::scaled(Duration::from_secs(30)).as_secs().to_string();
+        let mut args = vec!["stop", "-t", grace.as_str()];
+        args.extend(self.nodes.iter().map(|n| n.name.as_str()));
+        docker("stop", &args).await?;
+        Ok(())
+    }
+
+    /// `docker start` of every container, together; readiness is the caller's.
+    pub(crate) async fn resume(&self) -> Result<(), BrokerError> {
+        let mut args = vec!["start"];
+        args.extend(self.nodes.iter().map(|n| n.name.as_str()));
+        docker("start", &args).await?;
+        for node in 0..self.nodes.len() {
+            self.set_state(node, NodeState::Up);
+        }
+        Ok(())
+    }
+
+    /// Removes the containers (killing the nodes), the network and the TLS dir.
+    pub(crate) async fn stop(mut self) -> Result<(), BrokerError> {
+        self.stopped = true;
+        let mut args = vec!["rm", "-f", "-v"];
+        args.extend(self.nodes.iter().map(|n| n.name.as_str()));
+        let removed = docker("rm", &args).await;
+        let network = docker("network rm", &["network", "rm", &self.network]).await;
+        if let Some(files) = self.tls.as_ref().and_then(|t| t.files.as_ref()) {
+            let _ = std::fs::remove_dir_all(&files.dir);
+        }
+        removed?;
+        network?;
+        tracing::info!(network = %self.network, "broker containers and network removed");
+        Ok(())
+    }
+}
+
+impl Drop for RunningCluster {
+    /// A cluster not stopped explicitly (a panicking test, a failed start) is removed outright.
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        crate::cleanup::undo(&self.undo);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_pause_in_a_minority_and_tick_fast() {
+        let args = erl_args(10);
+        assert!(args.starts_with(&rabbitmq_erl_args()), "{args}");
+        assert!(
+            args.ends_with("-rabbit cluster_partition_handling pause_minority -kernel net_ticktime 10"),
+            "{args}"
+        );
+        assert!(ticktime() >= NET_TICKTIME.as_secs());
+    }
+}

@@ -1,0 +1,278 @@
+//! The process provider's cluster: three local `rabbitmq-server` nodes on loopback, clustered.
+//!
+//! Exists so the cluster profile runs where docker is unwanted, the way the single process broker
+//! does ([`crate::broker::process`], whose node launching, process groups and cleanup this
+//! reuses). One temp dir holds the shared `HOME` (one Erlang cookie for the three nodes) and a
+//! dir per node (config, data, log); each node has its own name (`fleet-<pid>-<n>-<i>@localhost`,
+//! unique per run), free AMQP, management and distribution ports, and
+//! `cluster_partition_handling = pause_minority`. The three boot together; nodes 2 and 3 then join
+//! node 1 (`rabbitmqctl -n <node> stop_app`, `join_cluster <node 1>`, `start_app`, run as this
+//! user with the shared `HOME`: the upstream scripts switch no user). The TLS listener is node
+//! 1's only. Killing a node SIGKILLs its process group (its Erlang VM; epmd is shared by every
+//! node of the machine and lives on); starting it again reuses its data, so it rejoins by itself.
+//! Its nodes share one loopback, so one node cannot be cut off from the others here.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::super::process::{self as single, Node, NodeSpec};
+use super::super::readiness::PROCESS_BOOT;
+use super::super::{BrokerError, Endpoint, Management, TlsListener};
+use super::{NODES, NodeState};
+use crate::timing::wait_for;
+
+/// The cluster's lines of each node's config.
+const CLUSTER_CONF: &str = "cluster_partition_handling = pause_minority\n";
+
+/// Three clustered `rabbitmq-server` nodes this run started.
+pub(crate) struct RunningCluster {
+    nodes: Vec<Node>,
+    endpoints: Vec<Endpoint>,
+    /// The temp dir: the shared `HOME` and one dir per node.
+    dir: PathBuf,
+    /// Node 1's `amqps://` listener; `None` when certificates could not be made.
+    tls: Option<TlsListener>,
+    states: Mutex<Vec<NodeState>>,
+    stopped: bool,
+    _cleanup_dir: crate::cleanup::Registration,
+}
+
+/// Starts three nodes and clusters them (nodes 2 and 3 join node 1); readiness is the caller's.
+pub(crate) async fn start() -> Result<RunningCluster, BrokerError> {
+    let server = single::server_script("process:rabbitmq-cluster")?;
+    let (pid, n) = single::next_node_number();
+    let dir = single::make_owned_dir("fleet-rabbitmq-cluster", pid, n)?;
+    let mut cluster = RunningCluster {
+        nodes: Vec::with_capacity(NODES),
+        endpoints: Vec::with_capacity(NODES),
+        _cleanup_dir: crate::cleanup::register(crate::cleanup::Action::RemoveDir(dir.clone())),
+        dir,
+        tls: None,
+        states: Mutex::new(vec![NodeState::Up; NODES]),
+        stopped: false,
+    };
+    // On any error below, dropping `cluster` kills what started and deletes the dir.
+    write_cookie(&cluster.dir)?;
+    for i in 1..=NODES {
+        let node_dir = cluster.dir.join(format!("n{i}"));
+        std::fs::create_dir(&node_dir).map_err(single::io_err(format!("creating {}", node_dir.display())))?;
+        let [amqp_port, http_port, dist_port] = single::free_ports()?;
+        let mut conf = single::rabbitmq_conf(amqp_port, http_port);
+        conf.push_str(CLUSTER_CONF);
+        if i == 1
+            && let Some((tls, lines)) = single::prepare_tls(&cluster.dir)
+        {
+            conf.push_str(&lines);
+            cluster.tls = Some(tls);
+        }
+        single::write_node_files(&node_dir, &conf)?;
+        cluster.nodes.push(Node::start(NodeSpec {
+            server: server.clone(),
+            name: format!("fleet-{pid}-{n}-{i}@localhost"),
+            home: cluster.dir.clone(),
+            dir: node_dir,
+            amqp_port,
+            dist_port,
+            marker_dir: cluster.dir.clone(),
+            marker_name: format!("{}-{i}", single::MARKER_NAME),
+        })?);
+        cluster.endpoints.push(Endpoint {
+            amqp_host: "127.0.0.1".into(),
+            amqp_port,
+            http_base: format!("http://127.0.0.1:{http_port}"),
+            user: "guest".into(),
+            password: "guest".into(),
+        });
+    }
+    let started = std::time::Instant::now();
+    cluster.wait_booted().await?;
+    let booted = started.elapsed();
+    let first = cluster.nodes[0].name().to_string();
+    let joins = cluster.nodes[1..].iter().map(|node| join(node, &first));
+    futures_util::future::try_join_all(joins).await?;
+    tracing::info!(%first, ?booted, took = ?started.elapsed(), "rabbitmq-server nodes booted and joined");
+    Ok(cluster)
+}
+
+/// The Erlang cookie in the shared `HOME` (owner-only, as Erlang demands), so the nodes and
+/// `rabbitmqctl` trust each other and nothing else.
+fn write_cookie(home: &Path) -> Result<(), BrokerError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let cookie = home.join(".erlang.cookie");
+    single::write_file(&cookie, &uuid::Uuid::new_v4().simple().to_string().to_uppercase())?;
+    std::fs::set_permissions(&cookie, std::fs::Permissions::from_mode(0o400))
+        .map_err(single::io_err(format!("restricting {}", cookie.display())))
+}
+
+/// `rabbitmqctl stop_app`, `join_cluster <first>`, `start_app` on `node`.
+async fn join(node: &Node, first: &str) -> Result<(), BrokerError> {
+    for args in [&["stop_app"][..], &["join_cluster", first], &["start_app"]] {
+        super::run_command(node.ctl(args))
+            .await
+            .map_err(|reason| BrokerError::Ctl {
+                node: node.name().to_string(),
+                command: args.join(" "),
+                reason,
+            })?;
+    }
+    Ok(())
+}
+
+impl RunningCluster {
+    pub(crate) fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    pub(crate) fn tls(&self) -> Option<&TlsListener> {
+        self.tls.as_ref()
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        let names: Vec<&str> = self.nodes.iter().map(Node::name).collect();
+        format!("rabbitmq-server cluster of {}", names.join(", "))
+    }
+
+    pub(crate) fn states(&self) -> Vec<NodeState> {
+        self.states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_state(&self, node: usize, state: NodeState) {
+        if let Some(s) = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(node)
+        {
+            *s = state;
+        }
+    }
+
+    /// `Some(reason)` once a node the suite did not kill has exited.
+    pub(crate) async fn failure(&self) -> Option<String> {
+        let states = self.states();
+        self.nodes
+            .iter()
+            .zip(states)
+            .filter(|(_, s)| *s != NodeState::Killed)
+            .find_map(|(n, _)| n.failure())
+    }
+
+    /// Each node's last lines.
+    pub(crate) async fn log_tail(&self, lines: usize) -> String {
+        let mut tails = Vec::new();
+        for n in &self.nodes {
+            tails.push((n.name().to_string(), n.log_tail(lines).await));
+        }
+        super::node_tails(tails)
+    }
+
+    /// Waits until every node's management API answers (the nodes booted, not yet clustered).
+    async fn wait_booted(&self) -> Result<(), BrokerError> {
+        let managements = self
+            .endpoints
+            .iter()
+            .map(|e| Management::new(&e.http_base, &e.user, &e.password))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outcome = wait_for("every node's management API to answer", PROCESS_BOOT, || async {
+            if let Some(dead) = self.failure().await {
+                return Ok(Some(Err(dead)));
+            }
+            for (i, m) in managements.iter().enumerate() {
+                m.overview().await.map_err(|e| format!("node {i}: {e}"))?;
+            }
+            Ok(Some(Ok(())))
+        })
+        .await;
+        match outcome {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(BrokerError::Died {
+                spec: "process:rabbitmq-cluster".into(),
+                reason,
+                log: self.log_tail(15).await,
+            }),
+            Err(source) => Err(BrokerError::NotReady {
+                spec: "process:rabbitmq-cluster".into(),
+                what: self.describe(),
+                source: Box::new(source),
+                log: self.log_tail(15).await,
+            }),
+        }
+    }
+
+    fn node(&self, node: usize) -> Result<&Node, BrokerError> {
+        self.nodes.get(node).ok_or(BrokerError::NoSuchNode {
+            spec: "process:rabbitmq-cluster".into(),
+            node,
+            count: self.nodes.len(),
+        })
+    }
+
+    /// SIGKILLs the node's process group and waits until nothing of it is left.
+    pub(crate) async fn kill_node(&self, node: usize) -> Result<(), BrokerError> {
+        let n = self.node(node)?;
+        n.kill().await?;
+        self.set_state(node, NodeState::Killed);
+        Ok(())
+    }
+
+    /// Starts a killed node again on its data; readiness is the caller's.
+    pub(crate) async fn start_node(&self, node: usize) -> Result<(), BrokerError> {
+        let n = self.node(node)?;
+        if n.failure().is_none() {
+            // Still running: nothing to start (ensure_whole after a start that failed later).
+            self.set_state(node, NodeState::Up);
+            return Ok(());
+        }
+        n.start_again()?;
+        self.set_state(node, NodeState::Up);
+        Ok(())
+    }
+
+    /// Stops every node cleanly (together: with mnesia, the nodes that stop last are waited for
+    /// by the others at the next start, so all must start together again).
+    pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
+        let downs = self.nodes.iter().map(Node::shut_down);
+        futures_util::future::try_join_all(downs).await?;
+        Ok(())
+    }
+
+    /// Starts every node again, together, on its data; readiness is the caller's.
+    pub(crate) async fn resume(&self) -> Result<(), BrokerError> {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.failure().is_some() {
+                n.start_again()?;
+            }
+            self.set_state(i, NodeState::Up);
+        }
+        Ok(())
+    }
+
+    /// Stops every node, then deletes the temp dir.
+    pub(crate) async fn stop(mut self) -> Result<(), BrokerError> {
+        self.stopped = true;
+        let downs = self.nodes.iter().map(Node::shut_down);
+        let stopped = futures_util::future::try_join_all(downs).await;
+        let removed = tokio::fs::remove_dir_all(&self.dir)
+            .await
+            .map_err(single::io_err(format!("deleting {}", self.dir.display())));
+        stopped?;
+        removed
+    }
+}
+
+impl Drop for RunningCluster {
+    /// A cluster not stopped explicitly (a panicking test, a failed start) is killed outright,
+    /// its dir deleted.
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        for n in &self.nodes {
+            n.kill_now();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
