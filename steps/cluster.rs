@@ -101,7 +101,12 @@ impl ReplyRun {
 }
 
 /// `amqp://user:pass@node/vhost` for every node of the broker, rotated by `offset`, comma-joined.
-pub fn url_list(w: &FleetWorld, vhost: &str, login: Option<&(String, String)>, offset: usize) -> anyhow::Result<String> {
+pub fn url_list(
+    w: &FleetWorld,
+    vhost: &str,
+    login: Option<&(String, String)>,
+    offset: usize,
+) -> anyhow::Result<String> {
     let suite = w.suite()?;
     let broker = &suite.broker;
     let n = broker.node_count();
@@ -169,7 +174,7 @@ async fn nodes_of_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<BTreeSe
     let conns = suite.broker.management().connections(&vhost).await?;
     let mut nodes = BTreeSet::new();
     for c in conns.iter().filter(|c| c.user == user) {
-        if let Some(i) = suite.broker.node_index(&c.node) {
+        if let Some(i) = suite.broker.node_index(&c.node).await {
             nodes.insert(i);
         }
     }
@@ -251,22 +256,18 @@ async fn strike_node(
             .as_ref()
             .ok_or_else(|| anyhow!("no replies are being sent in the background"))?;
         let out = run.outcomes.clone();
-        wait_for(
-            &format!("{want} replies confirmed"),
-            Duration::from_secs(30),
-            || {
-                let out = out.clone();
-                async move {
-                    let o = out.lock().map(|o| o.clone()).unwrap_or_default();
-                    let ok = o.iter().filter(|r| r.result.is_ok()).count();
-                    if ok >= want {
-                        Ok(Some(()))
-                    } else {
-                        Err(format!("{ok} confirmed of {} ended: {o:?}", o.len()))
-                    }
+        wait_for(&format!("{want} replies confirmed"), Duration::from_secs(30), || {
+            let out = out.clone();
+            async move {
+                let o = out.lock().map(|o| o.clone()).unwrap_or_default();
+                let ok = o.iter().filter(|r| r.result.is_ok()).count();
+                if ok >= want {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("{ok} confirmed of {} ended: {o:?}", o.len()))
                 }
-            },
-        )
+            }
+        })
         .await?;
     }
     let node = if host.is_empty() {
@@ -345,7 +346,11 @@ async fn replies_end(w: &mut FleetWorld, worker: String) -> anyhow::Result<()> {
         .replies
         .as_mut()
         .ok_or_else(|| anyhow!("no replies are being sent in the background"))?;
-    ensure!(run.worker == worker, "the replies in the background are {}'s", run.worker);
+    ensure!(
+        run.worker == worker,
+        "the replies in the background are {}'s",
+        run.worker
+    );
     if let Some(task) = run.task.take() {
         task.await.context("the background replies' task")?;
     }
@@ -370,14 +375,20 @@ async fn replies_end(w: &mut FleetWorld, worker: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[then(regex = r#"^"([^"]+)" drains every reply of "([^"]+)" the broker confirmed, each exactly once, within (\d+) seconds$"#)]
+#[then(
+    regex = r#"^"([^"]+)" drains every reply of "([^"]+)" the broker confirmed, each exactly once, within (\d+) seconds$"#
+)]
 async fn drains_confirmed(w: &mut FleetWorld, main: String, worker: String, secs: u64) -> anyhow::Result<()> {
     let run = w
         .cluster
         .replies
         .as_ref()
         .ok_or_else(|| anyhow!("no replies were sent in the background"))?;
-    ensure!(run.worker == worker, "the replies in the background are {}'s", run.worker);
+    ensure!(
+        run.worker == worker,
+        "the replies in the background are {}'s",
+        run.worker
+    );
     let outcomes = run.outcomes();
     let confirmed: BTreeMap<String, String> = outcomes
         .iter()
@@ -386,7 +397,9 @@ async fn drains_confirmed(w: &mut FleetWorld, main: String, worker: String, secs
     let texts: BTreeSet<String> = run.texts.iter().cloned().collect();
     let want = confirmed.clone();
     let seen_all = move |got: &[Value]| want.keys().all(|id| got.iter().any(|m| m["msgId"] == json!(id)));
-    let mut got = crate::broker_restart::drain_until(w, &main, Some(&worker), Duration::from_secs(secs), seen_all.clone()).await?;
+    let mut got =
+        crate::broker_restart::drain_until(w, &main, Some(&worker), Duration::from_secs(secs), seen_all.clone())
+            .await?;
     ensure!(
         seen_all(&got),
         "CLU-5(a): {main} did not drain every confirmed reply of {worker} within {secs} s; missing: {:?}; drained: {:?}",
@@ -485,7 +498,9 @@ async fn standby_handed_nothing(w: &mut FleetWorld, name: String) -> anyhow::Res
                 if h.is_empty() {
                     Ok(())
                 } else {
-                    Err(format!("the probe's consumer was handed {h:?} while the gateway held the inbox"))
+                    Err(format!(
+                        "the probe's consumer was handed {h:?} while the gateway held the inbox"
+                    ))
                 }
             }
         },
@@ -499,13 +514,17 @@ async fn queue_info(w: &mut FleetWorld, queue: &str) -> anyhow::Result<fleet_con
     let vhost = w.vhost().await?;
     let suite = w.suite()?;
     let m = suite.broker.management();
-    Ok(wait_for(&format!("{queue} listed by the broker"), Duration::from_secs(10), || async {
-        match m.queue(&vhost, queue).await {
-            Ok(Some(q)) => Ok(Some(q)),
-            Ok(None) => Err(format!("{queue} is not listed")),
-            Err(e) => Err(e.to_string()),
-        }
-    })
+    Ok(wait_for(
+        &format!("{queue} listed by the broker"),
+        Duration::from_secs(10),
+        || async {
+            match m.queue(&vhost, queue).await {
+                Ok(Some(q)) => Ok(Some(q)),
+                Ok(None) => Err(format!("{queue} is not listed")),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
     .await?)
 }
 
@@ -599,8 +618,16 @@ async fn classic_rosters(w: &mut FleetWorld, a: String, b: String) -> anyhow::Re
     Ok(())
 }
 
-#[given(regex = r#"^the broker holds a classic inbox of a main "([^"]+)" with (\d+) replies from "([^"]+)", signed by host "([^"]+)"$"#)]
-async fn seed_classic_inbox(w: &mut FleetWorld, name: String, n: usize, from: String, host: String) -> anyhow::Result<()> {
+#[given(
+    regex = r#"^the broker holds a classic inbox of a main "([^"]+)" with (\d+) replies from "([^"]+)", signed by host "([^"]+)"$"#
+)]
+async fn seed_classic_inbox(
+    w: &mut FleetWorld,
+    name: String,
+    n: usize,
+    from: String,
+    host: String,
+) -> anyhow::Result<()> {
     let gid = new_uuid();
     let from_gid = w.gid(&from)?;
     let key = w
@@ -633,14 +660,12 @@ async fn seed_classic_inbox(w: &mut FleetWorld, name: String, n: usize, from: St
         ids.push(env.msg_id().to_string());
         let mut msg = Crafted::from_envelope("", &queue, &env, &body);
         msg.properties = msg.properties.with_delivery_mode(2);
-        probe.publish(&msg).await.with_context(|| format!("publishing reply {i}"))?;
+        probe
+            .publish(&msg)
+            .await
+            .with_context(|| format!("publishing reply {i}"))?;
     }
-    w.cluster.seeded = Some(Seeded {
-        name,
-        gid,
-        from,
-        ids,
-    });
+    w.cluster.seeded = Some(Seeded { name, gid, from, ids });
     Ok(())
 }
 
@@ -669,25 +694,31 @@ async fn register_on_classic(w: &mut FleetWorld, host: String, name: String) -> 
     Ok(())
 }
 
-#[then(regex = r#"^the gateway on "([^"]+)" stays alive and not ready over a window, and logs at ERROR naming the inbox of "([^"]+)"$"#)]
+#[then(
+    regex = r#"^the gateway on "([^"]+)" stays alive and not ready over a window, and logs at ERROR naming the inbox of "([^"]+)"$"#
+)]
 async fn alive_not_ready(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
     let gid = match &w.cluster.seeded {
         Some(s) if s.name == name => s.gid.clone(),
         _ => w.gid(&name)?,
     };
     let gw = &w.host(&host)?.gateway;
+    let entity = name.clone();
     // A crash loop shows as an exit (the suite never restarts it) or as /readyz flapping to 200.
     hold_for(
         &format!("CLU-7: the gateway on {host} alive and not ready"),
         w.heartbeat() * 3,
-        || async move {
-            if gw.pid().is_none() {
-                return Err("the gateway exited".to_string());
-            }
-            match gw.get("/readyz").await {
-                Ok((200, body)) => Err(format!("/readyz answered 200 while {name}'s inbox is classic: {body}")),
-                Ok(_) => Ok(()),
-                Err(e) => Err(format!("the local API stopped answering: {e}")),
+        || {
+            let name = entity.clone();
+            async move {
+                if gw.pid().is_none() {
+                    return Err("the gateway exited".to_string());
+                }
+                match gw.get("/readyz").await {
+                    Ok((200, body)) => Err(format!("/readyz answered 200 while {name}'s inbox is classic: {body}")),
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(format!("the local API stopped answering: {e}")),
+                }
             }
         },
     )
@@ -738,7 +769,9 @@ async fn conversion(w: &mut FleetWorld, name: &str) -> anyhow::Result<(tokio::pr
     Ok((c, queue))
 }
 
-#[when(regex = r#"^the conversion of the inbox of "([^"]+)" is killed with SIGKILL once messages have left the inbox$"#)]
+#[when(
+    regex = r#"^the conversion of the inbox of "([^"]+)" is killed with SIGKILL once messages have left the inbox$"#
+)]
 async fn conversion_killed(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let (mut cmd, queue) = conversion(w, &name).await?;
     let vhost = w.vhost().await?;
@@ -806,7 +839,9 @@ async fn conversion_runs(w: &mut FleetWorld, name: String) -> anyhow::Result<()>
     Ok(())
 }
 
-#[then(regex = r#"^"([^"]+)" drains the (\d+) replies from "([^"]+)" in the order sent, each exactly once, within (\d+) seconds$"#)]
+#[then(
+    regex = r#"^"([^"]+)" drains the (\d+) replies from "([^"]+)" in the order sent, each exactly once, within (\d+) seconds$"#
+)]
 async fn drains_in_order(w: &mut FleetWorld, main: String, n: usize, from: String, secs: u64) -> anyhow::Result<()> {
     if let Some((host, name, pane)) = w.cluster.pending_registration.take() {
         let gid = w
@@ -823,12 +858,13 @@ async fn drains_in_order(w: &mut FleetWorld, main: String, n: usize, from: Strin
             .with_context(|| format!("registering {name} on {host} once its inbox is quorum"))?;
         w.adopt_entity(&name, &host, &gid, &token, &pane);
     }
-    let seeded = w
-        .cluster
-        .seeded
-        .as_ref()
-        .ok_or_else(|| anyhow!("no seeded inbox"))?;
-    ensure!(seeded.name == main && seeded.from == from, "the seeded inbox is {}'s from {}", seeded.name, seeded.from);
+    let seeded = w.cluster.seeded.as_ref().ok_or_else(|| anyhow!("no seeded inbox"))?;
+    ensure!(
+        seeded.name == main && seeded.from == from,
+        "the seeded inbox is {}'s from {}",
+        seeded.name,
+        seeded.from
+    );
     let ids = seeded.ids.clone();
     ensure!(ids.len() == n, "{} replies were seeded, not {n}", ids.len());
     let enough = move |got: &[Value]| got.len() >= n;

@@ -212,21 +212,22 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
     let broker_spec = *spec;
     let left_out = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
     let left_out_by_filter = left_out.clone();
-    let result = runner
-        .with_cli(cli)
-        .filter_run(workspace_root().join("features"), move |feature, rule, scenario| {
-            let all_tags = feature
-                .tags
-                .iter()
-                .chain(rule.iter().flat_map(|r| &r.tags))
-                .chain(&scenario.tags);
-            let selected = match (&name, &tags) {
-                (Some(re), _) => re.is_match(&scenario.name),
-                (None, Some(expr)) => expr.eval(all_tags.clone()),
-                (None, None) => true,
-            };
-            let admitted = selected && policy.admits(all_tags.clone().map(String::as_str));
-            let why_not = broker_spec.cannot_run(all_tags.clone().map(String::as_str)).or_else(|| {
+    let result =
+        runner
+            .with_cli(cli)
+            .filter_run(workspace_root().join("features"), move |feature, rule, scenario| {
+                let all_tags = feature
+                    .tags
+                    .iter()
+                    .chain(rule.iter().flat_map(|r| &r.tags))
+                    .chain(&scenario.tags);
+                let selected = match (&name, &tags) {
+                    (Some(re), _) => re.is_match(&scenario.name),
+                    (None, Some(expr)) => expr.eval(all_tags.clone()),
+                    (None, None) => true,
+                };
+                let admitted = selected && policy.admits(all_tags.clone().map(String::as_str));
+                let why_not = broker_spec.cannot_run(all_tags.clone().map(String::as_str)).or_else(|| {
                 (quorum && all_tags.clone().any(|t| t.trim_start_matches('@') == cluster::CLASSIC_INBOX_TAG)).then(|| {
                     format!(
                         "it judges a classic inbox's form (@{}), and on a cluster the gateway runs quorum inboxes \
@@ -235,25 +236,25 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                     )
                 })
             });
-            match why_not {
-                Some(why) if admitted => {
-                    if let Ok(mut l) = left_out_by_filter.lock() {
-                        l.insert(
-                            (feature.name.clone(), scenario.position.line),
-                            fleet_conformance::conformance::verdict::LeftOut {
-                                name: scenario.name.clone(),
-                                line: scenario.position.line,
-                                tags: all_tags.cloned().collect(),
-                                reason: why,
-                            },
-                        );
+                match why_not {
+                    Some(why) if admitted => {
+                        if let Ok(mut l) = left_out_by_filter.lock() {
+                            l.insert(
+                                (feature.name.clone(), scenario.position.line),
+                                fleet_conformance::conformance::verdict::LeftOut {
+                                    name: scenario.name.clone(),
+                                    line: scenario.position.line,
+                                    tags: all_tags.cloned().collect(),
+                                    reason: why,
+                                },
+                            );
+                        }
+                        false
                     }
-                    false
+                    _ => admitted,
                 }
-                _ => admitted,
-            }
-        })
-        .await;
+            })
+            .await;
     let left_out: Vec<_> = left_out
         .lock()
         .map(|l| l.values().cloned().collect())

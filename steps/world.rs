@@ -69,12 +69,7 @@ impl Suite {
                     spec.label(),
                     started.elapsed()
                 );
-                let mut suite = Suite::new(
-                    broker,
-                    self.gateway_cmd.clone(),
-                    self.work_dir.clone(),
-                    1,
-                );
+                let mut suite = Suite::new(broker, self.gateway_cmd.clone(), self.work_dir.clone(), 1);
                 suite.quorum = self.quorum;
                 anyhow::Ok(Arc::new(suite))
             })
@@ -395,7 +390,9 @@ impl FleetWorld {
                     .amqp_url(&vhost)
                     .replace(&suite.broker.endpoint().amqp_addr(), &p.listen().to_string()),
                 // SPEC §16 CLU-1: every node's URL, when the gateway runs the cluster profile.
-                None if suite.quorum => crate::cluster::url_list(self, &vhost, None, crate::cluster::host_offset(host))?,
+                None if suite.quorum => {
+                    crate::cluster::url_list(self, &vhost, None, crate::cluster::host_offset(host))?
+                }
                 None => suite.broker.amqp_url(&vhost),
             },
             herdr_socket: herdr.socket_path().to_path_buf(),

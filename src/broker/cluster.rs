@@ -278,6 +278,17 @@ impl Broker {
         }
     }
 
+    /// The index of the node named `name` (`rabbit@host`, as the management API names nodes in a
+    /// connection or a queue), if it is one of this broker's: a step finds which node holds a
+    /// gateway's connection this way. A single node is node 0 whatever its name.
+    pub async fn node_index(&self, name: &str) -> Option<usize> {
+        let Some(nodes) = &self.cluster else {
+            return Some(0);
+        };
+        let names = nodes.learn_names().await.ok()?;
+        names.iter().position(|n| n == name)
+    }
+
     /// Which node (from 0) leads quorum queue `queue` of `vhost`: the management API's `leader`
     /// of the queue (else its `node`), mapped to the node's index. A step kills the leader to
     /// test CLU-5 where it hurts most. A single node answers 0 for a queue that exists.

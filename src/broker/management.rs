@@ -274,6 +274,8 @@ pub struct ConnectionInfo {
     pub client_name: Option<String>,
     /// Whether the client connected over TLS (the API's `ssl`).
     pub tls: bool,
+    /// The broker node that holds it (`rabbit@host`; on a cluster, which node a client is on).
+    pub node: String,
 }
 
 impl ConnectionInfo {
@@ -288,6 +290,7 @@ impl ConnectionInfo {
             user: string(v, "user"),
             vhost: string(v, "vhost"),
             tls: flag(v, "ssl"),
+            node: string(v, "node"),
             client_name,
         }
     }
