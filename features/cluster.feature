@@ -66,7 +66,7 @@ Feature: Cluster profile — quorum inboxes on a 3-node RabbitMQ cluster, node l
     And the node the gateway on "b" is connected to is killed
     Then sends 1, 2, 3 and 4 each end within the inject bound, whatever the outcome
     And every gateway is ready again within 2 heartbeats and two AMQP heartbeats
-    And within 2 heartbeats the rosters of "a" and "b" all list "lead" and "w1"
+    And within 2 heartbeats the rosters of "a" and "b" all list "lead" on "a" and "w1" on "b"
     When "w1" becomes idle
     Then herdr on "b" records at most 1 inject of each of "blip-1", "blip-2", "blip-3" and "blip-4" into "w1" while 3 heartbeats pass
 
@@ -78,7 +78,7 @@ Feature: Cluster profile — quorum inboxes on a 3-node RabbitMQ cluster, node l
     And <which> is killed once 5 of them are confirmed
     Then every reply of "w1" ends within the inject bound
     And every gateway is ready again within 2 heartbeats and two AMQP heartbeats
-    And within 2 heartbeats the rosters of "a" and "b" all list "lead" and "w1"
+    And within 2 heartbeats the rosters of "a" and "b" all list "lead" on "a" and "w1" on "b"
     And "lead" drains every reply of "w1" the broker confirmed, each exactly once, within 60 seconds
     And "lead" gets no further message while 3 heartbeats pass
 
