@@ -416,9 +416,12 @@ impl Gateway {
     /// A refusal is logged at ERROR naming the gid and the queue, and the entity is reported not
     /// ready (`/readyz` 503) until a retry succeeds (`spawn_maintenance`). The same refusal
     /// repeated by the retries is logged at ERROR again only once a minute (DEBUG in between).
-    pub async fn attach_entity(self: &Arc<Self>, e: &Entity) {
+    pub async fn attach_entity(self: &Arc<Self>, e: &Entity) -> Attached {
         match self.try_attach_entity(e).await {
-            Ok(()) => self.set_health(&e.gid, EntityHealth::Ready),
+            Ok(()) => {
+                self.set_health(&e.gid, EntityHealth::Ready);
+                Attached::Ready
+            }
             Err(err) => {
                 let msg = format!("{err:#}");
                 let lasting = err.downcast_ref::<InboxRefusal>().is_some_and(InboxRefusal::is_lasting);
@@ -428,6 +431,7 @@ impl Gateway {
                 } else {
                     tracing::debug!(gid = %e.gid, error = %msg, "inbox still refused; entity not ready");
                 }
+                Attached::Refused { why: msg, lasting }
             }
         }
     }
@@ -631,6 +635,16 @@ const LASTING_RETRY: Duration = Duration::from_secs(5);
 
 /// The same refusal of an entity is logged at ERROR again after this long (DEBUG in between).
 const REFUSAL_REMINDER: Duration = Duration::from_secs(60);
+
+/// What [`Gateway::attach_entity`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attached {
+    /// The inbox is consumed.
+    Ready,
+    /// Refused (the entity is not ready; retried in the background). `lasting`: until an operator
+    /// acts ([`InboxRefusal::is_lasting`]).
+    Refused { why: String, lasting: bool },
+}
 
 /// Why an inbox is not consumed, in the words the ERROR line and `/readyz` carry: each names the
 /// queue (CONTRACT §5) and, where the operator can act, what to do.
