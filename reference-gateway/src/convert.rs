@@ -18,11 +18,11 @@
 //!    it takes the inbox), then `T` is deleted.
 //!
 //! A move is `basic.get` from the source (unacked), a publish (confirmed, `mandatory`) with the
-//! message's own routing key, body and every property and header unchanged (messages are signed,
-//! and the gateway checks the delivery's routing key against the envelope's `to`), then one
-//! multiple-ack of the source per batch. The publish goes through a fanout exchange bound only to
-//! the destination (`Q.converting.temp` → `T`, `Q.converting.back` → `Q`), which keeps the routing
-//! key as it was. So the move is at-least-once and in order.
+//! body and every property and header unchanged (messages are signed), then one multiple-ack of
+//! the source per batch. The publish goes through a fanout exchange bound only to the destination
+//! (`Q.converting.temp` → `T`, `Q.converting.back` → `Q`), which delivers it with the routing key
+//! it was published with: the envelope's `to` ([`route_key`]), which a gateway checks the
+//! delivery's routing key against. So the move is at-least-once and in order.
 //!
 //! Idempotent: a rerun after a kill at any point looks at what exists and finishes the job —
 //! `Q` classic and no `T`: start; `Q` classic and `T`: finish step 1; no `Q` and `T`: step 2; `Q`
@@ -205,6 +205,22 @@ pub fn message_key(d: &Delivery) -> Option<String> {
         .as_ref()
         .and_then(|h| h.inner().get("msgId"))
         .and_then(crate::envelope::header_string)
+}
+
+/// The routing key a moved message is published with: its envelope's `to` header, the key
+/// `bridge.msg` (or `bridge.control`) routed it by and the one a gateway checks the delivery's
+/// routing key against (SIG-2 step 3); else, for a message without one, the key it arrived with.
+/// For every message a gateway published the two are the same; one that reached the queue another
+/// way (the default exchange, keyed by the queue's name) is delivered as its envelope says.
+pub fn route_key(d: &Delivery) -> lapin::types::ShortString {
+    d.properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("to"))
+        .and_then(crate::envelope::header_string)
+        .filter(|to| !to.is_empty() && to.len() <= 255)
+        .map(|to| to.as_str().into())
+        .unwrap_or_else(|| d.routing_key.clone())
 }
 
 /// How one queue's conversion ended.
@@ -691,13 +707,7 @@ impl Conversion<'_> {
                 };
                 let confirm = step(
                     format!("publishing to {exchange}"),
-                    publish.basic_publish(
-                        exchange.into(),
-                        d.routing_key.clone(),
-                        opts,
-                        &d.data,
-                        d.properties.clone(),
-                    ),
+                    publish.basic_publish(exchange.into(), route_key(d), opts, &d.data, d.properties.clone()),
                 )
                 .await?;
                 confirms.push((i, confirm));
