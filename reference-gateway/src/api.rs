@@ -86,7 +86,15 @@ async fn register(State(gw): State<Arc<Gateway>>, body: axum::body::Bytes) -> Re
         Err(e) => return error_response(EntityError::Invalid(e.to_string())),
     };
     match gw.register(req, None).await {
-        Ok(e) => (StatusCode::CREATED, Json(json!({"gid": e.gid, "token": e.token}))).into_response(),
+        Ok(e) => match gw.local.health_of(&e.gid) {
+            // Registered, but its inbox cannot be consumed yet (CLU-7): accepted, not ready.
+            Some(EntityHealth::Failed(why)) => (
+                StatusCode::ACCEPTED,
+                Json(json!({"gid": e.gid, "token": e.token, "ready": false, "error": why})),
+            )
+                .into_response(),
+            _ => (StatusCode::CREATED, Json(json!({"gid": e.gid, "token": e.token}))).into_response(),
+        },
         Err(e) => error_response(e),
     }
 }

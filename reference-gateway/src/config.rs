@@ -18,6 +18,100 @@ use std::time::Duration;
 /// message is split into several frames, which costs only for bodies above this size.
 pub const AMQP_FRAME_MAX: u32 = 32 * 1024;
 
+/// `FLEET_QUEUE_TYPE` (SPEC §16, CLU-2): the type of the durable queues a gateway declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueType {
+    /// SPEC §1 unchanged: classic queues, exclusive inbox consumers.
+    Classic,
+    /// CLU-2..CLU-4: replicated quorum queues, single-active-consumer inboxes.
+    Quorum,
+}
+
+impl QueueType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+        }
+    }
+}
+
+/// Everything the queue declarations depend on (TOP-4, CLU-2): the gateway and the inbox
+/// conversion (`fleet-gateway convert-inboxes`) build their arguments from this one value, with
+/// the same code (`topology::inbox_arguments` and friends), so the two can never disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueArgs {
+    pub queue_type: QueueType,
+    pub inbox_max_length: u32,
+    pub inbox_ttl: Duration,
+    pub inbox_expires: Duration,
+    pub dlq_max_length: u32,
+}
+
+/// How to reach the broker (CLU-1, SEC-1, CON-1): one URL per node, the TLS roots that apply to
+/// each, and the AMQP heartbeat.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// `FLEET_AMQP_URL`: one or more node URLs (a comma list), same scheme, vhost and login.
+    pub amqp_urls: Vec<String>,
+    /// SEC-1: the CA the broker's certificate must chain to (`FLEET_TLS_CA_FILE`, PEM); `None`
+    /// means the system roots (for `amqps://`). It applies to every node of the list.
+    pub tls_ca: Option<crate::tls::Roots>,
+    pub amqp_heartbeat_s: u16,
+}
+
+impl BrokerConfig {
+    /// How many node URLs the list holds (at least one).
+    pub fn nodes(&self) -> usize {
+        self.amqp_urls.len()
+    }
+
+    /// The URL the gateway connects to node `node` with (taken modulo the list): the AMQP
+    /// heartbeat (CON-1) and the frame size ([`AMQP_FRAME_MAX`]) added, each unless the URL
+    /// already sets it.
+    pub fn url_effective(&self, node: usize) -> String {
+        let mut url = self.amqp_urls[node % self.nodes().max(1)].clone();
+        let mut add = |key: &str, value: String| {
+            let has = url
+                .split_once('?')
+                .is_some_and(|(_, q)| q.split('&').any(|kv| kv.split('=').next() == Some(key)));
+            if !has {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                url = format!("{url}{sep}{key}={value}");
+            }
+        };
+        add("heartbeat", self.amqp_heartbeat_s.to_string());
+        add("frame_max", AMQP_FRAME_MAX.to_string());
+        url
+    }
+
+    /// Node `node`'s URL with its password masked, for logs.
+    pub fn node_masked(&self, node: usize) -> String {
+        mask_url_password(&self.amqp_urls[node % self.nodes().max(1)])
+    }
+
+    /// The whole list, passwords masked (`check-config`).
+    pub fn masked(&self) -> String {
+        self.amqp_urls
+            .iter()
+            .map(|u| mask_url_password(u))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// How long one connection attempt to one node may take before the next node is tried
+    /// (CLU-1): a node cut off by the network answers nothing, and the operating system's own
+    /// TCP timeout (minutes) would hold the failover. The AMQP heartbeat, at least 5 s (a TLS
+    /// handshake on a loaded host) and at most 15 s.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs(u64::from(self.amqp_heartbeat_s).clamp(5, 15))
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.amqp_urls.first().is_some_and(|u| u.starts_with("amqps://"))
+    }
+}
+
 /// A configuration error. Each names the variable (or file) at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -35,10 +129,10 @@ pub enum ConfigError {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub host_id: String,
-    pub amqp_url: String,
-    /// SEC-1: the CA the broker's certificate must chain to (`FLEET_TLS_CA_FILE`, PEM); `None`
-    /// means the system roots (for `amqps://`).
-    pub tls_ca: Option<crate::tls::Roots>,
+    /// `FLEET_AMQP_URL` (a node list, CLU-1), `FLEET_TLS_CA_FILE`, `FLEET_AMQP_HEARTBEAT_S`.
+    pub broker: BrokerConfig,
+    /// `FLEET_QUEUE_TYPE` (CLU-2): `classic` (default) or `quorum`.
+    pub queue_type: QueueType,
     pub signing_key_file: PathBuf,
     pub peers_file: PathBuf,
     pub herdr_socket: PathBuf,
@@ -59,7 +153,6 @@ pub struct Config {
     pub clock_skew: Duration,
     /// Largest accepted message body; bigger ones are rejected before any signature work.
     pub max_body_bytes: usize,
-    pub amqp_heartbeat_s: u16,
     pub nudge_initial: Duration,
     pub nudge_max: Duration,
     /// Log format: `json` or `text`.
@@ -143,30 +236,9 @@ impl Config {
                 reason: format!("{host_id:?} does not match [a-z0-9][a-z0-9-]{{0,62}}"),
             });
         }
-        let amqp_url = src.required("FLEET_AMQP_URL")?;
-        if !(amqp_url.starts_with("amqp://") || amqp_url.starts_with("amqps://")) {
-            return Err(ConfigError::Invalid {
-                var: "FLEET_AMQP_URL",
-                reason: "must start with amqp:// or amqps://".into(),
-            });
-        }
-        let tls_ca = match src.get(crate::tls::CA_VAR) {
-            Some(p) if !p.trim().is_empty() => {
-                Some(
-                    crate::tls::read_pem(Path::new(p.trim())).map_err(|e| ConfigError::Invalid {
-                        var: crate::tls::CA_VAR,
-                        reason: e.to_string(),
-                    })?,
-                )
-            }
-            _ => None,
-        };
-        if tls_ca.is_some() && !amqp_url.starts_with("amqps://") {
-            return Err(ConfigError::Invalid {
-                var: crate::tls::CA_VAR,
-                reason: "is set but FLEET_AMQP_URL is not amqps:// (the CA would never be used)".into(),
-            });
-        }
+        let broker = broker_config(&src)?;
+        let queue_type = parse_queue_type(src.get("FLEET_QUEUE_TYPE"))?;
+        let queue_args = queue_args(&src, queue_type)?;
         let listen_raw = src.required("FLEET_LISTEN")?;
         let listen: SocketAddr = listen_raw.parse().map_err(|e| ConfigError::Invalid {
             var: "FLEET_LISTEN",
@@ -198,8 +270,8 @@ impl Config {
         let confirm_default = (inject_timeout.as_millis() as u64 / 4).clamp(1, 5_000);
         let cfg = Config {
             host_id,
-            amqp_url,
-            tls_ca,
+            broker,
+            queue_type,
             signing_key_file: src.required("FLEET_SIGNING_KEY_FILE")?.into(),
             peers_file: src.required("FLEET_PEERS_FILE")?.into(),
             herdr_socket: src.required("FLEET_HERDR_SOCKET")?.into(),
@@ -211,13 +283,12 @@ impl Config {
             inject_timeout,
             submit_confirm: src.millis("FLEET_SUBMIT_CONFIRM_MS", confirm_default)?,
             prefetch,
-            inbox_max_length: src.number("FLEET_INBOX_MAX_LENGTH", 1_000)?,
-            inbox_ttl: src.millis("FLEET_INBOX_TTL_MS", 86_400_000)?,
-            inbox_expires: src.millis("FLEET_INBOX_EXPIRES_MS", 604_800_000)?,
-            dlq_max_length: src.number("FLEET_DLQ_MAX_LENGTH", 10_000)?,
+            inbox_max_length: queue_args.inbox_max_length,
+            inbox_ttl: queue_args.inbox_ttl,
+            inbox_expires: queue_args.inbox_expires,
+            dlq_max_length: queue_args.dlq_max_length,
             clock_skew: src.millis("FLEET_CLOCK_SKEW_MS", 30_000)?,
             max_body_bytes: src.number("FLEET_MAX_BODY_BYTES", 1_048_576)?,
-            amqp_heartbeat_s: src.number("FLEET_AMQP_HEARTBEAT_S", 10)?,
             nudge_initial: src.millis("FLEET_NUDGE_INITIAL_MS", 5_000)?,
             nudge_max: src.millis("FLEET_NUDGE_MAX_MS", 300_000)?,
             log_format,
@@ -233,22 +304,38 @@ impl Config {
         Ok(cfg)
     }
 
-    /// The AMQP URL the gateway connects with: the AMQP heartbeat (CON-1) and the frame size
-    /// ([`AMQP_FRAME_MAX`]) added, each unless the URL already sets it.
-    pub fn amqp_url_effective(&self) -> String {
-        let mut url = self.amqp_url.clone();
-        let mut add = |key: &str, value: String| {
-            let has = url
-                .split_once('?')
-                .is_some_and(|(_, q)| q.split('&').any(|kv| kv.split('=').next() == Some(key)));
-            if !has {
-                let sep = if url.contains('?') { '&' } else { '?' };
-                url = format!("{url}{sep}{key}={value}");
-            }
+    /// What the queue declarations depend on ([`QueueArgs`]).
+    pub fn queue_args(&self) -> QueueArgs {
+        QueueArgs {
+            queue_type: self.queue_type,
+            inbox_max_length: self.inbox_max_length,
+            inbox_ttl: self.inbox_ttl,
+            inbox_expires: self.inbox_expires,
+            dlq_max_length: self.dlq_max_length,
+        }
+    }
+
+    /// What `fleet-gateway convert-inboxes` needs, from the process environment and an optional
+    /// TOML file (the gateway's own): the broker (`FLEET_AMQP_URL`, TLS, heartbeat) and the
+    /// arguments the gateway declares in quorum mode (`FLEET_INBOX_*`, `FLEET_DLQ_MAX_LENGTH`,
+    /// with the gateway's defaults). Nothing else is read or required; `FLEET_QUEUE_TYPE` is not
+    /// needed (the conversion always goes to quorum).
+    pub fn load_for_conversion(file: Option<&Path>) -> Result<(BrokerConfig, QueueArgs), ConfigError> {
+        let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("FLEET_")).collect();
+        Self::conversion_from_sources(env, file)
+    }
+
+    /// [`Config::load_for_conversion`] from explicit variables (and tests).
+    pub fn conversion_from_sources(
+        env: BTreeMap<String, String>,
+        file: Option<&Path>,
+    ) -> Result<(BrokerConfig, QueueArgs), ConfigError> {
+        let file = match file {
+            None => BTreeMap::new(),
+            Some(path) => read_toml(path)?,
         };
-        add("heartbeat", self.amqp_heartbeat_s.to_string());
-        add("frame_max", AMQP_FRAME_MAX.to_string());
-        url
+        let src = Source { env, file };
+        Ok((broker_config(&src)?, queue_args(&src, QueueType::Quorum)?))
     }
 
     /// The effective configuration as `KEY = value` lines, secrets masked (for `check-config`).
@@ -256,9 +343,10 @@ impl Config {
         let mut out = String::new();
         let mut line = |k: &str, v: String| out.push_str(&format!("{k} = {v}\n"));
         line("FLEET_HOST_ID", self.host_id.clone());
-        line("FLEET_AMQP_URL", mask_url_password(&self.amqp_url));
-        if self.amqp_url.starts_with("amqps://") {
-            let roots = match &self.tls_ca {
+        line("FLEET_AMQP_URL", self.broker.masked());
+        line("FLEET_QUEUE_TYPE", self.queue_type.as_str().into());
+        if self.broker.is_tls() {
+            let roots = match &self.broker.tls_ca {
                 Some(r) => format!("{} ({} certificate(s))", r.path.display(), r.count),
                 None => "(unset: the system CA bundle)".into(),
             };
@@ -282,7 +370,7 @@ impl Config {
         line("FLEET_DLQ_MAX_LENGTH", self.dlq_max_length.to_string());
         line("FLEET_CLOCK_SKEW_MS", self.clock_skew.as_millis().to_string());
         line("FLEET_MAX_BODY_BYTES", self.max_body_bytes.to_string());
-        line("FLEET_AMQP_HEARTBEAT_S", self.amqp_heartbeat_s.to_string());
+        line("FLEET_AMQP_HEARTBEAT_S", self.broker.amqp_heartbeat_s.to_string());
         line("FLEET_NUDGE_INITIAL_MS", self.nudge_initial.as_millis().to_string());
         line("FLEET_NUDGE_MAX_MS", self.nudge_max.as_millis().to_string());
         line("FLEET_LOG_FORMAT", self.log_format.clone());
@@ -293,6 +381,113 @@ impl Config {
         );
         out
     }
+}
+
+/// `FLEET_AMQP_URL` (every entry checked, CLU-1), `FLEET_TLS_CA_FILE` (applies to each node),
+/// `FLEET_AMQP_HEARTBEAT_S`.
+fn broker_config(src: &Source) -> Result<BrokerConfig, ConfigError> {
+    let amqp_urls = parse_amqp_urls(&src.required("FLEET_AMQP_URL")?)?;
+    let tls_ca = match src.get(crate::tls::CA_VAR) {
+        Some(p) if !p.trim().is_empty() => {
+            Some(
+                crate::tls::read_pem(Path::new(p.trim())).map_err(|e| ConfigError::Invalid {
+                    var: crate::tls::CA_VAR,
+                    reason: e.to_string(),
+                })?,
+            )
+        }
+        _ => None,
+    };
+    let broker = BrokerConfig {
+        amqp_urls,
+        tls_ca,
+        amqp_heartbeat_s: src.number("FLEET_AMQP_HEARTBEAT_S", 10)?,
+    };
+    if broker.tls_ca.is_some() && !broker.is_tls() {
+        return Err(ConfigError::Invalid {
+            var: crate::tls::CA_VAR,
+            reason: "is set but FLEET_AMQP_URL is not amqps:// (the CA would never be used)".into(),
+        });
+    }
+    Ok(broker)
+}
+
+/// `FLEET_AMQP_URL`: one node URL, or a comma-separated list of them (CLU-1). Every entry must
+/// be a valid `amqp://` or `amqps://` URL; all use the same scheme (no node is reached in clear
+/// text while the others use TLS), the same vhost and the same login. An error names the entry
+/// (1-based, password masked). A comma inside a password must be percent-encoded (`%2C`).
+fn parse_amqp_urls(raw: &str) -> Result<Vec<String>, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        var: "FLEET_AMQP_URL",
+        reason,
+    };
+    let entries: Vec<&str> = raw.split(',').map(str::trim).collect();
+    let n = entries.len();
+    let mut first: Option<lapin::uri::AMQPUri> = None;
+    let mut urls = Vec::with_capacity(n);
+    for (i, entry) in entries.iter().enumerate() {
+        let which = if n == 1 {
+            String::new()
+        } else {
+            format!("entry {} of {n} ", i + 1)
+        };
+        if entry.is_empty() {
+            return Err(invalid(format!("{which}is empty (a stray comma?)")));
+        }
+        let shown = mask_url_password(entry);
+        if !(entry.starts_with("amqp://") || entry.starts_with("amqps://")) {
+            return Err(invalid(format!("{which}{shown:?} must start with amqp:// or amqps://")));
+        }
+        let uri: lapin::uri::AMQPUri = entry
+            .parse()
+            .map_err(|e: String| invalid(format!("{which}{shown:?} is not a valid AMQP URL ({e})")))?;
+        if let Some(f) = &first {
+            if f.scheme != uri.scheme {
+                return Err(invalid(format!(
+                    "{which}{shown:?} mixes amqp:// and amqps:// with entry 1: every node is reached the same way"
+                )));
+            }
+            if f.vhost != uri.vhost {
+                return Err(invalid(format!(
+                    "{which}{shown:?} names vhost {:?} but entry 1 names {:?}: every node URL uses the same vhost",
+                    uri.vhost, f.vhost
+                )));
+            }
+            if f.authority.userinfo != uri.authority.userinfo {
+                return Err(invalid(format!(
+                    "{which}{shown:?} has another login than entry 1: every node URL uses the same login"
+                )));
+            }
+        } else {
+            first = Some(uri);
+        }
+        urls.push((*entry).to_string());
+    }
+    Ok(urls)
+}
+
+/// `FLEET_QUEUE_TYPE`: `classic` (also when blank or unset) or `quorum`; nothing else.
+fn parse_queue_type(raw: Option<String>) -> Result<QueueType, ConfigError> {
+    match raw.as_deref().map(str::trim) {
+        None | Some("") | Some("classic") => Ok(QueueType::Classic),
+        Some("quorum") => Ok(QueueType::Quorum),
+        Some(other) => Err(ConfigError::Invalid {
+            var: "FLEET_QUEUE_TYPE",
+            reason: format!("{other:?} is neither \"classic\" nor \"quorum\""),
+        }),
+    }
+}
+
+/// The queue arguments' variables with their TOP-4 defaults (shared by the gateway and the
+/// conversion).
+fn queue_args(src: &Source, queue_type: QueueType) -> Result<QueueArgs, ConfigError> {
+    Ok(QueueArgs {
+        queue_type,
+        inbox_max_length: src.number("FLEET_INBOX_MAX_LENGTH", 1_000)?,
+        inbox_ttl: src.millis("FLEET_INBOX_TTL_MS", 86_400_000)?,
+        inbox_expires: src.millis("FLEET_INBOX_EXPIRES_MS", 604_800_000)?,
+        dlq_max_length: src.number("FLEET_DLQ_MAX_LENGTH", 10_000)?,
+    })
 }
 
 /// An `on`/`off` switch (blank: `default`). Nothing else is accepted, so a typo such as `of`
@@ -429,14 +624,14 @@ mod tests {
         );
         let c = Config::from_sources(env, None).expect("valid");
         assert_eq!(
-            c.amqp_url_effective(),
+            c.broker.url_effective(0),
             "amqp://u:p@b:5672/v?frame_max=131072&heartbeat=30"
         );
         let mut env = base();
         env.insert("FLEET_AMQP_URL".into(), "amqp://u:p@b:5672/v?channel_max=100".into());
         let c = Config::from_sources(env, None).expect("valid");
         assert_eq!(
-            c.amqp_url_effective(),
+            c.broker.url_effective(0),
             format!("amqp://u:p@b:5672/v?channel_max=100&heartbeat=10&frame_max={AMQP_FRAME_MAX}")
         );
     }
@@ -458,7 +653,8 @@ mod tests {
             "the reference batches its presence unless told not to"
         );
         assert!(
-            c.amqp_url_effective()
+            c.broker
+                .url_effective(0)
                 .ends_with(&format!("?heartbeat=10&frame_max={AMQP_FRAME_MAX}"))
         );
         let mut env = base();
@@ -486,6 +682,127 @@ mod tests {
         env.insert(var.to_string(), value.to_string());
         let err = Config::from_sources(env, None).expect_err("must be rejected");
         assert!(err.to_string().contains(var), "{err}");
+    }
+
+    #[test]
+    fn the_amqp_url_may_be_a_node_list() {
+        let mut env = base();
+        env.insert(
+            "FLEET_AMQP_URL".into(),
+            "amqp://gw:s3cret@n1:5672/fleet, amqp://gw:s3cret@n2:5673/fleet,amqp://gw:s3cret@n3/fleet?heartbeat=4"
+                .into(),
+        );
+        let c = Config::from_sources(env, None).expect("valid");
+        assert_eq!(c.broker.nodes(), 3);
+        assert_eq!(
+            c.broker.url_effective(1),
+            format!("amqp://gw:s3cret@n2:5673/fleet?heartbeat=10&frame_max={AMQP_FRAME_MAX}")
+        );
+        assert_eq!(
+            c.broker.url_effective(2),
+            format!("amqp://gw:s3cret@n3/fleet?heartbeat=4&frame_max={AMQP_FRAME_MAX}"),
+            "each entry keeps what it sets"
+        );
+        assert_eq!(c.broker.url_effective(3), c.broker.url_effective(0), "the list wraps");
+        assert_eq!(c.broker.node_masked(1), "amqp://gw:****@n2:5673/fleet");
+        let shown = c.describe();
+        assert!(
+            shown.contains(
+                "FLEET_AMQP_URL = amqp://gw:****@n1:5672/fleet,amqp://gw:****@n2:5673/fleet,amqp://gw:****@n3/fleet?heartbeat=4\n"
+            ),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[rstest]
+    #[case("amqp://u:p@n1/v,", "entry 2 of 2 is empty")]
+    #[case(
+        "amqp://u:p@n1/v,http://u:p@n2/v",
+        "entry 2 of 2 \"http://u:****@n2/v\" must start with amqp://"
+    )]
+    #[case(
+        "amqp://u:p@n1/v,amqps://u:p@n2/v",
+        "entry 2 of 2 \"amqps://u:****@n2/v\" mixes amqp:// and amqps://"
+    )]
+    #[case(
+        "amqp://u:p@n1/v,amqp://u:p@n2/w",
+        "entry 2 of 2 \"amqp://u:****@n2/w\" names vhost \"w\""
+    )]
+    #[case(
+        "amqp://u:p@n1/v,amqp://u:q@n2/v",
+        "entry 2 of 2 \"amqp://u:****@n2/v\" has another login"
+    )]
+    #[case("amqp://u:p@n1/v,amqp://x:p@n2/v", "has another login")]
+    #[case("amqp://u:p@n1:99999/v", "is not a valid AMQP URL")]
+    fn a_bad_node_url_names_the_variable_and_the_entry(#[case] value: &str, #[case] says: &str) {
+        let mut env = base();
+        env.insert("FLEET_AMQP_URL".into(), value.into());
+        let err = Config::from_sources(env, None)
+            .expect_err("must be rejected")
+            .to_string();
+        assert!(err.contains("FLEET_AMQP_URL"), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains(":p@") && !err.contains(":q@"), "password shown: {err}");
+    }
+
+    #[rstest]
+    #[case(None, QueueType::Classic)]
+    #[case(Some(""), QueueType::Classic)]
+    #[case(Some("classic"), QueueType::Classic)]
+    #[case(Some("quorum"), QueueType::Quorum)]
+    fn the_queue_type_is_classic_unless_quorum(#[case] value: Option<&str>, #[case] want: QueueType) {
+        let mut env = base();
+        if let Some(v) = value {
+            env.insert("FLEET_QUEUE_TYPE".into(), v.into());
+        }
+        let c = Config::from_sources(env, None).expect("valid");
+        assert_eq!(c.queue_type, want);
+        assert_eq!(c.queue_args().queue_type, want);
+        assert!(
+            c.describe()
+                .contains(&format!("FLEET_QUEUE_TYPE = {}\n", want.as_str()))
+        );
+    }
+
+    #[rstest]
+    #[case("Quorum")]
+    #[case("stream")]
+    #[case("quorum,classic")]
+    fn a_bad_queue_type_names_the_field(#[case] value: &str) {
+        let mut env = base();
+        env.insert("FLEET_QUEUE_TYPE".into(), value.into());
+        let err = Config::from_sources(env, None)
+            .expect_err("must be rejected")
+            .to_string();
+        assert!(err.contains("FLEET_QUEUE_TYPE"), "{err}");
+    }
+
+    #[test]
+    fn the_conversion_reads_only_the_broker_and_the_queue_arguments() {
+        let env: BTreeMap<String, String> = [
+            ("FLEET_AMQP_URL", "amqp://u:p@n1/v,amqp://u:p@n2/v"),
+            ("FLEET_INBOX_MAX_LENGTH", "50"),
+            ("FLEET_QUEUE_TYPE", "classic"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let (broker, args) = Config::conversion_from_sources(env, None).expect("valid");
+        assert_eq!(broker.nodes(), 2);
+        assert_eq!(args.queue_type, QueueType::Quorum, "always converts to quorum");
+        assert_eq!(args.inbox_max_length, 50);
+        let gw = Config::from_sources(base(), None).expect("valid");
+        let mut defaults = gw.queue_args();
+        defaults.queue_type = QueueType::Quorum;
+        let (_, conv) = Config::conversion_from_sources(
+            [("FLEET_AMQP_URL".to_string(), "amqp://u:p@n1/v".to_string())].into(),
+            None,
+        )
+        .expect("valid");
+        assert_eq!(conv, defaults, "the same defaults as the gateway");
+        let err = Config::conversion_from_sources(BTreeMap::new(), None).expect_err("no URL");
+        assert!(err.to_string().contains("FLEET_AMQP_URL"), "{err}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use tracing::{info, warn};
 
 use crate::envelope::{is_uuid, new_uuid};
-use crate::gateway::{EntityHealth, Gateway};
+use crate::gateway::{Attached, Gateway};
 use crate::registry::{Entity, Role};
 use crate::topology;
 
@@ -67,6 +67,9 @@ pub fn new_token() -> String {
 
 impl Gateway {
     /// Registers an entity and returns it once its inbox is consumed and its presence confirmed.
+    /// An inbox refused for a lasting reason (CLU-7: another queue type, a conversion under way)
+    /// leaves the entity registered but not ready (`/readyz` 503 names why); the caller sees it
+    /// in the entity's health (`POST /v1/entities` answers 202 with `ready: false`).
     pub async fn register(
         self: &Arc<Self>,
         req: RegisterRequest,
@@ -119,10 +122,17 @@ impl Gateway {
         self.registry
             .insert(entity.clone())
             .map_err(|e| EntityError::Registry(e.to_string()))?;
-        self.attach_entity(&entity).await;
-        let failure = match self.local.health_of(&gid) {
-            Some(EntityHealth::Failed(why)) => Some(why),
-            _ => {
+        let failure = match self.attach_entity(&entity).await {
+            Attached::Refused { why, lasting: true } => {
+                // CLU-7 / TOP-5: the inbox exists in another form (a classic inbox met in quorum
+                // mode) or is being converted. That lasts until an operator acts, so the entity
+                // stays registered, not ready (`/readyz` 503 names the queue) and unannounced; the
+                // background retry serves and announces it once the inbox is right.
+                warn!(gid = %entity.gid, role = entity.role.as_str(), reason = %why, "entity registered but not served until its inbox is fixed");
+                return Ok(entity);
+            }
+            Attached::Refused { why, lasting: false } => Some(why),
+            Attached::Ready => {
                 // Under the departures lock, like the `_gateway` batch (PRB-1): a batch whose
                 // list was read before this entity existed is then on the wire before this `up`,
                 // never after it (it would drop the new entity from every roster for an interval).

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use lapin::Channel;
 
@@ -41,6 +42,16 @@ pub struct EntityState {
     pub agent_status: Option<String>,
     /// A nudge loop runs for this main (RPL-3).
     pub nudging: bool,
+    /// While the inbox is refused: when it may be tried again, and when its refusal was last
+    /// logged at ERROR (so a retry repeating the same refusal does not flood the log).
+    pub refusal: Option<Refusal>,
+}
+
+/// The retry and log bookkeeping of a refused inbox.
+#[derive(Debug, Clone, Copy)]
+pub struct Refusal {
+    pub retry_at: Instant,
+    pub logged_at: Instant,
 }
 
 /// Every local entity's [`EntityState`], by gid.
@@ -64,7 +75,36 @@ impl EntityStates {
     }
 
     pub fn set_health(&self, gid: &str, h: EntityHealth) {
-        self.entry(gid, |s| s.health = Some(h));
+        self.entry(gid, |s| {
+            if h == EntityHealth::Ready {
+                s.refusal = None;
+            }
+            s.health = Some(h)
+        });
+    }
+
+    /// Records that `gid`'s inbox was refused for `why` (health `Failed`), to be tried again
+    /// after `pause`. Returns whether to log it at ERROR: a new refusal (or another reason than
+    /// the last), or the same one last logged at ERROR `reminder` ago or longer.
+    pub fn refused(&self, gid: &str, why: &str, pause: Duration, reminder: Duration) -> bool {
+        let now = Instant::now();
+        self.entry(gid, |s| {
+            let same = matches!(&s.health, Some(EntityHealth::Failed(w)) if w == why);
+            let loud = match s.refusal {
+                Some(r) if same => now.duration_since(r.logged_at) >= reminder,
+                _ => true,
+            };
+            let logged_at = match s.refusal {
+                Some(r) if !loud => r.logged_at,
+                _ => now,
+            };
+            s.health = Some(EntityHealth::Failed(why.to_string()));
+            s.refusal = Some(Refusal {
+                retry_at: now + pause,
+                logged_at,
+            });
+            loud
+        })
     }
 
     /// The health of every attached entity.
@@ -81,9 +121,15 @@ impl EntityStates {
 
     /// Attached entities whose consumer was refused (to be retried).
     pub fn failed(&self) -> Vec<String> {
+        self.failed_due(Instant::now() + Duration::from_secs(86_400 * 365))
+    }
+
+    /// Attached entities whose consumer was refused and may be tried again at `now`.
+    pub fn failed_due(&self, now: Instant) -> Vec<String> {
         self.map()
             .iter()
             .filter(|(_, s)| matches!(s.health, Some(EntityHealth::Failed(_))))
+            .filter(|(_, s)| s.refusal.is_none_or(|r| r.retry_at <= now))
             .map(|(gid, _)| gid.clone())
             .collect()
     }
@@ -107,6 +153,7 @@ impl EntityStates {
     pub fn detach(&self, gid: &str) -> Option<Channel> {
         self.existing(gid, |s| {
             s.health = None;
+            s.refusal = None;
             s.inbox.take()
         })
         .flatten()
@@ -188,6 +235,33 @@ mod tests {
             "a late write does not bring a stopped entity back"
         );
         assert_eq!(s.health().len(), 1);
+    }
+
+    #[test]
+    fn a_repeated_refusal_is_loud_once_then_after_the_reminder() {
+        let s = EntityStates::default();
+        let minute = Duration::from_secs(60);
+        assert!(s.refused("g", "held", Duration::ZERO, minute), "first: loud");
+        assert!(!s.refused("g", "held", Duration::ZERO, minute), "same again: quiet");
+        assert!(s.refused("g", "406", Duration::ZERO, minute), "another reason: loud");
+        assert!(
+            s.refused("g", "406", Duration::ZERO, Duration::ZERO),
+            "reminder due: loud"
+        );
+        assert_eq!(s.failed_due(Instant::now()), vec!["g".to_string()]);
+        s.refused("g", "406", Duration::from_secs(5), minute);
+        assert!(s.failed_due(Instant::now()).is_empty(), "not before its pause");
+        assert_eq!(s.failed(), vec!["g".to_string()]);
+        assert_eq!(
+            s.failed_due(Instant::now() + Duration::from_secs(6)),
+            vec!["g".to_string()]
+        );
+        s.set_health("g", EntityHealth::Ready);
+        assert!(s.failed().is_empty());
+        assert!(
+            s.refused("g", "406", Duration::ZERO, minute),
+            "a new refusal after ready: loud"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! and the per-entity inbox consumers. A lost connection is repaired by reconnecting with backoff
 //! and re-attaching everything (CON-3); held deliveries die with it and the broker redelivers them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use lapin::{Channel, Connection, ConnectionProperties};
 use tokio::sync::{RwLock, watch};
 use tracing::{Instrument as _, error, info, info_span, warn};
 
-use crate::config::Config;
+use crate::config::{Config, QueueType};
 use crate::envelope::Envelope;
 use crate::forward::PendingSends;
 use crate::herdr::Herdr;
@@ -49,6 +49,9 @@ pub struct Gateway {
     pub conversations: crate::conversation::Conversations,
     pub metrics: Arc<Metrics>,
     conn: RwLock<Option<Arc<Connection>>>,
+    /// CLU-1: the index in `FLEET_AMQP_URL`'s list of the node the next connection tries first
+    /// (the current connection's node while connected; moved on to the next after a loss).
+    node: AtomicUsize,
     /// Extra connections that carry inbox channels once the main one is full (see
     /// [`Gateway::inbox_channel`]); they live and die with the main connection.
     inbox_links: Mutex<Vec<Arc<Connection>>>,
@@ -104,6 +107,7 @@ impl Gateway {
             conversations: Default::default(),
             metrics,
             conn: RwLock::new(None),
+            node: AtomicUsize::new(0),
             inbox_links: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
             local: EntityStates::default(),
@@ -172,7 +176,10 @@ impl Gateway {
                         return;
                     }
                     self.metrics.reconnects.inc();
-                    warn!("broker connection lost; reconnecting");
+                    let lost_node = self.cfg.broker.node_masked(self.node.load(Ordering::SeqCst));
+                    // CLU-1: the next connection tries the next node of the list first.
+                    self.next_node();
+                    warn!(node = %lost_node, "broker connection lost; reconnecting");
                 }
                 Err(e) => {
                     let why = format!("{e:#}");
@@ -181,6 +188,7 @@ impl Gateway {
                         *m = Some(why);
                     }
                     self.teardown_connection().await;
+                    self.next_node();
                 }
             }
             tokio::select! {
@@ -191,27 +199,88 @@ impl Gateway {
         }
     }
 
-    /// Opens one broker connection named `name` (the broker's management UI shows it).
-    async fn open_connection(&self, name: String) -> anyhow::Result<Arc<Connection>> {
-        use anyhow::Context as _;
+    /// CLU-1: moves the first node to try on to the next one of the list (a lost or refusing node
+    /// is not tried first again; with one URL this changes nothing).
+    fn next_node(&self) {
+        let n = self.cfg.broker.nodes().max(1);
+        let _ = self
+            .node
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |i| Some((i + 1) % n));
+    }
+
+    /// Opens one broker connection named `name` (the broker's management UI shows it) to node
+    /// `node` of the list, bounded by the connect timeout.
+    async fn open_connection(&self, name: String, node: usize) -> anyhow::Result<Arc<Connection>> {
         let props = ConnectionProperties::default().with_connection_name(name.into());
-        let conn = crate::tls::connect(&self.cfg.amqp_url_effective(), self.cfg.tls_ca.as_ref(), props)
-            .await
-            .context("connecting to FLEET_AMQP_URL")?;
-        Ok(Arc::new(conn))
+        let broker = &self.cfg.broker;
+        let shown = broker.node_masked(node);
+        let url = broker.url_effective(node);
+        let connecting = crate::tls::connect(&url, broker.tls_ca.as_ref(), props);
+        match tokio::time::timeout(broker.connect_timeout(), connecting).await {
+            Ok(Ok(conn)) => Ok(Arc::new(conn)),
+            Ok(Err(e)) => Err(e.context(format!("connecting to {shown} (FLEET_AMQP_URL)"))),
+            Err(_) => Err(anyhow::anyhow!(
+                "connecting to {shown} (FLEET_AMQP_URL): no answer within {:?}",
+                broker.connect_timeout()
+            )),
+        }
+    }
+
+    /// CLU-1: the main connection, to the first node of the list that answers, starting with
+    /// the one `node` names (after a loss: the node after the lost one). Each node is tried once
+    /// per round; the caller's backoff paces the rounds (CON-3).
+    async fn connect_main(&self) -> anyhow::Result<Arc<Connection>> {
+        let n = self.cfg.broker.nodes().max(1);
+        let start = self.node.load(Ordering::SeqCst) % n;
+        let mut failures = Vec::new();
+        for k in 0..n {
+            let i = (start + k) % n;
+            match self
+                .open_connection(format!("fleet-gateway {}", self.cfg.host_id), i)
+                .await
+            {
+                Ok(conn) => {
+                    self.node.store(i, Ordering::SeqCst);
+                    info!(node = %self.cfg.broker.node_masked(i), index = i + 1, of = n, "connected to the broker");
+                    return Ok(conn);
+                }
+                Err(e) => {
+                    if n > 1 {
+                        warn!(node = %self.cfg.broker.node_masked(i), error = %format!("{e:#}"), "broker node unreachable; trying the next one of FLEET_AMQP_URL");
+                    }
+                    failures.push(format!("{e:#}"));
+                }
+            }
+        }
+        if n == 1 {
+            return Err(anyhow::anyhow!(failures.join("; ")));
+        }
+        Err(anyhow::anyhow!(
+            "no node of FLEET_AMQP_URL answered: {}",
+            failures.join("; ")
+        ))
     }
 
     async fn connect_and_setup(self: &Arc<Self>) -> anyhow::Result<Arc<Connection>> {
         use anyhow::Context as _;
-        let url = self.cfg.amqp_url_effective();
-        let conn = self
-            .open_connection(format!("fleet-gateway {}", self.cfg.host_id))
-            .await?;
+        let conn = self.connect_main().await?;
+        let url = self.cfg.broker.url_effective(self.node.load(Ordering::SeqCst));
+        let args = self.cfg.queue_args();
+        let quorum = args.queue_type == QueueType::Quorum;
         let ch = conn.create_channel().await.context("opening the setup channel")?;
-        topology::declare_core(&ch, &self.cfg)
-            .await
-            .context("declaring the core topology (TOP-1)")?;
-        if topology::declare_delay(&url, self.cfg.tls_ca.as_ref()).await {
+        if let Err(e) = topology::declare_core(&ch, &args).await {
+            let hint = if quorum && topology::amqp_code(&e) == Some(406) {
+                format!(
+                    " ({} is probably a classic queue from before FLEET_QUEUE_TYPE=quorum: convert it with scripts/convert-inboxes {})",
+                    topology::DLQ,
+                    topology::DLQ
+                )
+            } else {
+                String::new()
+            };
+            return Err(anyhow::Error::new(e).context(format!("declaring the core topology (TOP-1){hint}")));
+        }
+        if topology::declare_delay(&url, self.cfg.broker.tls_ca.as_ref(), self.cfg.broker.connect_timeout()).await {
             info!("bridge.delay declared");
         } else {
             info!("the broker has no x-delayed-message exchange type; carrying on without bridge.delay");
@@ -224,9 +293,20 @@ impl Gateway {
         self.start_roster(&conn)
             .await
             .context("declaring and consuming the roster queue (TOP-3)")?;
-        self.start_control(&conn)
-            .await
-            .context("declaring and consuming the control queue (TOP-3)")?;
+        if let Err(e) = self.start_control(&conn).await {
+            let control = topology::control_queue(&self.cfg.host_id);
+            let refused = e.downcast_ref::<lapin::Error>().and_then(topology::amqp_code) == Some(406);
+            let hint = if quorum && refused {
+                format!(
+                    " ({control} is probably a classic queue from before FLEET_QUEUE_TYPE=quorum: convert it with scripts/convert-inboxes {control})"
+                )
+            } else {
+                String::new()
+            };
+            return Err(e.context(format!(
+                "declaring and consuming the control queue {control} (TOP-3){hint}"
+            )));
+        }
         self.start_dead_letters(&conn)
             .await
             .context("consuming bridge.dlq (CAP-4)")?;
@@ -305,7 +385,10 @@ impl Gateway {
         }
         let n = links.len() + 1;
         let link = self
-            .open_connection(format!("fleet-gateway {} inboxes #{n}", self.cfg.host_id))
+            .open_connection(
+                format!("fleet-gateway {} inboxes #{n}", self.cfg.host_id),
+                self.node.load(Ordering::SeqCst),
+            )
             .await
             .with_context(|| {
                 format!("opening inbox connection #{n} (the main one carries {limit} channels at most)")
@@ -327,37 +410,82 @@ impl Gateway {
     }
 
     /// TOP-2: declares an entity's inbox and consumes it with an exclusive, prefetch-bounded,
-    /// manual-ack consumer on its own channel (so a refusal closes only that channel).
-    pub async fn attach_entity(self: &Arc<Self>, e: &Entity) {
+    /// manual-ack consumer on its own channel (so a refusal closes only that channel); in quorum
+    /// mode (CLU-3) after checking that no conversion is unfinished and nobody holds it.
+    ///
+    /// A refusal is logged at ERROR naming the gid and the queue, and the entity is reported not
+    /// ready (`/readyz` 503) until a retry succeeds (`spawn_maintenance`). The same refusal
+    /// repeated by the retries is logged at ERROR again only once a minute (DEBUG in between).
+    pub async fn attach_entity(self: &Arc<Self>, e: &Entity) -> Attached {
         match self.try_attach_entity(e).await {
-            Ok(()) => self.set_health(&e.gid, EntityHealth::Ready),
+            Ok(()) => {
+                self.set_health(&e.gid, EntityHealth::Ready);
+                Attached::Ready
+            }
             Err(err) => {
                 let msg = format!("{err:#}");
-                error!(gid = %e.gid, error = %msg, "cannot consume the inbox; entity not ready");
-                self.set_health(&e.gid, EntityHealth::Failed(msg));
+                let lasting = err.downcast_ref::<InboxRefusal>().is_some_and(InboxRefusal::is_lasting);
+                let pause = if lasting { LASTING_RETRY } else { Duration::ZERO };
+                if self.local.refused(&e.gid, &msg, pause, REFUSAL_REMINDER) {
+                    error!(gid = %e.gid, error = %msg, "cannot consume the inbox; entity not ready");
+                } else {
+                    tracing::debug!(gid = %e.gid, error = %msg, "inbox still refused; entity not ready");
+                }
+                Attached::Refused { why: msg, lasting }
             }
         }
     }
 
     async fn try_attach_entity(self: &Arc<Self>, e: &Entity) -> anyhow::Result<()> {
         use anyhow::Context as _;
+        let args = self.cfg.queue_args();
+        let queue = topology::inbox_queue(&e.gid);
+        if args.queue_type == QueueType::Quorum && self.conversion_unfinished(&queue).await? {
+            return Err(InboxRefusal::Converting { queue }.into());
+        }
         let (ch, link) = self.inbox_channel().await?;
         ch.basic_qos(self.cfg.prefetch, BasicQosOptions::default())
             .await
             .context("basic.qos")?;
-        topology::declare_inbox(&ch, &self.cfg, &e.gid, &e.groups)
-            .await
-            .with_context(|| format!("declaring {}", topology::inbox_queue(&e.gid)))?;
-        let queue = topology::inbox_queue(&e.gid);
+        if let Err(err) = topology::declare_inbox(&ch, &args, &e.gid, &e.groups).await {
+            if topology::amqp_code(&err) == Some(406) {
+                // TOP-5 / CLU-7: the 406 closed the channel; the gateway stays up and serves the
+                // other entities.
+                return Err(InboxRefusal::Mismatch {
+                    queue,
+                    queue_type: args.queue_type,
+                    broker: err.to_string(),
+                }
+                .into());
+            }
+            return Err(anyhow::Error::new(err).context(format!("declaring {queue}")));
+        }
+        let what = if args.queue_type == QueueType::Quorum {
+            // CLU-3: CON-2 by passive declare, right before the consume. A consumer that slips
+            // in between is a standby the broker delivers nothing to while this one lives.
+            match topology::peek(&ch, &queue)
+                .await
+                .with_context(|| format!("passive declare of {queue} (CLU-3)"))?
+            {
+                Some((_, consumers)) if consumers > 0 => {
+                    let _ = ch.close(200, "inbox held by another gateway".into()).await;
+                    return Err(InboxRefusal::Held { queue, consumers }.into());
+                }
+                Some(_) => format!("consuming {queue} (CLU-3: single active consumer)"),
+                None => anyhow::bail!("{queue} vanished right after its declaration"),
+            }
+        } else {
+            format!("consuming {queue} exclusively (CON-2)")
+        };
         let mut consumer = ch
             .basic_consume(
                 queue.as_str().into(),
                 e.gid.as_str().into(),
-                topology::exclusive_consumer(),
+                topology::inbox_consumer(args.queue_type),
                 FieldTable::default(),
             )
             .await
-            .with_context(|| format!("consuming {queue} exclusively (CON-2)"))?;
+            .context(what)?;
         self.local.set_inbox(&e.gid, ch, link);
         let gw = Arc::clone(self);
         let gid = e.gid.clone();
@@ -375,6 +503,24 @@ impl Gateway {
             }
         });
         Ok(())
+    }
+
+    /// CLU-7: whether `<queue>.converting` exists, i.e. a conversion of `queue` started and has
+    /// not finished (or was interrupted): its messages are not all back in the inbox, so the
+    /// inbox is not consumed yet. The look is a passive declare, answered by a 404 (logged by
+    /// lapin at ERROR, dropped as probe noise) almost always.
+    async fn conversion_unfinished(&self, queue: &str) -> anyhow::Result<bool> {
+        use anyhow::Context as _;
+        let temp = topology::converting_queue(queue);
+        let _quiet = topology::ProbeRunning::start();
+        let ch = self.channel().await?;
+        let found = topology::peek(&ch, &temp)
+            .await
+            .with_context(|| format!("passive declare of {temp} (CLU-7)"))?;
+        if found.is_some() {
+            let _ = ch.close(200, "probe done".into()).await;
+        }
+        Ok(found.is_some())
     }
 
     /// Consumes `queue` on `ch` (manual ack, at most `prefetch` unacked) and hands every delivery
@@ -482,6 +628,65 @@ impl Gateway {
 /// Channels the main connection keeps free of inbox consumers, below the broker's `channel_max`.
 pub const MAIN_CHANNELS_KEPT: usize = 64;
 
+/// How often an inbox refused for a lasting reason (CLU-7: other arguments, a conversion under
+/// way) is tried again; a held inbox (CON-2) is tried every maintenance tick, for CON-1's
+/// takeover.
+const LASTING_RETRY: Duration = Duration::from_secs(5);
+
+/// The same refusal of an entity is logged at ERROR again after this long (DEBUG in between).
+const REFUSAL_REMINDER: Duration = Duration::from_secs(60);
+
+/// What [`Gateway::attach_entity`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attached {
+    /// The inbox is consumed.
+    Ready,
+    /// Refused (the entity is not ready; retried in the background). `lasting`: until an operator
+    /// acts ([`InboxRefusal::is_lasting`]).
+    Refused { why: String, lasting: bool },
+}
+
+/// Why an inbox is not consumed, in the words the ERROR line and `/readyz` carry: each names the
+/// queue (CONTRACT §5) and, where the operator can act, what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum InboxRefusal {
+    /// CLU-3: the passive declare found a consumer: another gateway holds the inbox (CON-2).
+    #[error(
+        "{queue} already has {consumers} consumer(s): another gateway holds this inbox (CON-2, CLU-3); not consuming it"
+    )]
+    Held { queue: String, consumers: u32 },
+    /// TOP-5 / CLU-7: the broker holds the inbox with other arguments (406).
+    #[error("{}", mismatch_text(queue, *queue_type, broker))]
+    Mismatch {
+        queue: String,
+        queue_type: QueueType,
+        broker: String,
+    },
+    /// CLU-7: `<queue>.converting` exists.
+    #[error(
+        "{queue} is being converted to a quorum queue ({queue}.converting exists): the entity is not served until `scripts/convert-inboxes {queue}` has finished (run it again if it was interrupted)"
+    )]
+    Converting { queue: String },
+}
+
+impl InboxRefusal {
+    /// Whether the refusal lasts until an operator acts (retried less often).
+    pub fn is_lasting(&self) -> bool {
+        !matches!(self, InboxRefusal::Held { .. })
+    }
+}
+
+fn mismatch_text(queue: &str, queue_type: QueueType, broker: &str) -> String {
+    match queue_type {
+        QueueType::Quorum => format!(
+            "{queue} exists with other arguments than FLEET_QUEUE_TYPE=quorum declares (a classic inbox from before the switch?): the entity is not served until the inbox is converted: run `scripts/convert-inboxes {queue}` (CLU-7; broker: {broker})"
+        ),
+        QueueType::Classic => format!(
+            "{queue} exists with other arguments than this gateway declares (TOP-5: a quorum inbox while FLEET_QUEUE_TYPE=classic, or other FLEET_INBOX_* settings): the entity is not served (broker: {broker})"
+        ),
+    }
+}
+
 impl Gateway {
     /// Whether an extra inbox connection was lost (its consumers died with it).
     fn inbox_link_lost(&self) -> bool {
@@ -582,9 +787,13 @@ impl Gateway {
             while conn.status().connected() {
                 tick.tick().await;
                 gw.sweep().await;
-                for gid in gw.local.failed() {
+                for gid in gw.local.failed_due(std::time::Instant::now()) {
                     if let Some(e) = gw.entity(&gid) {
+                        // A retry's refusal is expected (lapin's ERROR about the closed channel
+                        // is noise); the gateway's own line says what happened.
+                        let quiet = topology::ProbeRunning::start();
                         gw.attach_entity(&e).await;
+                        drop(quiet);
                         if gw.local.health_of(&gid) == Some(EntityHealth::Ready) {
                             info!(%gid, "inbox consumer attached after an earlier refusal");
                             let _ = gw.announce_entity(&e, "up").await;

@@ -13,11 +13,13 @@
 //! - [`mcp`], [`api`] — the MCP tools and the local HTTP API
 //! - [`metrics`] — Prometheus counters
 //! - [`migration`] — SPEC §13, moving v1.0.0 legacy queues into v2 inboxes (MIG, TOP-5)
+//! - [`convert`] — SPEC §16 (CLU-7), converting classic inboxes to quorum (`convert-inboxes`)
 //! - [`tls`] — `amqps://` with a pinned CA (SEC-1)
 
 pub mod api;
 pub mod config;
 pub mod conversation;
+pub mod convert;
 pub mod dead_letters;
 pub mod departures;
 pub mod entities;

@@ -5,6 +5,8 @@
 //! fleet-gateway check-config [--config FILE]
 //! fleet-gateway keygen --out FILE         write a signing key (0600), print the peers line
 //! fleet-gateway ready [--config FILE]     exit 0 iff this host's gateway answers /readyz 200
+//! fleet-gateway convert-inboxes [--config FILE] QUEUE...
+//!                                         convert classic queues to quorum (SPEC §16, CLU-7)
 //! ```
 //!
 //! `ready` is the container health check: the gateway image holds no HTTP client.
@@ -49,6 +51,15 @@ enum Cmd {
     },
     /// Exit 0 when this host's gateway answers /readyz with 200 (the container health check).
     Ready,
+    /// Convert classic queues to quorum queues with the arguments a gateway declares with
+    /// FLEET_QUEUE_TYPE=quorum (SPEC §16, CLU-7); finishes an interrupted conversion. Reads
+    /// FLEET_AMQP_URL (the first node that answers), the TLS variables and FLEET_INBOX_* /
+    /// FLEET_DLQ_MAX_LENGTH. Prints one line per queue; exits 1 if any was not converted.
+    ConvertInboxes {
+        /// agent.<gid>.inbox.v2 (also control.<host> and bridge.dlq).
+        #[arg(required = true, value_name = "QUEUE")]
+        queues: Vec<String>,
+    },
 }
 
 /// Drops [`fleet_gateway::topology::is_probe_noise`] events. Decided per event (a probe runs for
@@ -182,6 +193,29 @@ fn probe_ready(listen: std::net::SocketAddr) -> anyhow::Result<()> {
     }
 }
 
+/// `convert-inboxes`: one line per queue on stdout, as each finishes; an error if any failed.
+async fn convert_inboxes(config: Option<&std::path::Path>, queues: &[String]) -> anyhow::Result<()> {
+    use fleet_gateway::convert;
+    let (broker, args) = Config::load_for_conversion(config).context("invalid configuration")?;
+    let conn = convert::connect(&broker).await?;
+    let mut failed = 0;
+    for queue in queues {
+        let report = convert::convert_one(&conn, &args, queue).await;
+        println!("{report}");
+        if report.result.is_err() {
+            failed += 1;
+        }
+    }
+    let _ = conn.close(200, "done".into()).await;
+    if failed > 0 {
+        bail!(
+            "{failed} of {} queue(s) not converted (see above); running the command again is safe",
+            queues.len()
+        );
+    }
+    Ok(())
+}
+
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
@@ -222,6 +256,20 @@ fn main() -> std::process::ExitCode {
         Cmd::Ready => Config::load(config)
             .map_err(anyhow::Error::from)
             .and_then(|c| probe_ready(c.listen)),
+        Cmd::ConvertInboxes { queues } => {
+            // Its own words on stdout and stderr; lapin's (a 404 is an answer here) stay quiet.
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,lapin=off"));
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .init();
+            match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(convert_inboxes(config, &queues)),
+                Err(e) => Err(e.into()),
+            }
+        }
         Cmd::CheckConfig => Config::load(config)
             .map(|c| print!("{}", c.describe()))
             .map_err(anyhow::Error::from),

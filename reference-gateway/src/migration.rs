@@ -39,9 +39,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use lapin::Channel;
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
-use lapin::{Channel, ErrorKind};
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
@@ -124,14 +124,6 @@ impl Outcome {
     }
 }
 
-/// The AMQP reply code of a broker refusal (404, 405, 406, …), if `e` is one.
-fn amqp_code(e: &lapin::Error) -> Option<u16> {
-    match e.kind() {
-        ErrorKind::ProtocolError(p) => Some(p.get_id()),
-        _ => None,
-    }
-}
-
 /// One migration at a time per process (boot, registrations and the retry loop may overlap).
 static MIGRATION_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -147,7 +139,7 @@ async fn peek(ch: &Channel, queue: &str, t: Duration) -> Result<Option<(u32, u32
     };
     match tokio::time::timeout(t, ch.queue_declare(queue.into(), opts, FieldTable::default())).await {
         Ok(Ok(q)) => Ok(Some((q.message_count(), q.consumer_count()))),
-        Ok(Err(e)) if amqp_code(&e) == Some(404) => Ok(None),
+        Ok(Err(e)) if topology::amqp_code(&e) == Some(404) => Ok(None),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer from the broker within {t:?}")),
     }
@@ -452,11 +444,11 @@ impl Gateway {
     /// declared now, before its consumer starts (MIG-3). A remote parent's inbox is its gateway's.
     async fn prepare_move(&self, w: &Entity, parent: &str) -> Result<(), String> {
         let ch = self.channel().await.map_err(|e| format!("{e:#}"))?;
-        topology::declare_inbox(&ch, &self.cfg, &w.gid, &w.groups)
+        topology::declare_inbox(&ch, &self.cfg.queue_args(), &w.gid, &w.groups)
             .await
             .map_err(|e| format!("declaring {}: {e}", topology::inbox_queue(&w.gid)))?;
         if let Some(p) = self.entity(parent) {
-            topology::declare_inbox(&ch, &self.cfg, &p.gid, &p.groups)
+            topology::declare_inbox(&ch, &self.cfg.queue_args(), &p.gid, &p.groups)
                 .await
                 .map_err(|e| format!("declaring {}: {e}", topology::inbox_queue(&p.gid)))?;
         }

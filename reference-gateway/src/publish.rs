@@ -31,7 +31,8 @@ use crate::signing::Signer;
 pub enum PublishError {
     #[error("no_route: the broker could not route the message to any queue")]
     NoRoute,
-    #[error("the broker nacked the message")]
+    /// PUB-3; CLU-4: a quorum inbox over its `x-max-length` refuses a publish this way.
+    #[error("the broker nacked the message (refused it: the recipient's inbox may be full)")]
     Nacked,
     #[error("not connected to the broker")]
     NotConnected,

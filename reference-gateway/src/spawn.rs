@@ -34,7 +34,7 @@ impl Gateway {
     /// TOP-3: declares and consumes `control.<host>`.
     pub async fn start_control(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
         let ch = conn.create_channel().await?;
-        let q = topology::declare_control(&ch, &self.cfg.host_id).await?;
+        let q = topology::declare_control(&ch, &self.cfg.queue_args(), &self.cfg.host_id).await?;
         self.consume_each(
             ch,
             &q,

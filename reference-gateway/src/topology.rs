@@ -12,7 +12,7 @@ use lapin::{Channel, ExchangeKind};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::config::Config;
+use crate::config::{QueueArgs, QueueType};
 
 pub const MSG_EXCHANGE: &str = "bridge.msg";
 pub const ROSTER_EXCHANGE: &str = "bridge.roster";
@@ -24,6 +24,21 @@ pub const DLQ: &str = "bridge.dlq";
 /// `agent.<gid>.inbox.v2`: the recipient-keyed inbox (MIG-1: never the v1 name with arguments).
 pub fn inbox_queue(gid: &str) -> String {
     format!("agent.{gid}.inbox.v2")
+}
+
+/// `<queue>.converting`: where `fleet-gateway convert-inboxes` keeps a queue's messages while
+/// it converts the queue (CLU-7). Its existence means "conversion unfinished": a gateway in quorum
+/// mode does not consume an inbox while it exists.
+pub fn converting_queue(queue: &str) -> String {
+    format!("{queue}.converting")
+}
+
+/// The gid of an inbox queue name (`agent.<gid>.inbox.v2`), if `queue` is one.
+pub fn inbox_gid(queue: &str) -> Option<&str> {
+    queue
+        .strip_prefix("agent.")?
+        .strip_suffix(".inbox.v2")
+        .filter(|gid| crate::envelope::is_uuid(gid))
 }
 
 pub fn control_queue(host: &str) -> String {
@@ -50,9 +65,42 @@ fn durable() -> QueueDeclareOptions {
     }
 }
 
+/// The AMQP reply code of a broker refusal (403, 404, 405, 406, …), if `e` is one.
+pub fn amqp_code(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(p) => Some(p.get_id()),
+        _ => None,
+    }
+}
+
+/// CLU-2: `x-queue-type=quorum` for the durable queues of a quorum-mode gateway; nothing in
+/// classic mode (SPEC §1 unchanged: no `x-queue-type` argument at all).
+fn add_queue_type(args: &mut FieldTable, queue_type: QueueType) {
+    if queue_type == QueueType::Quorum {
+        args.insert("x-queue-type".into(), long("quorum"));
+    }
+}
+
+/// `bridge.dlq`'s arguments: capped, drop-head (TOP-4, CAP-5), quorum in quorum mode (CLU-2).
+pub fn dlq_arguments(q: &QueueArgs) -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert("x-max-length".into(), AMQPValue::LongLongInt(q.dlq_max_length.into()));
+    args.insert("x-overflow".into(), long("drop-head"));
+    add_queue_type(&mut args, q.queue_type);
+    args
+}
+
+/// `control.<host>`'s arguments: dead-lettered ([C-8]), quorum in quorum mode (CLU-2).
+pub fn control_arguments(q: &QueueArgs) -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert("x-dead-letter-exchange".into(), long(DLX));
+    add_queue_type(&mut args, q.queue_type);
+    args
+}
+
 /// TOP-1: the four mandatory exchanges and `bridge.dlq`. `bridge.delay` is tried on its own
 /// channel afterwards; its absence is logged and tolerated.
-pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
+pub async fn declare_core(ch: &Channel, q: &QueueArgs) -> lapin::Result<()> {
     let opts = ExchangeDeclareOptions {
         durable: true,
         ..ExchangeDeclareOptions::default()
@@ -70,10 +118,7 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
     .await?;
     ch.exchange_declare(DLX.into(), ExchangeKind::Fanout, opts, FieldTable::default())
         .await?;
-    let mut args = FieldTable::default();
-    args.insert("x-max-length".into(), AMQPValue::LongLongInt(cfg.dlq_max_length.into()));
-    args.insert("x-overflow".into(), long("drop-head"));
-    ch.queue_declare(DLQ.into(), durable(), args).await?;
+    ch.queue_declare(DLQ.into(), durable(), dlq_arguments(q)).await?;
     ch.queue_bind(
         DLQ.into(),
         DLX.into(),
@@ -85,14 +130,15 @@ pub async fn declare_core(ch: &Channel, cfg: &Config) -> lapin::Result<()> {
     Ok(())
 }
 
-/// How many `bridge.delay` probes are running in this process ([`is_probe_noise`]).
+/// How many probes are running in this process ([`is_probe_noise`]).
 static DELAY_PROBES: AtomicUsize = AtomicUsize::new(0);
 
-/// Counts one running probe while it lives.
-struct ProbeRunning;
+/// Counts one running probe while it lives: a broker question whose expected answer may be a
+/// refusal that lapin logs at ERROR although the gateway handles it (see [`is_probe_noise`]).
+pub struct ProbeRunning;
 
 impl ProbeRunning {
-    fn start() -> ProbeRunning {
+    pub fn start() -> ProbeRunning {
         DELAY_PROBES.fetch_add(1, Ordering::SeqCst);
         ProbeRunning
     }
@@ -111,6 +157,11 @@ impl Drop for ProbeRunning {
 /// (CONTRACT §5), so the log layer (`main.rs`) drops exactly these: lapin's, at ERROR, while a
 /// probe runs (a few milliseconds of the setup, before any consumer exists). The gateway reports
 /// every failure it acts on in its own words, so nothing else goes unsaid.
+///
+/// The same holds for two questions of a quorum-mode gateway (SPEC §16) whose expected answer is
+/// a channel refusal lapin logs at ERROR ("Channel closed"): the look for `<inbox>.converting`
+/// before an inbox is consumed (a 404 almost always, CLU-7), and the periodic retry of an inbox
+/// already refused (the gateway said so at ERROR once, in its own words, naming the queue).
 pub fn is_probe_noise(meta: &tracing::Metadata<'_>) -> bool {
     *meta.level() == tracing::Level::ERROR
         && meta.target().starts_with("lapin")
@@ -125,9 +176,10 @@ pub fn is_probe_noise(meta: &tracing::Metadata<'_>) -> bool {
 /// closing the connection with the channel still open made LavinMQ close that channel while
 /// lapin was already closing it, which lapin logged at ERROR (`invalid channel state: Closing
 /// (channel.close)`) on every start.
-pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>) -> bool {
+pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_timeout: std::time::Duration) -> bool {
     let _running = ProbeRunning::start();
-    let Ok(conn) = crate::tls::connect(url, ca, lapin::ConnectionProperties::default()).await else {
+    let connecting = crate::tls::connect(url, ca, lapin::ConnectionProperties::default());
+    let Ok(Ok(conn)) = tokio::time::timeout(connect_timeout, connecting).await else {
         return false;
     };
     // Subscribed before the declare: lapin logs "Connection error" and only then sends the
@@ -185,36 +237,53 @@ async fn try_declare_delay(ch: &Channel) -> bool {
     .is_ok()
 }
 
-/// The four inbox arguments of TOP-2 / TOP-4.
-pub fn inbox_arguments(cfg: &Config) -> FieldTable {
+/// The inbox arguments: the four of TOP-2 / TOP-4 and, in quorum mode, those of CLU-2..CLU-4:
+/// `x-queue-type=quorum`, `x-single-active-consumer=true` (CLU-3: a quorum queue does not
+/// enforce an exclusive consumer), `x-overflow=reject-publish` (CLU-4: a publish over the cap is
+/// nacked to its sender) and `x-dead-letter-strategy=at-least-once` (expired messages reach
+/// `bridge.dlq` at-least-once; it needs `reject-publish`).
+pub fn inbox_arguments(q: &QueueArgs) -> FieldTable {
     let mut args = FieldTable::default();
     args.insert("x-dead-letter-exchange".into(), long(DLX));
-    args.insert(
-        "x-max-length".into(),
-        AMQPValue::LongLongInt(cfg.inbox_max_length.into()),
-    );
+    args.insert("x-max-length".into(), AMQPValue::LongLongInt(q.inbox_max_length.into()));
     args.insert(
         "x-message-ttl".into(),
-        AMQPValue::LongLongInt(cfg.inbox_ttl.as_millis() as i64),
+        AMQPValue::LongLongInt(q.inbox_ttl.as_millis() as i64),
     );
     args.insert(
         "x-expires".into(),
-        AMQPValue::LongLongInt(cfg.inbox_expires.as_millis() as i64),
+        AMQPValue::LongLongInt(q.inbox_expires.as_millis() as i64),
     );
+    if q.queue_type == QueueType::Quorum {
+        add_queue_type(&mut args, q.queue_type);
+        args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
+        args.insert("x-overflow".into(), long("reject-publish"));
+        args.insert("x-dead-letter-strategy".into(), long("at-least-once"));
+    }
     args
 }
 
-/// TOP-2: declares an entity's inbox with all four arguments and binds it to its gid and to the
-/// broadcast keys of `broadcast.all` and each of its groups.
-pub async fn declare_inbox(ch: &Channel, cfg: &Config, gid: &str, groups: &[String]) -> lapin::Result<()> {
-    let q = inbox_queue(gid);
-    ch.queue_declare(q.as_str().into(), durable(), inbox_arguments(cfg))
-        .await?;
+/// The routing keys an inbox is bound to on `bridge.msg`: its gid, `broadcast.all`, and
+/// `broadcast.<g>` for each of its groups (TOP-2).
+pub fn inbox_keys(gid: &str, groups: &[String]) -> Vec<String> {
     let mut keys = vec![gid.to_string(), broadcast_key("all")];
     keys.extend(groups.iter().map(|g| broadcast_key(g)));
-    for key in keys {
+    keys
+}
+
+/// Declares queue `queue` durable with `args` (an inbox, or a control queue, or `bridge.dlq`).
+pub async fn declare_durable(ch: &Channel, queue: &str, args: FieldTable) -> lapin::Result<lapin::Queue> {
+    ch.queue_declare(queue.into(), durable(), args).await
+}
+
+/// TOP-2: declares an entity's inbox with all its arguments and binds it to its gid and to the
+/// broadcast keys of `broadcast.all` and each of its groups.
+pub async fn declare_inbox(ch: &Channel, q: &QueueArgs, gid: &str, groups: &[String]) -> lapin::Result<()> {
+    let queue = inbox_queue(gid);
+    declare_durable(ch, &queue, inbox_arguments(q)).await?;
+    for key in inbox_keys(gid, groups) {
         ch.queue_bind(
-            q.as_str().into(),
+            queue.as_str().into(),
             MSG_EXCHANGE.into(),
             key.as_str().into(),
             QueueBindOptions::default(),
@@ -225,6 +294,20 @@ pub async fn declare_inbox(ch: &Channel, cfg: &Config, gid: &str, groups: &[Stri
     Ok(())
 }
 
+/// Passive declare: `Ok(Some((messages, consumers)))`, `Ok(None)` when the queue does not exist
+/// (a 404, which closes `ch`).
+pub async fn peek(ch: &Channel, queue: &str) -> lapin::Result<Option<(u32, u32)>> {
+    let opts = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    match ch.queue_declare(queue.into(), opts, FieldTable::default()).await {
+        Ok(q) => Ok(Some((q.message_count(), q.consumer_count()))),
+        Err(e) if amqp_code(&e) == Some(404) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// TOP-6: deletes an entity's inbox (its bindings go with it).
 pub async fn delete_inbox(ch: &Channel, gid: &str) -> lapin::Result<()> {
     ch.queue_delete(inbox_queue(gid).as_str().into(), QueueDeleteOptions::default())
@@ -232,12 +315,12 @@ pub async fn delete_inbox(ch: &Channel, gid: &str) -> lapin::Result<()> {
     Ok(())
 }
 
-/// TOP-3: `control.<host>` (durable, dead-lettered [C-8]) bound to `bridge.control` by host id.
-pub async fn declare_control(ch: &Channel, host: &str) -> lapin::Result<String> {
+/// TOP-3: `control.<host>` (durable, dead-lettered [C-8], quorum in quorum mode) bound to
+/// `bridge.control` by host id.
+pub async fn declare_control(ch: &Channel, args: &QueueArgs, host: &str) -> lapin::Result<String> {
     let q = control_queue(host);
-    let mut args = FieldTable::default();
-    args.insert("x-dead-letter-exchange".into(), long(DLX));
-    ch.queue_declare(q.as_str().into(), durable(), args).await?;
+    ch.queue_declare(q.as_str().into(), durable(), control_arguments(args))
+        .await?;
     ch.queue_bind(
         q.as_str().into(),
         CONTROL_EXCHANGE.into(),
@@ -250,6 +333,7 @@ pub async fn declare_control(ch: &Channel, host: &str) -> lapin::Result<String> 
 }
 
 /// TOP-3: `roster.<host>` (exclusive, auto-delete, dead-lettered [C-8]) bound to `roster.#`.
+/// Classic in both modes (CLU-2): it lives and dies with the gateway's connection.
 pub async fn declare_roster(ch: &Channel, host: &str) -> lapin::Result<String> {
     let q = roster_queue(host);
     let mut args = FieldTable::default();
@@ -271,11 +355,125 @@ pub async fn declare_roster(ch: &Channel, host: &str) -> lapin::Result<String> {
     Ok(q)
 }
 
-/// Options of an inbox consumer: manual ack, exclusive (TOP-2, CON-2).
-pub fn exclusive_consumer() -> BasicConsumeOptions {
+/// Options of an inbox consumer: manual ack; exclusive for a classic inbox (TOP-2, CON-2), not
+/// for a quorum one (CLU-3: the single-active-consumer argument makes a second consumer a
+/// standby, and the passive-declare check before consuming refuses a held inbox).
+pub fn inbox_consumer(queue_type: QueueType) -> BasicConsumeOptions {
     BasicConsumeOptions {
         no_ack: false,
-        exclusive: true,
+        exclusive: queue_type == QueueType::Classic,
         ..BasicConsumeOptions::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn args(queue_type: QueueType) -> QueueArgs {
+        QueueArgs {
+            queue_type,
+            inbox_max_length: 1000,
+            inbox_ttl: Duration::from_millis(86_400_000),
+            inbox_expires: Duration::from_millis(604_800_000),
+            dlq_max_length: 10_000,
+        }
+    }
+
+    /// A field table as `name → value` text, for whole-table comparisons.
+    fn table(t: &FieldTable) -> BTreeMap<String, String> {
+        t.inner()
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    AMQPValue::LongString(s) => format!("{:?}", s.to_string()),
+                    AMQPValue::LongLongInt(i) => i.to_string(),
+                    AMQPValue::Boolean(b) => b.to_string(),
+                    other => format!("{other:?}"),
+                };
+                (k.to_string(), v)
+            })
+            .collect()
+    }
+
+    fn expect(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn classic_mode_declares_what_spec_section_1_says() {
+        let a = args(QueueType::Classic);
+        assert_eq!(
+            table(&inbox_arguments(&a)),
+            expect(&[
+                ("x-dead-letter-exchange", "\"bridge.dlx\""),
+                ("x-max-length", "1000"),
+                ("x-message-ttl", "86400000"),
+                ("x-expires", "604800000"),
+            ])
+        );
+        assert_eq!(
+            table(&control_arguments(&a)),
+            expect(&[("x-dead-letter-exchange", "\"bridge.dlx\"")])
+        );
+        assert_eq!(
+            table(&dlq_arguments(&a)),
+            expect(&[("x-max-length", "10000"), ("x-overflow", "\"drop-head\"")])
+        );
+        assert!(inbox_consumer(QueueType::Classic).exclusive, "CON-2: exclusive");
+    }
+
+    #[test]
+    fn quorum_mode_adds_the_cluster_profile_arguments() {
+        let a = args(QueueType::Quorum);
+        assert_eq!(
+            table(&inbox_arguments(&a)),
+            expect(&[
+                ("x-dead-letter-exchange", "\"bridge.dlx\""),
+                ("x-max-length", "1000"),
+                ("x-message-ttl", "86400000"),
+                ("x-expires", "604800000"),
+                ("x-queue-type", "\"quorum\""),
+                ("x-single-active-consumer", "true"),
+                ("x-overflow", "\"reject-publish\""),
+                ("x-dead-letter-strategy", "\"at-least-once\""),
+            ]),
+            "CLU-2, CLU-3, CLU-4"
+        );
+        assert_eq!(
+            table(&control_arguments(&a)),
+            expect(&[
+                ("x-dead-letter-exchange", "\"bridge.dlx\""),
+                ("x-queue-type", "\"quorum\""),
+            ])
+        );
+        assert_eq!(
+            table(&dlq_arguments(&a)),
+            expect(&[
+                ("x-max-length", "10000"),
+                ("x-overflow", "\"drop-head\""),
+                ("x-queue-type", "\"quorum\""),
+            ]),
+            "CAP-5: bridge.dlq keeps drop-head"
+        );
+        let c = inbox_consumer(QueueType::Quorum);
+        assert!(!c.exclusive && !c.no_ack, "CLU-3: manual ack, not exclusive");
+    }
+
+    #[test]
+    fn names_of_the_conversion() {
+        let gid = "0b7e7c1e-6a0e-4c8e-9d4f-1c2b3a4d5e6f";
+        let q = inbox_queue(gid);
+        assert_eq!(inbox_gid(&q), Some(gid));
+        assert_eq!(converting_queue(&q), format!("agent.{gid}.inbox.v2.converting"));
+        assert_eq!(inbox_gid("agent.w1:p2.inbox"), None);
+        assert_eq!(inbox_gid("agent.0B7E7C1E-6A0E-4C8E-9D4F-1C2B3A4D5E6F.inbox.v2"), None);
+        assert_eq!(inbox_gid(&converting_queue(&q)), None);
+        assert_eq!(
+            inbox_keys(gid, &["ops".to_string()]),
+            vec![gid.to_string(), "broadcast.all".into(), "broadcast.ops".into()]
+        );
     }
 }

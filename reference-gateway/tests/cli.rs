@@ -172,3 +172,69 @@ fn ready_fails_when_no_gateway_answers() {
     assert!(!out.status.success());
     assert!(text(&out).1.contains("connecting to 127.0.0.1"), "{}", text(&out).1);
 }
+
+#[test]
+fn check_config_prints_a_node_list_masked_and_names_a_bad_entry() {
+    let out = base(&mut bin())
+        .env(
+            "FLEET_AMQP_URL",
+            "amqp://gw:s3cret-pass@n1:5672/fleet,amqp://gw:s3cret-pass@n2:5672/fleet",
+        )
+        .env("FLEET_QUEUE_TYPE", "quorum")
+        .arg("check-config")
+        .output()
+        .expect("run");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("FLEET_AMQP_URL = amqp://gw:****@n1:5672/fleet,amqp://gw:****@n2:5672/fleet\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("FLEET_QUEUE_TYPE = quorum\n"), "{stdout}");
+    assert!(!stdout.contains("s3cret-pass"), "{stdout}");
+    let out = base(&mut bin())
+        .env("FLEET_AMQP_URL", "amqp://gw:s3cret-pass@n1:5672/fleet,n2:5672/fleet")
+        .arg("check-config")
+        .output()
+        .expect("run");
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("FLEET_AMQP_URL") && stderr.contains("entry 2 of 2"),
+        "{stderr}"
+    );
+    let out = base(&mut bin())
+        .env("FLEET_QUEUE_TYPE", "stream")
+        .arg("check-config")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("FLEET_QUEUE_TYPE"), "{}", text(&out).1);
+}
+
+#[test]
+fn convert_inboxes_needs_queues_and_a_broker_url() {
+    let out = bin().arg("convert-inboxes").output().expect("run");
+    assert_eq!(out.status.code(), Some(2), "no queue named: a usage error");
+    let q = "agent.0b7e7c1e-6a0e-4c8e-9d4f-1c2b3a4d5e6f.inbox.v2";
+    let out = bin().args(["convert-inboxes", q]).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("FLEET_AMQP_URL"), "{}", text(&out).1);
+    // Only the broker settings are needed; an unreachable broker is a clear error.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let out = bin()
+        .env(
+            "FLEET_AMQP_URL",
+            format!("amqp://gw:s3cret-pass@127.0.0.1:{port}/fleet"),
+        )
+        .args(["convert-inboxes", q])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("no node of FLEET_AMQP_URL answered"), "{stderr}");
+    assert!(!stderr.contains("s3cret-pass"), "{stderr}");
+}
