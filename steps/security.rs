@@ -291,6 +291,41 @@ async fn cannot_consume(w: &mut FleetWorld, host: String, target: String) -> any
             FieldTable::default(),
         )
         .await;
+    let quorum_inbox = target.starts_with("the inbox of") && w.suite()?.quorum;
+    if quorum_inbox && r.is_ok() {
+        // SPEC §16 CLU-3 changes this observable: a quorum inbox has no exclusive consumer to
+        // refuse a second one; the other login's consumer is a standby the broker hands nothing
+        // while the holder lives. Judged: it is listed, and not active.
+        let vhost = w.vhost().await?;
+        let suite = w.suite()?;
+        let standby = wait_for(
+            &format!("{host}'s consumer of {queue} listed"),
+            Duration::from_secs(10),
+            || async {
+                let all = suite
+                    .broker
+                    .management()
+                    .consumers(&vhost)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match all.into_iter().find(|c| c.queue == queue && c.tag == "sec-probe") {
+                    Some(c) => Ok(Some(c)),
+                    None => Err("not listed yet".to_string()),
+                }
+            },
+        )
+        .await;
+        let _ = conn.close(200, "bye".into()).await;
+        let standby = standby?;
+        ensure!(
+            standby.active == Some(false),
+            "{host}'s login consumed {queue} as its active consumer (CLU-3: at most a standby while the holder lives): {standby:?}"
+        );
+        println!(
+            "judged in SPEC §16's form: {host}'s login may attach to {queue} as a standby (not refused); it is not active"
+        );
+        return Ok(());
+    }
     let _ = conn.close(200, "bye".into()).await;
     refused(&format!("{host}'s login consumed {queue}"), r)
 }

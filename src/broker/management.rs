@@ -215,6 +215,9 @@ pub struct ConsumerInfo {
     pub prefetch_count: u64,
     /// The broker's name of its channel.
     pub channel: Option<String>,
+    /// On a single-active-consumer queue, whether it is the active one (`active`; a standby is
+    /// not). `None` where the broker does not say.
+    pub active: Option<bool>,
 }
 
 impl ConsumerInfo {
@@ -226,6 +229,7 @@ impl ConsumerInfo {
             exclusive: flag(v, "exclusive"),
             ack_required: flag(v, "ack_required"),
             prefetch_count: count(v, "prefetch_count"),
+            active: v.get("active").and_then(Value::as_bool),
             channel: v
                 .get("channel_details")
                 .and_then(|c| c.get("name"))
