@@ -188,7 +188,11 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
     broker.delete_vhost(&vhost).await.expect("delete vhost");
     let t5 = Instant::now();
     broker.stop().await.expect("stop");
-    eprintln!("{report}; stopped in {:.1?}", t5.elapsed());
+    eprintln!(
+        "{report}; stopped in {:.1?} (time scale {:.2})",
+        t5.elapsed(),
+        crate::timing::time_scale()
+    );
 }
 
 #[tokio::test]
@@ -304,6 +308,12 @@ async fn a_cluster_someone_else_runs_refuses_faults_with_the_reason() {
         matches!(err, BrokerError::NoSuchNode { node: 3, count: 3, .. }),
         "{err}"
     );
+}
+
+#[test]
+fn the_node_that_stopped_last_starts_first() {
+    assert_eq!(super::start_order(0, 3), [0, 1, 2]);
+    assert_eq!(super::start_order(2, 3), [2, 0, 1]);
 }
 
 #[test]
