@@ -108,11 +108,6 @@ impl Nodes {
     /// first thing missing, so polling it stays cheap.
     pub(super) async fn clustered(&self) -> Result<(), String> {
         let names = self.learn_names().await?;
-        for (i, e) in self.endpoints.iter().enumerate() {
-            amqp_answers(&e.amqp_addr())
-                .await
-                .map_err(|err| format!("node {i} ({}): AMQP: {err}", names[i]))?;
-        }
         for (i, m) in self.managements.iter().enumerate() {
             let seen = m.nodes().await.map_err(|e| format!("node {i} ({}): {e}", names[i]))?;
             for name in names {
@@ -123,6 +118,12 @@ impl Nodes {
                     None => return Err(format!("node {i} does not list {name} as a cluster member")),
                 }
             }
+        }
+        // Last, as each probe leaves three lines in the node's log.
+        for (i, e) in self.endpoints.iter().enumerate() {
+            amqp_answers(&e.amqp_addr())
+                .await
+                .map_err(|err| format!("node {i} ({}): AMQP: {err}", names[i]))?;
         }
         Ok(())
     }
@@ -507,12 +508,28 @@ pub(crate) fn start_order(last: usize, count: usize) -> Vec<usize> {
     std::iter::once(last).chain((0..count).filter(|&i| i != last)).collect()
 }
 
-/// The last `lines` lines of each node's output, under a header naming the node: a cluster's
-/// part of failure reports.
-pub(crate) fn node_tails(tails: Vec<(String, String)>) -> String {
-    tails
+/// Each node's output (its name, its text) as its last `lines` lines without the lines the
+/// suite's own AMQP probes leave ([`quiet`]), under a header naming the node: a cluster's part of
+/// failure reports.
+pub(crate) fn node_tails(outputs: Vec<(String, String)>, lines: usize) -> String {
+    outputs
         .into_iter()
-        .map(|(node, tail)| format!("=== {node} ===\n{tail}"))
+        .map(|(node, text)| format!("=== {node} ===\n{}", super::tail(&quiet(&text), lines)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `text` without the lines of connections that closed right after the protocol header — the
+/// suite's readiness probes, three lines each, polled while a wait lasts — which would otherwise
+/// fill a failure's log tail.
+pub(crate) fn quiet(text: &str) -> String {
+    const PROBE: [&str; 3] = [
+        "accepting AMQP connection",
+        "closing AMQP connection",
+        "client unexpectedly closed TCP connection",
+    ];
+    text.lines()
+        .filter(|l| !PROBE.iter().any(|p| l.contains(p)))
         .collect::<Vec<_>>()
         .join("\n")
 }

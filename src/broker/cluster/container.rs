@@ -43,6 +43,39 @@ const MAX_TICKTIME: Duration = Duration::from_secs(20);
 /// Nominal wait for a killed container to be reported stopped.
 const KILLED: Duration = Duration::from_secs(30);
 
+/// Nominal wait for a cut-off node to notice (within `net_ticktime`) and pause (its broker
+/// stopped: 10–25 s on a loaded machine).
+const PAUSED: Duration = Duration::from_secs(90);
+/// What a node of RabbitMQ 3.10 logs when `pause_minority` pauses it…
+const MINORITY_LINE: &str = "Cluster minority/secondary status detected - awaiting recovery";
+/// …and once its broker has stopped.
+const STOPPED_LINE: &str = "Successfully stopped RabbitMQ and its dependencies";
+
+/// Now, as `docker logs --since` takes it (Unix seconds with a fraction).
+fn docker_since() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
+}
+
+/// What container `name` wrote (output and errors) since `since` ([`docker_since`]).
+async fn logs_since(name: &str, since: &str) -> Result<String, String> {
+    let out = tokio::process::Command::new("docker")
+        .args(["logs", "--since", since, name])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run docker logs: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("docker logs: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let mut all = out.stdout;
+    all.extend(out.stderr);
+    Ok(String::from_utf8_lossy(&all).into_owned())
+}
+
 /// One node: its container, its hostname (and Erlang host) and pinned host ports.
 struct ContainerNode {
     /// The container name (unique per run).
@@ -408,15 +441,17 @@ impl RunningCluster {
 
     /// Each node's last lines (`docker logs`, output and errors).
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
-        let mut tails = Vec::new();
+        // More than asked for: the probes' lines are dropped before the tail is taken.
+        let fetch = (lines * 20).to_string();
+        let mut outputs = Vec::new();
         for n in &self.nodes {
-            let tail = tokio::process::Command::new("docker")
-                .args(["logs", "--tail", &lines.to_string(), &n.name])
+            let out = tokio::process::Command::new("docker")
+                .args(["logs", "--tail", &fetch, &n.name])
                 .stdin(std::process::Stdio::null())
                 .kill_on_drop(true)
                 .output()
                 .await;
-            let text = match tail {
+            let text = match out {
                 Ok(out) => {
                     let mut all = out.stdout;
                     all.extend(out.stderr);
@@ -424,12 +459,9 @@ impl RunningCluster {
                 }
                 Err(e) => format!("(cannot run docker logs: {e})"),
             };
-            tails.push((
-                format!("rabbit@{} ({})", n.host, n.name),
-                super::super::tail(&text, lines),
-            ));
+            outputs.push((format!("rabbit@{} ({})", n.host, n.name), text));
         }
-        super::node_tails(tails)
+        super::node_tails(outputs, lines)
     }
 
     /// `docker kill` (SIGKILL) of the node's container; returns once docker reports it stopped.
@@ -463,12 +495,33 @@ impl RunningCluster {
     }
 
     /// `docker network disconnect`: the node loses every link to the others (and its published
-    /// ports). The caller waits until the others notice.
+    /// ports). Returns once the node noticed and paused itself (`pause_minority`: its log says
+    /// so), so a heal never meets a node still deciding; the caller waits until the others see
+    /// it down.
     pub(crate) async fn partition_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
+        let since = docker_since();
         docker("network disconnect", &["network", "disconnect", &self.network, &n.name]).await?;
         self.set_state(node, NodeState::Partitioned);
-        Ok(())
+        let what = format!("{} (rabbit@{}) to pause in its minority", n.name, n.host);
+        let paused = wait_for(&what, PAUSED, || async {
+            let log = logs_since(&n.name, &since).await?;
+            match (log.contains(MINORITY_LINE), log.contains(STOPPED_LINE)) {
+                (true, true) => Ok(Some(())),
+                (true, false) => Err("minority noticed, the broker still stopping".to_string()),
+                _ => Err("no sign yet that it noticed the cut".to_string()),
+            }
+        })
+        .await;
+        match paused {
+            Ok(()) => Ok(()),
+            Err(source) => Err(BrokerError::NotReady {
+                spec: PROVIDER.into(),
+                what: self.describe(),
+                source: Box::new(source),
+                log: self.log_tail(15).await,
+            }),
+        }
     }
 
     /// `docker network connect` with the node's alias again; the caller waits until it rejoined.

@@ -166,11 +166,11 @@ impl RunningCluster {
 
     /// Each node's last lines.
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
-        let mut tails = Vec::new();
+        let mut outputs = Vec::new();
         for n in &self.nodes {
-            tails.push((n.name().to_string(), n.log_tail(lines).await));
+            outputs.push((n.name().to_string(), n.log_text().await));
         }
-        super::node_tails(tails)
+        super::node_tails(outputs, lines)
     }
 
     fn node(&self, node: usize) -> Result<&Node, BrokerError> {

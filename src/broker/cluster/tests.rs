@@ -318,6 +318,10 @@ fn the_node_that_stopped_last_starts_first() {
 
 #[test]
 fn node_tails_name_each_node() {
-    let report = super::node_tails(vec![("a@h".into(), "x".into()), ("b@h".into(), "y".into())]);
-    assert_eq!(report, "=== a@h ===\nx\n=== b@h ===\ny");
+    let probe = "t [info] <0.1.0> accepting AMQP connection <0.1.0> (a -> b)\n\
+                 t [warning] <0.1.0> closing AMQP connection <0.1.0> (a -> b):\n\
+                 t [warning] <0.1.0> client unexpectedly closed TCP connection\n";
+    let a = format!("w\nx\n{probe}{probe}");
+    let report = super::node_tails(vec![("a@h".into(), a), ("b@h".into(), "y".into())], 2);
+    assert_eq!(report, "=== a@h ===\nw\nx\n=== b@h ===\ny");
 }
