@@ -465,8 +465,10 @@ impl RunningCluster {
     }
 
     /// `docker kill` (SIGKILL) of the node's container; returns once docker reports it stopped.
+    /// A cut-off node is attached to the network again once dead, so it starts connected.
     pub(crate) async fn kill_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
+        let was = self.states().get(node).copied();
         docker("kill", &["kill", &n.name]).await?;
         self.set_state(node, NodeState::Killed);
         let what = format!("container {} to stop", n.name);
@@ -481,7 +483,11 @@ impl RunningCluster {
         .map_err(|source| BrokerError::Stuck {
             what: format!("container {}", n.name),
             source: Box::new(source),
-        })
+        })?;
+        if was == Some(NodeState::Partitioned) {
+            self.connect(n).await?;
+        }
+        Ok(())
     }
 
     /// `docker start` of a killed node — same filesystem (its data), hostname (its node name)
@@ -500,6 +506,12 @@ impl RunningCluster {
     /// it down.
     pub(crate) async fn partition_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
+        if self.states().get(node) != Some(&NodeState::Up) {
+            return Err(BrokerError::CannotPartition {
+                spec: PROVIDER.into(),
+                reason: format!("node {node} is killed or cut off already: start or heal it first"),
+            });
+        }
         let since = docker_since();
         docker("network disconnect", &["network", "disconnect", &self.network, &n.name]).await?;
         self.set_state(node, NodeState::Partitioned);
@@ -527,13 +539,19 @@ impl RunningCluster {
     /// `docker network connect` with the node's alias again; the caller waits until it rejoined.
     pub(crate) async fn heal_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
+        self.connect(n).await?;
+        self.set_state(node, NodeState::Up);
+        Ok(())
+    }
+
+    /// Attaches the node's container to the cluster's network under its alias.
+    async fn connect(&self, n: &ContainerNode) -> Result<(), BrokerError> {
         docker(
             "network connect",
             &["network", "connect", "--alias", &n.host, &self.network, &n.name],
         )
-        .await?;
-        self.set_state(node, NodeState::Up);
-        Ok(())
+        .await
+        .map(drop)
     }
 
     /// Reconnects cut-off nodes, then `docker stop` (SIGTERM, SIGKILL after 30 s scaled) of

@@ -71,23 +71,29 @@ async fn drain(url: &str, tag: &str, count: usize) -> Duration {
         &format!("the quorum queue to hold {count} messages through {url}"),
         Duration::from_secs(90),
         || async {
-            let conn = Connection::connect(url, ConnectionProperties::default())
-                .await
-                .map_err(|e| format!("connect: {e}"))?;
-            let ch = conn.create_channel().await.map_err(|e| format!("channel: {e}"))?;
-            let passive = QueueDeclareOptions {
-                passive: true,
-                durable: true,
-                ..QueueDeclareOptions::default()
+            // One look may hang while the queue has no leader: it is given up and made again.
+            let look = async {
+                let conn = Connection::connect(url, ConnectionProperties::default())
+                    .await
+                    .map_err(|e| format!("connect: {e}"))?;
+                let ch = conn.create_channel().await.map_err(|e| format!("channel: {e}"))?;
+                let passive = QueueDeclareOptions {
+                    passive: true,
+                    durable: true,
+                    ..QueueDeclareOptions::default()
+                };
+                let q = ch
+                    .queue_declare(QUEUE.into(), passive, quorum())
+                    .await
+                    .map_err(|e| format!("passive declare: {e}"))?;
+                if q.message_count() as usize != count {
+                    return Err(format!("{} messages", q.message_count()));
+                }
+                Ok(Some((conn, ch)))
             };
-            let q = ch
-                .queue_declare(QUEUE.into(), passive, quorum())
+            tokio::time::timeout(crate::timing::scaled(Duration::from_secs(10)), look)
                 .await
-                .map_err(|e| format!("passive declare: {e}"))?;
-            if q.message_count() as usize != count {
-                return Err(format!("{} messages", q.message_count()));
-            }
-            Ok(Some((conn, ch)))
+                .map_err(|_| "no answer to a passive declare".to_string())?
         },
     )
     .await
@@ -108,6 +114,27 @@ async fn drain(url: &str, tag: &str, count: usize) -> Duration {
     available
 }
 
+/// A TLS handshake with the broker's amqps listener, its certificate checked against the CA the
+/// suite made (`openssl s_client`, as `crate::tls`'s own tests use openssl).
+fn tls_answers(broker: &Broker) {
+    let tls = broker.tls().expect("node 0 has an amqps listener");
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-brief", "-verify_return_error", "-connect"])
+        .arg(format!("{}:{}", tls.host, tls.port))
+        .arg("-CAfile")
+        .arg(&tls.ca_cert)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "TLS handshake with {}:{}: {}",
+        tls.host,
+        tls.port,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Start, quorum queue, kill its leader, read through another node, start it again, (container:
 /// cut a node off and heal it), restart the whole cluster, stop; prints the timings.
 async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
@@ -117,6 +144,7 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
     assert!(broker.is_cluster());
     assert_eq!(broker.node_count(), 3);
     assert_eq!(broker.node_endpoint(0), broker.endpoint());
+    tls_answers(&broker);
     let vhost = broker.create_exclusive_vhost().await.expect("vhost");
     let urls = broker.gateway_amqp_url(&vhost);
     assert_eq!(urls.split(',').count(), 3, "{urls}");
@@ -152,18 +180,23 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
     if partition {
         let cut = broker.queue_leader(&vhost, QUEUE).await.expect("leader");
         publish(&broker.node_amqp_url(cut, &vhost), "b", MESSAGES).await;
-        let t3 = Instant::now();
-        broker.partition_node(cut).await.expect("cut the leader off");
-        let seen = t3.elapsed();
         let other = (cut + 2) % 3;
-        let _ = drain(&broker.node_amqp_url(other, &vhost), "b", MESSAGES).await;
-        let available = t3.elapsed();
+        let t3 = Instant::now();
+        let other_url = broker.node_amqp_url(other, &vhost);
+        // The queue is read through the majority while the cut-off node pauses.
+        let (cut_off, available) = tokio::join!(
+            async {
+                broker.partition_node(cut).await.expect("cut the leader off");
+                t3.elapsed()
+            },
+            drain(&other_url, "b", MESSAGES),
+        );
         let t4 = Instant::now();
         broker.heal_node(cut).await.expect("heal");
         let healed = t4.elapsed();
         report.push_str(&format!(
-            "; leader node {cut} cut off, seen in {seen:.1?}, queue available through node {other} \
-             {available:.1?} after the cut; healed in {healed:.1?}"
+            "; leader node {cut} cut off: paused and seen down in {cut_off:.1?}, queue available through \
+             node {other} {available:.1?} after the cut; healed in {healed:.1?}"
         ));
     } else {
         match broker.partition_node(1).await {
@@ -172,9 +205,15 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
         }
     }
 
-    // Node faults left behind are mended.
+    // Node faults left behind are mended (container: a cut-off node then killed, which must
+    // start attached to the network again).
+    let t5 = Instant::now();
+    if partition {
+        broker.partition_node(2).await.expect("cut node 2 off");
+    }
     broker.kill_node(2).await.expect("kill node 2");
     broker.ensure_whole().await.expect("whole after a kill");
+    report.push_str(&format!("; node 2 left faulted and mended in {:.1?}", t5.elapsed()));
 
     // The whole cluster stopped and started on its data.
     publish(&broker.node_amqp_url(1, &vhost), "c", 10).await;
@@ -186,11 +225,11 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
     report.push_str(&format!("; whole cluster restarted in {took:.1?}"));
 
     broker.delete_vhost(&vhost).await.expect("delete vhost");
-    let t5 = Instant::now();
+    let t6 = Instant::now();
     broker.stop().await.expect("stop");
     eprintln!(
         "{report}; stopped in {:.1?} (time scale {:.2})",
-        t5.elapsed(),
+        t6.elapsed(),
         crate::timing::time_scale()
     );
 }
