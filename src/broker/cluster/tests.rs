@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::options::{
+    BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
@@ -63,55 +65,75 @@ async fn publish(url: &str, tag: &str, count: usize) {
     let _ = conn.close(200, "published".into()).await;
 }
 
-/// Waits until the queue answers through `url` with `count` messages, then takes them all and
-/// checks they are `<tag>-0..count`; how long the queue took to answer.
+/// Takes the `count` messages of the queue through `url` — each look takes them all unacked and
+/// acks them only once all came, so a look the broker breaks (while the queue's leader is being
+/// replaced `basic.get` fails with 541 `nodedown`) leaves them in the queue for the next — and
+/// checks they are `<tag>-0..count`, each once; how long after the call they could be taken.
 async fn drain(url: &str, tag: &str, count: usize) -> Duration {
     let t0 = Instant::now();
-    let ch = wait_for(
-        &format!("the quorum queue to hold {count} messages through {url}"),
+    let mut seen = wait_for(
+        &format!("the {count} messages of the quorum queue through {url}"),
         Duration::from_secs(90),
         || async {
-            // One look may hang while the queue has no leader: it is given up and made again.
-            let look = async {
-                let conn = Connection::connect(url, ConnectionProperties::default())
-                    .await
-                    .map_err(|e| format!("connect: {e}"))?;
-                let ch = conn.create_channel().await.map_err(|e| format!("channel: {e}"))?;
-                let passive = QueueDeclareOptions {
-                    passive: true,
-                    durable: true,
-                    ..QueueDeclareOptions::default()
-                };
-                let q = ch
-                    .queue_declare(QUEUE.into(), passive, quorum())
-                    .await
-                    .map_err(|e| format!("passive declare: {e}"))?;
-                if q.message_count() as usize != count {
-                    return Err(format!("{} messages", q.message_count()));
-                }
-                Ok(Some((conn, ch)))
-            };
-            tokio::time::timeout(crate::timing::scaled(Duration::from_secs(10)), look)
+            // A look may hang while the queue has no leader: it is given up (its connection
+            // closed, so the messages it holds go back) and made again.
+            let limit = crate::timing::scaled(Duration::from_secs(10));
+            let conn = tokio::time::timeout(limit, Connection::connect(url, ConnectionProperties::default()))
                 .await
-                .map_err(|_| "no answer to a passive declare".to_string())?
+                .map_err(|_| "no connection in 10 s".to_string())?
+                .map_err(|e| format!("connect: {e}"))?;
+            let taken = tokio::time::timeout(limit, take(&conn, count)).await;
+            let _ = tokio::time::timeout(limit, conn.close(200, "drained".into())).await;
+            taken.map_err(|_| "no answer in 10 s".to_string())?.map(Some)
         },
     )
     .await
-    .expect("the queue answers through another node");
+    .expect("the messages can be taken through another node");
     let available = t0.elapsed();
-    let (conn, ch) = ch;
-    let mut seen = Vec::with_capacity(count);
-    while let Some(m) = ch
-        .basic_get(QUEUE.into(), BasicGetOptions { no_ack: true })
-        .await
-        .expect("basic.get")
-    {
-        seen.push(String::from_utf8_lossy(&m.delivery.data).into_owned());
-    }
-    let want: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
-    assert_eq!(seen, want, "every confirmed message, once, in order");
-    let _ = conn.close(200, "drained".into()).await;
+    seen.sort();
+    let mut want: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
+    want.sort();
+    assert_eq!(seen, want, "every confirmed message, once");
     available
+}
+
+/// Takes `count` messages unacked and acks them all once all came; their bodies.
+async fn take(conn: &Connection, count: usize) -> Result<Vec<String>, String> {
+    let ch = conn.create_channel().await.map_err(|e| format!("channel: {e}"))?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let q = ch
+        .queue_declare(QUEUE.into(), passive, quorum())
+        .await
+        .map_err(|e| format!("passive declare: {e}"))?;
+    if q.message_count() as usize != count {
+        return Err(format!("{} messages", q.message_count()));
+    }
+    let mut bodies = Vec::with_capacity(count);
+    let mut last = None;
+    for _ in 0..count {
+        match ch.basic_get(QUEUE.into(), BasicGetOptions { no_ack: false }).await {
+            Ok(Some(m)) => {
+                last = Some(m.delivery.delivery_tag);
+                bodies.push(String::from_utf8_lossy(&m.delivery.data).into_owned());
+            }
+            Ok(None) => return Err(format!("only {} of {count} messages came", bodies.len())),
+            Err(e) => return Err(format!("basic.get: {e}")),
+        }
+    }
+    if let Some(tag) = last {
+        ch.basic_ack(tag, BasicAckOptions { multiple: true })
+            .await
+            .map_err(|e| format!("basic.ack: {e}"))?;
+    }
+    // The acks are the broker's once the channel closed cleanly.
+    ch.close(200, "taken".into())
+        .await
+        .map_err(|e| format!("channel close: {e}"))?;
+    Ok(bodies)
 }
 
 /// A TLS handshake with the broker's amqps listener, its certificate checked against the CA the
