@@ -108,11 +108,6 @@ impl Nodes {
     /// first thing missing, so polling it stays cheap.
     pub(super) async fn clustered(&self) -> Result<(), String> {
         let names = self.learn_names().await?;
-        for (i, e) in self.endpoints.iter().enumerate() {
-            amqp_answers(&e.amqp_addr())
-                .await
-                .map_err(|err| format!("node {i} ({}): AMQP: {err}", names[i]))?;
-        }
         for (i, m) in self.managements.iter().enumerate() {
             let seen = m.nodes().await.map_err(|e| format!("node {i} ({}): {e}", names[i]))?;
             for name in names {
@@ -123,6 +118,12 @@ impl Nodes {
                     None => return Err(format!("node {i} does not list {name} as a cluster member")),
                 }
             }
+        }
+        // Last, as each probe leaves three lines in the node's log.
+        for (i, e) in self.endpoints.iter().enumerate() {
+            amqp_answers(&e.amqp_addr())
+                .await
+                .map_err(|err| format!("node {i} ({}): AMQP: {err}", names[i]))?;
         }
         Ok(())
     }
@@ -456,19 +457,96 @@ fn cannot_partition(spec: &super::BrokerSpec) -> BrokerError {
     }
 }
 
-/// The last `lines` lines of each node's output, under a header naming the node: a cluster's
-/// part of failure reports.
-pub(crate) fn node_tails(tails: Vec<(String, String)>) -> String {
-    tails
+/// What the suite's own clusters (process and container) share for waiting on their nodes' boot.
+pub(crate) trait Booting {
+    /// The spec's label, for errors.
+    const LABEL: &'static str;
+    fn endpoints(&self) -> &[Endpoint];
+    fn describe(&self) -> String;
+    /// `Some(reason)` once node `node` died (its process exited, its container stopped).
+    async fn node_failure(&self, node: usize) -> Option<String>;
+    async fn log_tail(&self, lines: usize) -> String;
+}
+
+/// Waits (scaled `nominal`) until the management API of every node in `which` answers: the node
+/// booted (not yet clustered, when it is new). Fails early when one of them dies.
+///
+/// Exists because RabbitMQ 3.10 nodes that boot at the same time as a peer of theirs may crash
+/// syncing feature flags with it (`incompatible_feature_flags`, `badmap`, seen at a whole-cluster
+/// restart): a cluster's nodes are started again one after the other, each once the previous
+/// answers.
+pub(crate) async fn wait_booted<C: Booting>(c: &C, which: &[usize], nominal: Duration) -> Result<(), BrokerError> {
+    let managements = which
+        .iter()
+        .map(|&i| {
+            let e = &c.endpoints()[i];
+            Management::new(&e.http_base, &e.user, &e.password).map(|m| (i, m))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let what = format!("the management API of node(s) {which:?} to answer");
+    let outcome = wait_for(&what, nominal, || async {
+        for (i, m) in &managements {
+            if let Err(e) = m.overview().await {
+                // Only a node that does not answer is asked whether it died.
+                if let Some(dead) = c.node_failure(*i).await {
+                    return Ok(Some(Err(dead)));
+                }
+                return Err(format!("node {i}: {e}"));
+            }
+        }
+        Ok(Some(Ok(())))
+    })
+    .await;
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(reason)) => Err(BrokerError::Died {
+            spec: C::LABEL.into(),
+            reason,
+            log: c.log_tail(15).await,
+        }),
+        Err(source) => Err(BrokerError::NotReady {
+            spec: C::LABEL.into(),
+            what: c.describe(),
+            source: Box::new(source),
+            log: c.log_tail(15).await,
+        }),
+    }
+}
+
+/// In which order a halted cluster's nodes start again: `last` (the node that stopped last, so
+/// mnesia lets it boot alone) first, then the others in node order.
+pub(crate) fn start_order(last: usize, count: usize) -> Vec<usize> {
+    std::iter::once(last).chain((0..count).filter(|&i| i != last)).collect()
+}
+
+/// Each node's output (its name, its text) as its last `lines` lines without the lines the
+/// suite's own AMQP probes leave ([`quiet`]), under a header naming the node: a cluster's part of
+/// failure reports.
+pub(crate) fn node_tails(outputs: Vec<(String, String)>, lines: usize) -> String {
+    outputs
         .into_iter()
-        .map(|(node, tail)| format!("=== {node} ===\n{tail}"))
+        .map(|(node, text)| format!("=== {node} ===\n{}", super::tail(&quiet(&text), lines)))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// Runs `cmd` (a `docker` or `rabbitmqctl` command, described by `what`) to its end, within the
-/// scaled [`COMMAND`] deadline; its stdout when it succeeds, else its stderr (or why it did not
-/// run) as the error.
+/// `text` without the lines of connections that closed right after the protocol header — the
+/// suite's readiness probes, three lines each, polled while a wait lasts — which would otherwise
+/// fill a failure's log tail.
+pub(crate) fn quiet(text: &str) -> String {
+    const PROBE: [&str; 3] = [
+        "accepting AMQP connection",
+        "closing AMQP connection",
+        "client unexpectedly closed TCP connection",
+    ];
+    text.lines()
+        .filter(|l| !PROBE.iter().any(|p| l.contains(p)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs `cmd` (a `docker` or `rabbitmqctl` command) to its end, within the scaled [`COMMAND`]
+/// deadline; its stdout when it succeeds, else its stderr (or why it did not run) as the error.
 pub(crate) async fn run_command(mut cmd: tokio::process::Command) -> Result<String, String> {
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

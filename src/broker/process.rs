@@ -406,8 +406,13 @@ impl Node {
 
     /// The last lines of the node's output, for boot failures.
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
+        super::tail(&self.log_text().await, lines)
+    }
+
+    /// The node's whole output (or why it cannot be read).
+    pub(crate) async fn log_text(&self) -> String {
         match tokio::fs::read(&self.log).await {
-            Ok(bytes) => super::tail(&String::from_utf8_lossy(&bytes), lines),
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => format!("(cannot read {}: {e})", self.log.display()),
         }
     }

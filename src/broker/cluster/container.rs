@@ -8,33 +8,73 @@
 //! (`fleetcl<i>-<same suffix>`); inside it the nodes are `rabbit@fleetcl1..3` (hostname and
 //! network alias), sharing one `RABBITMQ_ERLANG_COOKIE`. Nodes run
 //! `cluster_partition_handling = pause_minority` and `net_ticktime` 10 s (scaled by
-//! `FLEET_E2E_TIME_SCALE`; `rabbitmqctl` is given the same), so a cut link is noticed in about
-//! ten seconds rather than a minute. Nodes 2 and 3 join `rabbit@fleetcl1` with `rabbitmqctl`.
+//! `FLEET_E2E_TIME_SCALE` up to 20 s; `rabbitmqctl` is given the same), so a cut link is noticed
+//! in seconds rather than a minute. Nodes 2 and 3 join `rabbit@fleetcl1` with `rabbitmqctl`.
 //! Each node's AMQP and management ports (and node 1's AMQPS) are published on loopback on host
 //! ports the suite picks and pins, so a node killed and started again, or cut off and
-//! reconnected, keeps every URL handed out valid. Containers and network carry the suite's owner
+//! reconnected, keeps every URL handed out valid. A whole-cluster restart stops node 1 last and
+//! starts it first, the others one by one after it ([`super::wait_booted`] says why). Containers and network carry the suite's owner
 //! labels and are in the cleanup registry ([`crate::cleanup`]); the image is only ever taken
 //! from the local store (`--pull never`).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::super::container::{
     AMQP_PORT, AMQPS_PORT, HTTP_PORT, TLS_DIR_IN_CONTAINER, container_tls_files, missing_image_hint, port_clash_text,
     rabbitmq_erl_args,
 };
-use super::super::readiness::CONTAINER_BOOT;
-use super::super::{BrokerError, BrokerKind, Endpoint, Management, TlsListener};
-use super::{NODES, NodeState};
+use super::super::readiness::{CONTAINER_BOOT, RESTART_BOOT};
+use super::super::{BrokerError, BrokerKind, Endpoint, TlsListener};
+use super::{Booting, NODES, NodeState, start_order, wait_booted};
 use crate::timing::wait_for;
 
 const PROVIDER: &str = "container:rabbitmq-cluster";
 
-/// Nominal `net_ticktime` of the nodes (seconds; scaled): how soon a cut link is noticed.
+/// Nominal `net_ticktime` of the nodes (scaled, at most [`MAX_TICKTIME`]): how soon a cut link is
+/// noticed (within 0.75–1.25 of it). Erlang's default (60 s) would keep a partition unnoticed
+/// for a minute.
 const NET_TICKTIME: Duration = Duration::from_secs(10);
+/// The most `net_ticktime` is stretched to on a slow machine: a node is not starved of the CPU
+/// for that long, and partitions stay noticed within half a minute.
+const MAX_TICKTIME: Duration = Duration::from_secs(20);
 
 /// Nominal wait for a killed container to be reported stopped.
 const KILLED: Duration = Duration::from_secs(30);
+
+/// Nominal wait for a cut-off node to notice (within `net_ticktime`) and pause (its broker
+/// stopped: 10–25 s on a loaded machine).
+const PAUSED: Duration = Duration::from_secs(90);
+/// What a node of RabbitMQ 3.10 logs when `pause_minority` pauses it…
+const MINORITY_LINE: &str = "Cluster minority/secondary status detected - awaiting recovery";
+/// …and once its broker has stopped.
+const STOPPED_LINE: &str = "Successfully stopped RabbitMQ and its dependencies";
+
+/// Now, as `docker logs --since` takes it (Unix seconds with a fraction).
+fn docker_since() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
+}
+
+/// What container `name` wrote (output and errors) since `since` ([`docker_since`]).
+async fn logs_since(name: &str, since: &str) -> Result<String, String> {
+    let out = tokio::process::Command::new("docker")
+        .args(["logs", "--since", since, name])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run docker logs: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("docker logs: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let mut all = out.stdout;
+    all.extend(out.stderr);
+    Ok(String::from_utf8_lossy(&all).into_owned())
+}
 
 /// One node: its container, its hostname (and Erlang host) and pinned host ports.
 struct ContainerNode {
@@ -53,6 +93,8 @@ pub(crate) struct RunningCluster {
     /// Node 1's `amqps://` listener; its certificates live in `tls.files.dir`.
     tls: Option<TlsListener>,
     states: Mutex<Vec<NodeState>>,
+    /// The node [`RunningCluster::halt`] stopped last: the first to start again.
+    last_stopped: AtomicUsize,
     stopped: bool,
     /// The network, the containers and the TLS dir in the cleanup registry.
     cleanup: Vec<crate::cleanup::Registration>,
@@ -81,11 +123,11 @@ fn erl_args(ticktime: u64) -> String {
     )
 }
 
-/// `net_ticktime` in seconds: [`NET_TICKTIME`] scaled.
+/// `net_ticktime` in seconds: [`NET_TICKTIME`] scaled, within [`NET_TICKTIME`]..=[`MAX_TICKTIME`].
 fn ticktime() -> u64 {
     crate::timing::scaled(NET_TICKTIME)
+        .clamp(NET_TICKTIME, MAX_TICKTIME)
         .as_secs()
-        .max(NET_TICKTIME.as_secs())
 }
 
 /// Checks docker answers and `image` is present locally (nothing is ever pulled).
@@ -128,6 +170,7 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
         endpoints: Vec::with_capacity(NODES),
         tls: None,
         states: Mutex::new(vec![NodeState::Up; NODES]),
+        last_stopped: AtomicUsize::new(0),
         stopped: false,
         cleanup: Vec::new(),
         undo: Vec::new(),
@@ -162,7 +205,8 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
         cluster.endpoints.push(endpoint);
     }
     let started = std::time::Instant::now();
-    cluster.wait_booted().await?;
+    let all: Vec<usize> = (0..NODES).collect();
+    wait_booted(&cluster, &all, CONTAINER_BOOT).await?;
     let booted = started.elapsed();
     let first = format!("rabbit@{}", cluster.nodes[0].host);
     let joins = cluster.nodes[1..].iter().map(|node| join(node, &first));
@@ -397,15 +441,17 @@ impl RunningCluster {
 
     /// Each node's last lines (`docker logs`, output and errors).
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
-        let mut tails = Vec::new();
+        // More than asked for: the probes' lines are dropped before the tail is taken.
+        let fetch = (lines * 20).to_string();
+        let mut outputs = Vec::new();
         for n in &self.nodes {
-            let tail = tokio::process::Command::new("docker")
-                .args(["logs", "--tail", &lines.to_string(), &n.name])
+            let out = tokio::process::Command::new("docker")
+                .args(["logs", "--tail", &fetch, &n.name])
                 .stdin(std::process::Stdio::null())
                 .kill_on_drop(true)
                 .output()
                 .await;
-            let text = match tail {
+            let text = match out {
                 Ok(out) => {
                     let mut all = out.stdout;
                     all.extend(out.stderr);
@@ -413,53 +459,16 @@ impl RunningCluster {
                 }
                 Err(e) => format!("(cannot run docker logs: {e})"),
             };
-            tails.push((
-                format!("rabbit@{} ({})", n.host, n.name),
-                super::super::tail(&text, lines),
-            ));
+            outputs.push((format!("rabbit@{} ({})", n.host, n.name), text));
         }
-        super::node_tails(tails)
-    }
-
-    /// Waits until every node's management API answers (booted, not yet clustered).
-    async fn wait_booted(&self) -> Result<(), BrokerError> {
-        let managements = self
-            .endpoints
-            .iter()
-            .map(|e| Management::new(&e.http_base, &e.user, &e.password))
-            .collect::<Result<Vec<_>, _>>()?;
-        let outcome = wait_for("every node's management API to answer", CONTAINER_BOOT, || async {
-            for (i, m) in managements.iter().enumerate() {
-                if let Err(e) = m.overview().await {
-                    // Only a node that does not answer is asked about (one docker call).
-                    if let Some(dead) = self.failure().await {
-                        return Ok(Some(Err(dead)));
-                    }
-                    return Err(format!("node {i}: {e}"));
-                }
-            }
-            Ok(Some(Ok(())))
-        })
-        .await;
-        match outcome {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(reason)) => Err(BrokerError::Died {
-                spec: PROVIDER.into(),
-                reason,
-                log: self.log_tail(15).await,
-            }),
-            Err(source) => Err(BrokerError::NotReady {
-                spec: PROVIDER.into(),
-                what: self.describe(),
-                source: Box::new(source),
-                log: self.log_tail(15).await,
-            }),
-        }
+        super::node_tails(outputs, lines)
     }
 
     /// `docker kill` (SIGKILL) of the node's container; returns once docker reports it stopped.
+    /// A cut-off node is attached to the network again once dead, so it starts connected.
     pub(crate) async fn kill_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
+        let was = self.states().get(node).copied();
         docker("kill", &["kill", &n.name]).await?;
         self.set_state(node, NodeState::Killed);
         let what = format!("container {} to stop", n.name);
@@ -474,62 +483,111 @@ impl RunningCluster {
         .map_err(|source| BrokerError::Stuck {
             what: format!("container {}", n.name),
             source: Box::new(source),
-        })
+        })?;
+        if was == Some(NodeState::Partitioned) {
+            self.connect(n).await?;
+        }
+        Ok(())
     }
 
-    /// `docker start` of a killed node: same filesystem (its data), hostname (its node name) and
-    /// pinned host ports. Readiness is the caller's.
+    /// `docker start` of a killed node — same filesystem (its data), hostname (its node name)
+    /// and pinned host ports — returning once it booted (its management API answers); whether
+    /// it rejoined is the caller's.
     pub(crate) async fn start_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
         docker("start", &["start", &n.name]).await?;
         self.set_state(node, NodeState::Up);
-        Ok(())
+        wait_booted(self, &[node], RESTART_BOOT).await
     }
 
     /// `docker network disconnect`: the node loses every link to the others (and its published
-    /// ports). The caller waits until the others notice.
+    /// ports). Returns once the node noticed and paused itself (`pause_minority`: its log says
+    /// so), so a heal never meets a node still deciding; the caller waits until the others see
+    /// it down.
     pub(crate) async fn partition_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
+        if self.states().get(node) != Some(&NodeState::Up) {
+            return Err(BrokerError::CannotPartition {
+                spec: PROVIDER.into(),
+                reason: format!("node {node} is killed or cut off already: start or heal it first"),
+            });
+        }
+        let since = docker_since();
         docker("network disconnect", &["network", "disconnect", &self.network, &n.name]).await?;
         self.set_state(node, NodeState::Partitioned);
-        Ok(())
+        let what = format!("{} (rabbit@{}) to pause in its minority", n.name, n.host);
+        let paused = wait_for(&what, PAUSED, || async {
+            let log = logs_since(&n.name, &since).await?;
+            match (log.contains(MINORITY_LINE), log.contains(STOPPED_LINE)) {
+                (true, true) => Ok(Some(())),
+                (true, false) => Err("minority noticed, the broker still stopping".to_string()),
+                _ => Err("no sign yet that it noticed the cut".to_string()),
+            }
+        })
+        .await;
+        match paused {
+            Ok(()) => Ok(()),
+            Err(source) => Err(BrokerError::NotReady {
+                spec: PROVIDER.into(),
+                what: self.describe(),
+                source: Box::new(source),
+                log: self.log_tail(15).await,
+            }),
+        }
     }
 
     /// `docker network connect` with the node's alias again; the caller waits until it rejoined.
     pub(crate) async fn heal_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
-        docker(
-            "network connect",
-            &["network", "connect", "--alias", &n.host, &self.network, &n.name],
-        )
-        .await?;
+        self.connect(n).await?;
         self.set_state(node, NodeState::Up);
         Ok(())
     }
 
-    /// Reconnects cut-off nodes, then `docker stop` of every container (SIGTERM, SIGKILL after 30
-    /// s scaled), together: with mnesia the nodes wait at the next start for the one that
-    /// stopped last, so all start together again ([`RunningCluster::resume`]).
+    /// Attaches the node's container to the cluster's network under its alias.
+    async fn connect(&self, n: &ContainerNode) -> Result<(), BrokerError> {
+        docker(
+            "network connect",
+            &["network", "connect", "--alias", &n.host, &self.network, &n.name],
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Reconnects cut-off nodes, then `docker stop` (SIGTERM, SIGKILL after 30 s scaled) of
+    /// every container but one together, then of that one (node 1 unless it was killed), which
+    /// mnesia then lets boot first and alone ([`RunningCluster::resume`]).
     pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
         for (node, state) in self.states().into_iter().enumerate() {
             if state == NodeState::Partitioned {
                 self.heal_node(node).await?;
             }
         }
+        let states = self.states();
+        let last = (0..self.nodes.len())
+            .find(|&i| states[i] != NodeState::Killed)
+            .unwrap_or(0);
+        self.last_stopped.store(last, Ordering::SeqCst);
         let grace = crate::timing::scaled(Duration::from_secs(30)).as_secs().to_string();
         let mut args = vec!["stop", "-t", grace.as_str()];
-        args.extend(self.nodes.iter().map(|n| n.name.as_str()));
+        args.extend(
+            self.nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != last)
+                .map(|(_, n)| n.name.as_str()),
+        );
         docker("stop", &args).await?;
+        docker("stop", &["stop", "-t", &grace, &self.nodes[last].name]).await?;
         Ok(())
     }
 
-    /// `docker start` of every container, together; readiness is the caller's.
+    /// `docker start` of every container, the one that stopped last first, each once the one
+    /// before booted ([`wait_booted`]); whether they clustered again is the caller's.
     pub(crate) async fn resume(&self) -> Result<(), BrokerError> {
-        let mut args = vec!["start"];
-        args.extend(self.nodes.iter().map(|n| n.name.as_str()));
-        docker("start", &args).await?;
-        for node in 0..self.nodes.len() {
-            self.set_state(node, NodeState::Up);
+        let last = self.last_stopped.load(Ordering::SeqCst);
+        for i in start_order(last, self.nodes.len()) {
+            self.start_node(i).await?;
         }
         Ok(())
     }
@@ -548,6 +606,29 @@ impl RunningCluster {
         network?;
         tracing::info!(network = %self.network, "broker containers and network removed");
         Ok(())
+    }
+}
+
+impl Booting for RunningCluster {
+    const LABEL: &'static str = PROVIDER;
+
+    fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    fn describe(&self) -> String {
+        RunningCluster::describe(self)
+    }
+
+    async fn node_failure(&self, node: usize) -> Option<String> {
+        match self.running().await?.get(node) {
+            Some(false) => Some(format!("container {} of {} exited", self.nodes[node].name, self.image)),
+            _ => None,
+        }
+    }
+
+    async fn log_tail(&self, lines: usize) -> String {
+        RunningCluster::log_tail(self, lines).await
     }
 }
 
@@ -573,6 +654,6 @@ mod tests {
             args.ends_with("-rabbit cluster_partition_handling pause_minority -kernel net_ticktime 10"),
             "{args}"
         );
-        assert!(ticktime() >= NET_TICKTIME.as_secs());
+        assert!((NET_TICKTIME.as_secs()..=MAX_TICKTIME.as_secs()).contains(&ticktime()));
     }
 }

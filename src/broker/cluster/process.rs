@@ -14,12 +14,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::super::process::{self as single, Node, NodeSpec};
-use super::super::readiness::PROCESS_BOOT;
-use super::super::{BrokerError, Endpoint, Management, TlsListener};
-use super::{NODES, NodeState};
-use crate::timing::wait_for;
+use super::super::readiness::{PROCESS_BOOT, RESTART_BOOT};
+use super::super::{BrokerError, Endpoint, TlsListener};
+use super::{Booting, NODES, NodeState, start_order, wait_booted};
 
 /// The cluster's lines of each node's config.
 const CLUSTER_CONF: &str = "cluster_partition_handling = pause_minority\n";
@@ -33,6 +33,8 @@ pub(crate) struct RunningCluster {
     /// Node 1's `amqps://` listener; `None` when certificates could not be made.
     tls: Option<TlsListener>,
     states: Mutex<Vec<NodeState>>,
+    /// The node [`RunningCluster::halt`] stopped last: the first to start again.
+    last_stopped: AtomicUsize,
     stopped: bool,
     _cleanup_dir: crate::cleanup::Registration,
 }
@@ -49,6 +51,7 @@ pub(crate) async fn start() -> Result<RunningCluster, BrokerError> {
         dir,
         tls: None,
         states: Mutex::new(vec![NodeState::Up; NODES]),
+        last_stopped: AtomicUsize::new(0),
         stopped: false,
     };
     // On any error below, dropping `cluster` kills what started and deletes the dir.
@@ -85,7 +88,8 @@ pub(crate) async fn start() -> Result<RunningCluster, BrokerError> {
         });
     }
     let started = std::time::Instant::now();
-    cluster.wait_booted().await?;
+    let all: Vec<usize> = (0..NODES).collect();
+    wait_booted(&cluster, &all, PROCESS_BOOT).await?;
     let booted = started.elapsed();
     let first = cluster.nodes[0].name().to_string();
     let joins = cluster.nodes[1..].iter().map(|node| join(node, &first));
@@ -162,44 +166,11 @@ impl RunningCluster {
 
     /// Each node's last lines.
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
-        let mut tails = Vec::new();
+        let mut outputs = Vec::new();
         for n in &self.nodes {
-            tails.push((n.name().to_string(), n.log_tail(lines).await));
+            outputs.push((n.name().to_string(), n.log_text().await));
         }
-        super::node_tails(tails)
-    }
-
-    /// Waits until every node's management API answers (the nodes booted, not yet clustered).
-    async fn wait_booted(&self) -> Result<(), BrokerError> {
-        let managements = self
-            .endpoints
-            .iter()
-            .map(|e| Management::new(&e.http_base, &e.user, &e.password))
-            .collect::<Result<Vec<_>, _>>()?;
-        let outcome = wait_for("every node's management API to answer", PROCESS_BOOT, || async {
-            if let Some(dead) = self.failure().await {
-                return Ok(Some(Err(dead)));
-            }
-            for (i, m) in managements.iter().enumerate() {
-                m.overview().await.map_err(|e| format!("node {i}: {e}"))?;
-            }
-            Ok(Some(Ok(())))
-        })
-        .await;
-        match outcome {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(reason)) => Err(BrokerError::Died {
-                spec: "process:rabbitmq-cluster".into(),
-                reason,
-                log: self.log_tail(15).await,
-            }),
-            Err(source) => Err(BrokerError::NotReady {
-                spec: "process:rabbitmq-cluster".into(),
-                what: self.describe(),
-                source: Box::new(source),
-                log: self.log_tail(15).await,
-            }),
-        }
+        super::node_tails(outputs, lines)
     }
 
     fn node(&self, node: usize) -> Result<&Node, BrokerError> {
@@ -218,34 +189,37 @@ impl RunningCluster {
         Ok(())
     }
 
-    /// Starts a killed node again on its data; readiness is the caller's.
+    /// Starts a killed node again on its data and returns once it booted (its management API
+    /// answers); whether it rejoined is the caller's.
     pub(crate) async fn start_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
-        if n.failure().is_none() {
-            // Still running: nothing to start (ensure_whole after a start that failed later).
-            self.set_state(node, NodeState::Up);
-            return Ok(());
+        // Still running: nothing to start (ensure_whole after a start that failed later).
+        if n.failure().is_some() {
+            n.start_again()?;
         }
-        n.start_again()?;
         self.set_state(node, NodeState::Up);
-        Ok(())
+        wait_booted(self, &[node], RESTART_BOOT).await
     }
 
-    /// Stops every node cleanly (together: with mnesia, the nodes that stop last are waited for
-    /// by the others at the next start, so all must start together again).
+    /// Stops every node cleanly: all but one together, then that one (node 0 unless it was
+    /// killed), which mnesia then lets boot first and alone ([`RunningCluster::resume`]).
     pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
-        let downs = self.nodes.iter().map(Node::shut_down);
-        futures_util::future::try_join_all(downs).await?;
-        Ok(())
+        let states = self.states();
+        let last = (0..self.nodes.len())
+            .find(|&i| states[i] != NodeState::Killed)
+            .unwrap_or(0);
+        self.last_stopped.store(last, Ordering::SeqCst);
+        let others = (0..self.nodes.len()).filter(|&i| i != last);
+        futures_util::future::try_join_all(others.map(|i| self.nodes[i].shut_down())).await?;
+        self.nodes[last].shut_down().await
     }
 
-    /// Starts every node again, together, on its data; readiness is the caller's.
+    /// Starts every node again on its data, the one that stopped last first, each once the one
+    /// before booted ([`wait_booted`]); whether they clustered again is the caller's.
     pub(crate) async fn resume(&self) -> Result<(), BrokerError> {
-        for (i, n) in self.nodes.iter().enumerate() {
-            if n.failure().is_some() {
-                n.start_again()?;
-            }
-            self.set_state(i, NodeState::Up);
+        let last = self.last_stopped.load(Ordering::SeqCst);
+        for i in start_order(last, self.nodes.len()) {
+            self.start_node(i).await?;
         }
         Ok(())
     }
@@ -260,6 +234,26 @@ impl RunningCluster {
             .map_err(single::io_err(format!("deleting {}", self.dir.display())));
         stopped?;
         removed
+    }
+}
+
+impl Booting for RunningCluster {
+    const LABEL: &'static str = "process:rabbitmq-cluster";
+
+    fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    fn describe(&self) -> String {
+        RunningCluster::describe(self)
+    }
+
+    async fn node_failure(&self, node: usize) -> Option<String> {
+        self.nodes.get(node).and_then(Node::failure)
+    }
+
+    async fn log_tail(&self, lines: usize) -> String {
+        RunningCluster::log_tail(self, lines).await
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::options::{
+    BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
@@ -63,49 +65,96 @@ async fn publish(url: &str, tag: &str, count: usize) {
     let _ = conn.close(200, "published".into()).await;
 }
 
-/// Waits until the queue answers through `url` with `count` messages, then takes them all and
-/// checks they are `<tag>-0..count`; how long the queue took to answer.
+/// Takes the `count` messages of the queue through `url` — each look takes them all unacked and
+/// acks them only once all came, so a look the broker breaks (while the queue's leader is being
+/// replaced `basic.get` fails with 541 `nodedown`) leaves them in the queue for the next — and
+/// checks they are `<tag>-0..count`, each once; how long after the call they could be taken.
 async fn drain(url: &str, tag: &str, count: usize) -> Duration {
     let t0 = Instant::now();
-    let ch = wait_for(
-        &format!("the quorum queue to hold {count} messages through {url}"),
+    let mut seen = wait_for(
+        &format!("the {count} messages of the quorum queue through {url}"),
         Duration::from_secs(90),
         || async {
-            let conn = Connection::connect(url, ConnectionProperties::default())
+            // A look may hang while the queue has no leader: it is given up (its connection
+            // closed, so the messages it holds go back) and made again.
+            let limit = crate::timing::scaled(Duration::from_secs(10));
+            let conn = tokio::time::timeout(limit, Connection::connect(url, ConnectionProperties::default()))
                 .await
+                .map_err(|_| "no connection in 10 s".to_string())?
                 .map_err(|e| format!("connect: {e}"))?;
-            let ch = conn.create_channel().await.map_err(|e| format!("channel: {e}"))?;
-            let passive = QueueDeclareOptions {
-                passive: true,
-                durable: true,
-                ..QueueDeclareOptions::default()
-            };
-            let q = ch
-                .queue_declare(QUEUE.into(), passive, quorum())
-                .await
-                .map_err(|e| format!("passive declare: {e}"))?;
-            if q.message_count() as usize != count {
-                return Err(format!("{} messages", q.message_count()));
-            }
-            Ok(Some((conn, ch)))
+            let taken = tokio::time::timeout(limit, take(&conn, count)).await;
+            let _ = tokio::time::timeout(limit, conn.close(200, "drained".into())).await;
+            taken.map_err(|_| "no answer in 10 s".to_string())?.map(Some)
         },
     )
     .await
-    .expect("the queue answers through another node");
+    .expect("the messages can be taken through another node");
     let available = t0.elapsed();
-    let (conn, ch) = ch;
-    let mut seen = Vec::with_capacity(count);
-    while let Some(m) = ch
-        .basic_get(QUEUE.into(), BasicGetOptions { no_ack: true })
-        .await
-        .expect("basic.get")
-    {
-        seen.push(String::from_utf8_lossy(&m.delivery.data).into_owned());
-    }
-    let want: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
-    assert_eq!(seen, want, "every confirmed message, once, in order");
-    let _ = conn.close(200, "drained".into()).await;
+    seen.sort();
+    let mut want: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
+    want.sort();
+    assert_eq!(seen, want, "every confirmed message, once");
     available
+}
+
+/// Takes `count` messages unacked and acks them all once all came; their bodies.
+async fn take(conn: &Connection, count: usize) -> Result<Vec<String>, String> {
+    let ch = conn.create_channel().await.map_err(|e| format!("channel: {e}"))?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let q = ch
+        .queue_declare(QUEUE.into(), passive, quorum())
+        .await
+        .map_err(|e| format!("passive declare: {e}"))?;
+    if q.message_count() as usize != count {
+        return Err(format!("{} messages", q.message_count()));
+    }
+    let mut bodies = Vec::with_capacity(count);
+    let mut last = None;
+    for _ in 0..count {
+        match ch.basic_get(QUEUE.into(), BasicGetOptions { no_ack: false }).await {
+            Ok(Some(m)) => {
+                last = Some(m.delivery.delivery_tag);
+                bodies.push(String::from_utf8_lossy(&m.delivery.data).into_owned());
+            }
+            Ok(None) => return Err(format!("only {} of {count} messages came", bodies.len())),
+            Err(e) => return Err(format!("basic.get: {e}")),
+        }
+    }
+    if let Some(tag) = last {
+        ch.basic_ack(tag, BasicAckOptions { multiple: true })
+            .await
+            .map_err(|e| format!("basic.ack: {e}"))?;
+    }
+    // The acks are the broker's once the channel closed cleanly.
+    ch.close(200, "taken".into())
+        .await
+        .map_err(|e| format!("channel close: {e}"))?;
+    Ok(bodies)
+}
+
+/// A TLS handshake with the broker's amqps listener, its certificate checked against the CA the
+/// suite made (`openssl s_client`, as `crate::tls`'s own tests use openssl).
+fn tls_answers(broker: &Broker) {
+    let tls = broker.tls().expect("node 0 has an amqps listener");
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-brief", "-verify_return_error", "-connect"])
+        .arg(format!("{}:{}", tls.host, tls.port))
+        .arg("-CAfile")
+        .arg(&tls.ca_cert)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "TLS handshake with {}:{}: {}",
+        tls.host,
+        tls.port,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Start, quorum queue, kill its leader, read through another node, start it again, (container:
@@ -117,6 +166,7 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
     assert!(broker.is_cluster());
     assert_eq!(broker.node_count(), 3);
     assert_eq!(broker.node_endpoint(0), broker.endpoint());
+    tls_answers(&broker);
     let vhost = broker.create_exclusive_vhost().await.expect("vhost");
     let urls = broker.gateway_amqp_url(&vhost);
     assert_eq!(urls.split(',').count(), 3, "{urls}");
@@ -152,18 +202,23 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
     if partition {
         let cut = broker.queue_leader(&vhost, QUEUE).await.expect("leader");
         publish(&broker.node_amqp_url(cut, &vhost), "b", MESSAGES).await;
-        let t3 = Instant::now();
-        broker.partition_node(cut).await.expect("cut the leader off");
-        let seen = t3.elapsed();
         let other = (cut + 2) % 3;
-        let _ = drain(&broker.node_amqp_url(other, &vhost), "b", MESSAGES).await;
-        let available = t3.elapsed();
+        let t3 = Instant::now();
+        let other_url = broker.node_amqp_url(other, &vhost);
+        // The queue is read through the majority while the cut-off node pauses.
+        let (cut_off, available) = tokio::join!(
+            async {
+                broker.partition_node(cut).await.expect("cut the leader off");
+                t3.elapsed()
+            },
+            drain(&other_url, "b", MESSAGES),
+        );
         let t4 = Instant::now();
         broker.heal_node(cut).await.expect("heal");
         let healed = t4.elapsed();
         report.push_str(&format!(
-            "; leader node {cut} cut off, seen in {seen:.1?}, queue available through node {other} \
-             {available:.1?} after the cut; healed in {healed:.1?}"
+            "; leader node {cut} cut off: paused and seen down in {cut_off:.1?}, queue available through \
+             node {other} {available:.1?} after the cut; healed in {healed:.1?}"
         ));
     } else {
         match broker.partition_node(1).await {
@@ -172,9 +227,15 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
         }
     }
 
-    // Node faults left behind are mended.
+    // Node faults left behind are mended (container: a cut-off node then killed, which must
+    // start attached to the network again).
+    let t5 = Instant::now();
+    if partition {
+        broker.partition_node(2).await.expect("cut node 2 off");
+    }
     broker.kill_node(2).await.expect("kill node 2");
     broker.ensure_whole().await.expect("whole after a kill");
+    report.push_str(&format!("; node 2 left faulted and mended in {:.1?}", t5.elapsed()));
 
     // The whole cluster stopped and started on its data.
     publish(&broker.node_amqp_url(1, &vhost), "c", 10).await;
@@ -186,9 +247,13 @@ async fn node_loss(spec: BrokerSpec, image: Option<String>, partition: bool) {
     report.push_str(&format!("; whole cluster restarted in {took:.1?}"));
 
     broker.delete_vhost(&vhost).await.expect("delete vhost");
-    let t5 = Instant::now();
+    let t6 = Instant::now();
     broker.stop().await.expect("stop");
-    eprintln!("{report}; stopped in {:.1?}", t5.elapsed());
+    eprintln!(
+        "{report}; stopped in {:.1?} (time scale {:.2})",
+        t6.elapsed(),
+        crate::timing::time_scale()
+    );
 }
 
 #[tokio::test]
@@ -307,7 +372,17 @@ async fn a_cluster_someone_else_runs_refuses_faults_with_the_reason() {
 }
 
 #[test]
+fn the_node_that_stopped_last_starts_first() {
+    assert_eq!(super::start_order(0, 3), [0, 1, 2]);
+    assert_eq!(super::start_order(2, 3), [2, 0, 1]);
+}
+
+#[test]
 fn node_tails_name_each_node() {
-    let report = super::node_tails(vec![("a@h".into(), "x".into()), ("b@h".into(), "y".into())]);
-    assert_eq!(report, "=== a@h ===\nx\n=== b@h ===\ny");
+    let probe = "t [info] <0.1.0> accepting AMQP connection <0.1.0> (a -> b)\n\
+                 t [warning] <0.1.0> closing AMQP connection <0.1.0> (a -> b):\n\
+                 t [warning] <0.1.0> client unexpectedly closed TCP connection\n";
+    let a = format!("w\nx\n{probe}{probe}");
+    let report = super::node_tails(vec![("a@h".into(), a), ("b@h".into(), "y".into())], 2);
+    assert_eq!(report, "=== a@h ===\nw\nx\n=== b@h ===\ny");
 }
