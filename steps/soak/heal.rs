@@ -15,6 +15,7 @@ use crate::world::FleetWorld;
 
 use super::check::{Arrivals, check, unknown_by_nemesis, unknown_line};
 use super::history::{Seen, record_poll};
+use super::nodes::cluster_profile;
 
 /// `<reports>/<broker>/soak.json`, where the runner writes `cucumber.json` (steps/main.rs).
 fn summary_path(w: &FleetWorld) -> anyhow::Result<std::path::PathBuf> {
@@ -80,6 +81,19 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
     summary["brokerVersion"] = json!(w.suite()?.broker.version());
     summary["scenarioDir"] = json!(w.dir.display().to_string());
     summary["config"]["injectBoundMs"] = json!(w.inject_bound().as_millis() as u64);
+    let suite = w.suite()?;
+    if suite.broker.is_cluster() {
+        summary["cluster"] = json!({
+            "nodes": suite.broker.node_count(),
+            "gatewaysRunClusterProfile": cluster_profile(&suite),
+            "linksOnePerNode": w.soak.links.len(),
+            "wholeAtEnd": match &w.soak.whole_at_end {
+                Some(Ok(())) => json!(true),
+                Some(Err(e)) => json!(e),
+                None => json!(null),
+            },
+        });
+    }
     // The gateways' reconnect backoff caps at 10 s: a strike's unknowns may come that long after it.
     // `inject_bound` is already stretched: the step that set it scaled it.
     summary["unknownByNemesis"] = unknown_by_nemesis(&w.soak, w.inject_bound(), scaled(Duration::from_secs(10)));
@@ -103,6 +117,9 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
         path.display(),
         w.dir.display(),
     );
+    if let Some(Err(e)) = &w.soak.whole_at_end {
+        anyhow::bail!("the cluster was not whole again once the nemesis was over: {e}");
+    }
     anyhow::ensure!(
         summary["provesSomething"] == true,
         "no brief or no reply was acknowledged, so the history proves nothing: {}",
