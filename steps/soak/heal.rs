@@ -120,6 +120,17 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
     if let Some(Err(e)) = &w.soak.whole_at_end {
         anyhow::bail!("the cluster was not whole again once the nemesis was over: {e}");
     }
+    // A cluster run whose node strikes all missed says nothing about node loss (CLU-5).
+    let node_strikes_on = w.soak.config.as_ref().is_some_and(|c| {
+        c.cycle
+            .iter()
+            .any(|s| s.is_node() && !w.soak.off.contains_key(s.name()))
+    });
+    anyhow::ensure!(
+        !node_strikes_on || w.soak.events.iter().any(|e| e.strike.is_node() && e.done),
+        "node strikes were in the nemesis cycle and none took its node away and brought it back: {}",
+        verdict.line
+    );
     anyhow::ensure!(
         summary["provesSomething"] == true,
         "no brief or no reply was acknowledged, so the history proves nothing: {}",
