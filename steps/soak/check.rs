@@ -67,9 +67,20 @@ const RECONNECT_BACKOFF_CAP: Duration = Duration::from_secs(10);
 /// `link_cut` ([C-18]).
 pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration) -> Value {
     let mut by_kind: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut ops = Vec::new();
+    let secs = |d: Duration| (d.as_secs_f64() * 10.0).round() / 10.0;
     for op in s.ops.iter().filter(|o| o.seen == Seen::Unknown) {
-        let kind = blame(&s.events, op.span, after).map_or("none", |e| e.strike.name());
+        let blamed = blame(&s.events, op.span, after);
+        let kind = blamed.map_or("none", |e| e.strike.name());
         *by_kind.entry(kind).or_default().entry(op.tool).or_default() += 1;
+        ops.push(json!({
+            "tool": op.tool,
+            "text": op.text,
+            "outcome": op.outcome,
+            "startS": secs(op.span.0),
+            "endS": secs(op.span.1),
+            "blamedOn": blamed.map(|e| json!({"kind": kind, "atS": secs(e.at), "target": e.target})),
+        }));
     }
     let mut out = serde_json::Map::new();
     for strike in Strike::ALL {
@@ -126,6 +137,7 @@ pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration
     json!({
         "reconnectAllowanceS": (after.as_secs_f64() * 10.0).round() / 10.0,
         "byKind": out,
+        "ops": capped(&ops),
     })
 }
 

@@ -1,6 +1,6 @@
 //! The soak's last step: heal (every gateway ready, drain and watch until every ok operation
 //! arrived and nothing new came for a quiet window), check the history, and write the summary to
-//! `<reports>/<broker>/soak.json`.
+//! `<reports>/<broker>/soak.json`, the gateways' logs beside it in `soak-logs/`.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -104,6 +104,17 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     std::fs::write(&path, format!("{pretty}\n")).with_context(|| format!("writing {}", path.display()))?;
+    // The gateways' logs beside it (the scenario's dir goes when it passes): a soak's unknowns
+    // and strikes are read against them.
+    if let Some(dir) = path.parent().map(|d| d.join("soak-logs")) {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (host, h) in &w.hosts {
+            let to = dir.join(format!("gateway-{host}.log"));
+            std::fs::copy(h.gateway.log_path(), &to)
+                .with_context(|| format!("copying {} to {}", h.gateway.log_path().display(), to.display()))?;
+        }
+    }
     println!("{pretty}");
     println!("{} (summary: {})", verdict.line, path.display());
     anyhow::ensure!(
