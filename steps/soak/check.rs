@@ -108,7 +108,7 @@ pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration
                 true,
                 "briefs in flight when a node went: a SEND whose confirm was lost with the node is never republished ([C-18] forbids it), and an INJECTED lost with it ends inject_timeout (FWD-5, CLU-5(b))".to_string(),
             ),
-            Strike::Kill | Strike::Pause if counts.keys().all(|t| *t == "bridge_send") => (
+            Strike::Kill | Strike::Pause if !counts.is_empty() && counts.keys().all(|t| *t == "bridge_send") => (
                 true,
                 "briefs to a worker whose gateway is dead or frozen end inject_timeout (FWD-5): unknown by design of the at-most-once forward path".to_string(),
             ),
