@@ -13,13 +13,25 @@ Feature: Soak — at most once into workers and at least once into mains, under 
   that errored) may or may not arrive. The summary goes to `<reports>/<broker>/soak.json`.
   Operations are spread over at least two rounds of the nemesis cycle. FLEET_SOAK_OPS=N replaces
   the operation counts below (N/4 briefs to and N/4 replies from each worker); FLEET_SOAK_NEMESIS
-  (e.g. kill,pause,cut,close,restart) the nemesis cycle.
+  (e.g. kill,pause,cut,close,restart; on a cluster also node-kill, leader-kill, partition) the
+  nemesis cycle.
+
+  On a cluster (SPEC §16: process:rabbitmq-cluster or container:rabbitmq-cluster, with a gateway
+  that declares `cluster`: every node's URL, quorum queues) the nemesis also strikes nodes, one at
+  a time, each brought back and the cluster whole before the next (a quorum needs 2 of 3): it kills
+  a node that holds gateway connections (node-kill) or the node leading the main's inbox
+  (leader-kill) and starts it again, and, on the container provider only, cuts a node off the
+  others and heals it (partition; CLU-5, CLU-6). The broker restart stops and starts every node
+  together. The scenario has the cluster to itself and leaves it whole. Every gateway is given
+  every node, each through a link of its own, its list rotated per host (CONTRACT §11): the cut
+  strike still cuts every connection between gateways and broker at once, while a node strike
+  takes one node away from the broker's side.
 
   Background:
-    Given a broker the soak's nemesis may restart
+    Given a broker the soak's nemesis may restart and strike node by node
     And the gateways' inject bound is 6 seconds
     And gateways use an AMQP heartbeat of 2 seconds
-    And gateways reach the broker through a link the suite can cut
+    And gateways on "a", "b" and "c" reach the broker through links the suite can cut, one per broker node
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     And host "c" runs a gateway with a worker "w2" whose parent is "lead"
@@ -27,6 +39,6 @@ Feature: Soak — at most once into workers and at least once into mains, under 
     And "w2" finishes each brief quickly
 
   @FWD-1 @FWD-5 @FWD-6 @RPL-1 @CON-3
-  Scenario: 1000 operations across three hosts under kills, freezes, cuts, connection closes and broker restarts
+  Scenario: 1000 operations across three hosts under kills, freezes, cuts, connection closes, broker restarts and node strikes
     When "lead" sends 250 briefs to each of "w1" and "w2", which reply 250 times each, while a nemesis strikes every 2500 ms
     Then after healing, the history of "lead" with "w1" and "w2" shows nothing lost, unexpected or duplicated

@@ -67,9 +67,20 @@ const RECONNECT_BACKOFF_CAP: Duration = Duration::from_secs(10);
 /// `link_cut` ([C-18]).
 pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration) -> Value {
     let mut by_kind: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut ops = Vec::new();
+    let secs = |d: Duration| (d.as_secs_f64() * 10.0).round() / 10.0;
     for op in s.ops.iter().filter(|o| o.seen == Seen::Unknown) {
-        let kind = blame(&s.events, op.span, after).map_or("none", |e| e.strike.name());
+        let blamed = blame(&s.events, op.span, after);
+        let kind = blamed.map_or("none", |e| e.strike.name());
         *by_kind.entry(kind).or_default().entry(op.tool).or_default() += 1;
+        ops.push(json!({
+            "tool": op.tool,
+            "text": op.text,
+            "outcome": op.outcome,
+            "startS": secs(op.span.0),
+            "endS": secs(op.span.1),
+            "blamedOn": blamed.map(|e| json!({"kind": kind, "atS": secs(e.at), "target": e.target})),
+        }));
     }
     let mut out = serde_json::Map::new();
     for strike in Strike::ALL {
@@ -91,7 +102,13 @@ pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration
                     bound.as_secs_f64()
                 ),
             ),
-            Strike::Kill | Strike::Pause if counts.keys().all(|t| *t == "bridge_send") => (
+            Strike::NodeKill | Strike::LeaderKill | Strike::Partition
+                if !counts.is_empty() && counts.keys().all(|t| *t == "bridge_send") =>
+            (
+                true,
+                "briefs in flight when a node went: a SEND whose confirm was lost with the node is never republished ([C-18] forbids it), and an INJECTED lost with it ends inject_timeout (FWD-5, CLU-5(b))".to_string(),
+            ),
+            Strike::Kill | Strike::Pause if !counts.is_empty() && counts.keys().all(|t| *t == "bridge_send") => (
                 true,
                 "briefs to a worker whose gateway is dead or frozen end inject_timeout (FWD-5): unknown by design of the at-most-once forward path".to_string(),
             ),
@@ -120,6 +137,7 @@ pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration
     json!({
         "reconnectAllowanceS": (after.as_secs_f64() * 10.0).round() / 10.0,
         "byKind": out,
+        "ops": capped(&ops),
     })
 }
 

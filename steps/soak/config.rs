@@ -7,7 +7,8 @@ use super::nemesis::Strike;
 
 /// Operations in all (briefs + replies), overriding the feature's numbers.
 pub(super) const OPS_VAR: &str = "FLEET_SOAK_OPS";
-/// The nemesis cycle, e.g. `kill,pause,cut,close,restart`.
+/// The nemesis cycle, e.g. `kill,pause,cut,close,restart` (on a cluster also `node-kill`,
+/// `leader-kill`, `partition`).
 pub(super) const NEMESIS_VAR: &str = "FLEET_SOAK_NEMESIS";
 /// The seed of the nemesis' random picks (which host, which connection).
 pub(super) const SEED_VAR: &str = "FLEET_SOAK_SEED";
@@ -26,6 +27,29 @@ pub(super) const DEFAULT_CYCLE: [Strike; 9] = [
     Strike::Cut,
 ];
 
+/// The nemesis cycle on a cluster whose gateways run the cluster profile (SPEC §16), unless
+/// `FLEET_SOAK_NEMESIS` says otherwise: today's gateway and link strikes and the broker restart
+/// (every node, together), with a node strike between two of them: a node killed twice, the
+/// main's inbox leader killed twice and a node cut off once per round (container provider only:
+/// off, and said so, on the process provider). Node strikes never overlap: each ends with the
+/// cluster whole.
+pub(super) const CLUSTER_CYCLE: [Strike; 14] = [
+    Strike::Kill,
+    Strike::NodeKill,
+    Strike::Pause,
+    Strike::Cut,
+    Strike::LeaderKill,
+    Strike::Close,
+    Strike::BrokerRestart,
+    Strike::Partition,
+    Strike::Pause,
+    Strike::NodeKill,
+    Strike::Kill,
+    Strike::Close,
+    Strike::LeaderKill,
+    Strike::Cut,
+];
+
 /// The run's settings, from the feature text and the environment.
 #[derive(Debug, Clone)]
 pub(super) struct SoakConfig {
@@ -34,17 +58,20 @@ pub(super) struct SoakConfig {
 }
 
 impl SoakConfig {
-    pub(super) fn from_env() -> anyhow::Result<SoakConfig> {
+    /// The knobs; `cluster`: the soak runs on a cluster whose gateways run the cluster profile,
+    /// and the default cycle is [`CLUSTER_CYCLE`].
+    pub(super) fn from_env(cluster: bool) -> anyhow::Result<SoakConfig> {
         let cycle = match std::env::var(NEMESIS_VAR) {
             Ok(v) if !v.trim().is_empty() => v
                 .split(',')
                 .filter(|s| !s.trim().is_empty())
                 .map(|s| {
                     Strike::parse(s).ok_or_else(|| {
-                        anyhow!("{NEMESIS_VAR}={v:?}: unknown nemesis {s:?}; expected kill, pause, cut, close, restart")
+                        anyhow!("{NEMESIS_VAR}={v:?}: unknown nemesis {s:?}; expected {}", Strike::NAMES)
                     })
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?,
+            _ if cluster => CLUSTER_CYCLE.to_vec(),
             _ => DEFAULT_CYCLE.to_vec(),
         };
         let seed = match std::env::var(SEED_VAR) {

@@ -1,6 +1,6 @@
 //! The soak's last step: heal (every gateway ready, drain and watch until every ok operation
 //! arrived and nothing new came for a quiet window), check the history, and write the summary to
-//! `<reports>/<broker>/soak.json`.
+//! `<reports>/<broker>/soak.json`, the gateways' logs beside it in `soak-logs/`.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -15,6 +15,7 @@ use crate::world::FleetWorld;
 
 use super::check::{Arrivals, check, unknown_by_nemesis, unknown_line};
 use super::history::{Seen, record_poll};
+use super::nodes::cluster_profile;
 
 /// `<reports>/<broker>/soak.json`, where the runner writes `cucumber.json` (steps/main.rs).
 fn summary_path(w: &FleetWorld) -> anyhow::Result<std::path::PathBuf> {
@@ -80,6 +81,19 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
     summary["brokerVersion"] = json!(w.suite()?.broker.version());
     summary["scenarioDir"] = json!(w.dir.display().to_string());
     summary["config"]["injectBoundMs"] = json!(w.inject_bound().as_millis() as u64);
+    let suite = w.suite()?;
+    if suite.broker.is_cluster() {
+        summary["cluster"] = json!({
+            "nodes": suite.broker.node_count(),
+            "gatewaysRunClusterProfile": cluster_profile(&suite),
+            "linksOnePerNode": w.soak.links.len(),
+            "wholeAtEnd": match &w.soak.whole_at_end {
+                Some(Ok(())) => json!(true),
+                Some(Err(e)) => json!(e),
+                None => json!(null),
+            },
+        });
+    }
     // The gateways' reconnect backoff caps at 10 s: a strike's unknowns may come that long after it.
     // `inject_bound` is already stretched: the step that set it scaled it.
     summary["unknownByNemesis"] = unknown_by_nemesis(&w.soak, w.inject_bound(), scaled(Duration::from_secs(10)));
@@ -90,6 +104,17 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     std::fs::write(&path, format!("{pretty}\n")).with_context(|| format!("writing {}", path.display()))?;
+    // The gateways' logs beside it (the scenario's dir goes when it passes): a soak's unknowns
+    // and strikes are read against them.
+    if let Some(dir) = path.parent().map(|d| d.join("soak-logs")) {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (host, h) in &w.hosts {
+            let to = dir.join(format!("gateway-{host}.log"));
+            std::fs::copy(h.gateway.log_path(), &to)
+                .with_context(|| format!("copying {} to {}", h.gateway.log_path().display(), to.display()))?;
+        }
+    }
     println!("{pretty}");
     println!("{} (summary: {})", verdict.line, path.display());
     anyhow::ensure!(
@@ -102,6 +127,20 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
         summary["failedButDelivered"],
         path.display(),
         w.dir.display(),
+    );
+    if let Some(Err(e)) = &w.soak.whole_at_end {
+        anyhow::bail!("the cluster was not whole again once the nemesis was over: {e}");
+    }
+    // A cluster run whose node strikes all missed says nothing about node loss (CLU-5).
+    let node_strikes_on = w.soak.config.as_ref().is_some_and(|c| {
+        c.cycle
+            .iter()
+            .any(|s| s.is_node() && !w.soak.off.contains_key(s.name()))
+    });
+    anyhow::ensure!(
+        !node_strikes_on || w.soak.events.iter().any(|e| e.strike.is_node() && e.done),
+        "node strikes were in the nemesis cycle and none took its node away and brought it back: {}",
+        verdict.line
     );
     anyhow::ensure!(
         summary["provesSomething"] == true,

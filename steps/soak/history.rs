@@ -98,6 +98,11 @@ pub struct SoakState {
     pub(super) polls_unknown: usize,
     /// The life of the main's gateway: bumped whenever the nemesis restarts it.
     pub(super) main_life: Arc<AtomicU32>,
+    /// On a cluster: one cuttable link per node ([`super::nodes`]); a single node's is the
+    /// world's `link`.
+    pub(super) links: Vec<fleet_conformance::proxy::Proxy>,
+    /// On a cluster: whether it was whole again once the strikes were over (else why not).
+    pub(super) whole_at_end: Option<Result<(), String>>,
 }
 
 pub(super) fn classify_send(v: &anyhow::Result<Value>) -> (Seen, String) {

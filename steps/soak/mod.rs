@@ -1,6 +1,9 @@
 //! The soak run (`@soak`, only with `FLEET_E2E_SOAK=1`): briefs and replies across three hosts
 //! while a nemesis kills, freezes and cuts gateways, closes their broker connections and restarts
-//! the broker, then a Jepsen-style history check.
+//! the broker, then a Jepsen-style history check. On a cluster whose gateways run the cluster
+//! profile (SPEC §16) the nemesis also strikes nodes one at a time — kills one and starts it
+//! again, kills the main's inbox leader, cuts one off and heals it (container provider) — and the
+//! run ends on a whole cluster ([`nodes`]).
 //!
 //! **History.** Every operation (`bridge_send` of a brief, `bridge_reply` of a worker, and the
 //! main's `bridge_poll` drains) is recorded as the caller saw it:
@@ -32,19 +35,22 @@
 //!
 //! Knobs ([`config`]): `FLEET_SOAK_OPS` (operations in all, split evenly into briefs and replies
 //! over the two workers; default: what the feature says), `FLEET_SOAK_NEMESIS` (the nemesis
-//! cycle, a comma list of `kill`, `pause`, `cut`, `close`, `restart`; default
-//! [`config::DEFAULT_CYCLE`]), `FLEET_SOAK_SEED` (the seed of the nemesis' random picks; printed).
+//! cycle, a comma list of `kill`, `pause`, `cut`, `close`, `restart`, `node-kill`,
+//! `leader-kill`, `partition`; default [`config::DEFAULT_CYCLE`], on a cluster
+//! [`config::CLUSTER_CYCLE`]), `FLEET_SOAK_SEED` (the seed of the nemesis' random picks; printed).
 //!
 //! The parts, one file each: [`config`] (the knobs), [`nemesis`] (its strikes, its random picks
-//! and the clock that paces the operations), [`history`] (what the callers saw, and the state the
-//! steps keep), [`run`] (the steps that set up and run the soak), [`check`] (the history checker,
-//! a pure function) and [`heal`] (the last step: heal, check, write the summary).
+//! and the clock that paces the operations), [`nodes`] (a cluster's links and node strikes),
+//! [`history`] (what the callers saw, and the state the steps keep), [`run`] (the steps that set
+//! up and run the soak), [`check`] (the history checker, a pure function) and [`heal`] (the last
+//! step: heal, check, write the summary).
 
 mod check;
 mod config;
 mod heal;
 mod history;
 mod nemesis;
+mod nodes;
 mod run;
 
 pub use history::SoakState;

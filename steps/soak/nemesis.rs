@@ -15,18 +15,39 @@ pub(super) enum Strike {
     Cut,
     /// Close one random connection of the scenario's vhost from the broker side (management API).
     Close,
-    /// Restart the broker on its data (process and container providers).
+    /// Restart the broker on its data (process and container providers; on a cluster every node,
+    /// together).
     BrokerRestart,
+    /// Cluster only: SIGKILL one node (one that holds a gateway connection, else any; seeded),
+    /// keep it down for a period while operations flow on the other two, start it again and wait
+    /// until the cluster is whole (never two nodes down: a quorum needs 2 of 3).
+    NodeKill,
+    /// Cluster only: the same with the node leading the main's inbox (its quorum queue's leader).
+    LeaderKill,
+    /// Cluster on the container provider only: cut one node off the others' network (seeded, as
+    /// `NodeKill` picks), keep it cut off for a period, heal it and wait until the cluster is whole.
+    Partition,
 }
 
 impl Strike {
-    pub(super) const ALL: [Strike; 5] = [
+    pub(super) const ALL: [Strike; 8] = [
         Strike::Kill,
         Strike::Pause,
         Strike::Cut,
         Strike::Close,
         Strike::BrokerRestart,
+        Strike::NodeKill,
+        Strike::LeaderKill,
+        Strike::Partition,
     ];
+
+    /// The names `FLEET_SOAK_NEMESIS` takes, for its error message.
+    pub(super) const NAMES: &'static str = "kill, pause, cut, close, restart, node-kill, leader-kill, partition";
+
+    /// Whether it strikes one node of a cluster.
+    pub(super) fn is_node(self) -> bool {
+        matches!(self, Strike::NodeKill | Strike::LeaderKill | Strike::Partition)
+    }
 
     pub(super) fn name(self) -> &'static str {
         match self {
@@ -35,6 +56,9 @@ impl Strike {
             Strike::Cut => "link_cut",
             Strike::Close => "connection_close",
             Strike::BrokerRestart => "broker_restart",
+            Strike::NodeKill => "node_kill_restart",
+            Strike::LeaderKill => "leader_kill_restart",
+            Strike::Partition => "node_partition_heal",
         }
     }
 
@@ -45,6 +69,9 @@ impl Strike {
             "cut" => Some(Strike::Cut),
             "close" => Some(Strike::Close),
             "restart" | "broker" => Some(Strike::BrokerRestart),
+            "node-kill" | "node_kill" | "node" => Some(Strike::NodeKill),
+            "leader-kill" | "leader_kill" | "leader" => Some(Strike::LeaderKill),
+            "partition" => Some(Strike::Partition),
             _ => None,
         }
     }

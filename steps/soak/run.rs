@@ -19,6 +19,7 @@ use crate::world::FleetWorld;
 use super::config::{NEMESIS_VAR, OPS_VAR, SEED_VAR, SoakConfig, op_counts};
 use super::history::{Op, Seen, classify_reply, classify_send, record_poll};
 use super::nemesis::{Event, NemesisClock, Rng, Strike};
+use super::nodes::{cluster_profile, cut_links, node_strike_off, strike_node};
 
 /// Replies `texts` from one worker, each once, paced by its briefs: reply `k` waits until the
 /// worker's briefs are `k/r` done (so replies run through the whole nemesis, not in its first
@@ -64,12 +65,23 @@ async fn reply_paced(
     out
 }
 
-#[given("a broker the soak's nemesis may restart")]
+/// The step that lets the nemesis break every connection into the broker: a broker restart (where
+/// the provider can) or, on a cluster whose gateways run the cluster profile, a node strike. Either
+/// would break other scenarios' connections too, so the scenario takes the broker (the cluster)
+/// to itself; a scenario that strikes nodes has the cluster made whole again at its cleanup
+/// ([`crate::cluster::ClusterState::exclusive`]) as well as at its end.
+#[given("a broker the soak's nemesis may restart and strike node by node")]
 async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
-    let config = SoakConfig::from_env()?;
     let suite = w.suite()?;
-    if w.vhost.is_none() && config.cycle.contains(&Strike::BrokerRestart) && suite.broker.cannot_restart().is_none() {
-        // A restart breaks every connection into the broker: this scenario takes it alone.
+    let config = SoakConfig::from_env(cluster_profile(&suite))?;
+    let restarts = config.cycle.contains(&Strike::BrokerRestart) && suite.broker.cannot_restart().is_none();
+    let strikes_nodes = config
+        .cycle
+        .iter()
+        .any(|s| s.is_node() && node_strike_off(&suite, *s).is_none());
+    if w.vhost.is_none() && (restarts || strikes_nodes) {
+        // A restart or a node strike breaks every connection into the broker (into that node):
+        // this scenario takes it alone.
         w.vhost = Some(
             suite
                 .broker
@@ -78,6 +90,8 @@ async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
                 .context("taking the broker for this scenario alone")?,
         );
         w.soak.exclusive = true;
+        // The cleanup makes the cluster whole again, whatever the scenario's end.
+        w.cluster.exclusive |= strikes_nodes;
     }
     w.vhost().await?;
     w.soak.config = Some(config);
@@ -96,17 +110,17 @@ async fn soak(
     r: usize,
     every: u64,
 ) -> anyhow::Result<()> {
+    let suite = w.suite()?;
     let config = match w.soak.config.clone() {
         Some(c) => c,
-        None => SoakConfig::from_env()?,
+        None => SoakConfig::from_env(cluster_profile(&suite))?,
     };
     let (n, r) = op_counts(n, r)?;
-    let suite = w.suite()?;
     let vhost = w.vhost().await?;
     let every = scaled(Duration::from_millis(every));
     // Which strikes of the cycle can happen here.
     let mut off = BTreeMap::new();
-    if w.link.is_none() {
+    if w.link.is_none() && w.soak.links.is_empty() {
         off.insert(
             Strike::Cut.name(),
             "the scenario has no cuttable link between gateways and broker".to_string(),
@@ -119,8 +133,21 @@ async fn soak(
     } else if !w.soak.exclusive {
         off.insert(
             Strike::BrokerRestart.name(),
-            "the scenario does not have the broker to itself (its Background lacks \"a broker the soak's nemesis may restart\")".to_string(),
+            "the scenario does not have the broker to itself (its Background lacks \"a broker the soak's nemesis may restart and strike node by node\")".to_string(),
         );
+    }
+    for s in Strike::ALL
+        .into_iter()
+        .filter(|s| s.is_node() && config.cycle.contains(s))
+    {
+        if let Some(why) = node_strike_off(&suite, s) {
+            off.insert(s.name(), why);
+        } else if !w.soak.exclusive {
+            off.insert(
+                s.name(),
+                "the scenario does not have the cluster to itself (its Background lacks \"a broker the soak's nemesis may restart and strike node by node\")".to_string(),
+            );
+        }
     }
     for s in Strike::ALL {
         if !config.cycle.contains(&s) {
@@ -282,11 +309,8 @@ async fn soak(
                     (a, b) => (host, false, format!("SIGSTOP: {a:?}, SIGCONT: {b:?}")),
                 }
             }
-            Strike::Cut => match &w.link {
-                Some(link) => {
-                    let n = link.cut();
-                    ("link".to_string(), n > 0, format!("{n} connections cut"))
-                }
+            Strike::Cut => match cut_links(w) {
+                Some(n) => ("link".to_string(), n > 0, format!("{n} connections cut")),
                 None => ("link".to_string(), false, "no link".to_string()),
             },
             Strike::Close => match suite.broker.management().connections(&vhost).await {
@@ -305,6 +329,9 @@ async fn soak(
                 Ok(took) => ("broker".to_string(), true, format!("back in {took:.1?}")),
                 Err(e) => ("broker".to_string(), false, format!("restart failed: {e}")),
             },
+            Strike::NodeKill | Strike::LeaderKill | Strike::Partition => {
+                strike_node(w, strike, &mut rng, every, &main).await
+            }
         };
         let took = t0.elapsed();
         println!(
@@ -324,6 +351,11 @@ async fn soak(
         next = tokio::time::Instant::now() + every;
     }
     let _ = stop_tx.send(true);
+    if cluster_profile(&suite) {
+        // The run ends on a whole cluster (the last node strike ended so; a strike that could
+        // not bring its node back left it to here), checked by the last step.
+        w.soak.whole_at_end = Some(suite.broker.ensure_whole().await.map_err(|e| e.to_string()));
+    }
     let (drains, polls_ok, polls_unknown) = drainer.await?;
     w.soak.drains = drains;
     w.soak.polls_ok = polls_ok;
