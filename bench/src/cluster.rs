@@ -131,6 +131,10 @@ pub struct Kill {
     pub restart_ms: f64,
     /// Why it was not ready, when it was not.
     pub not_ready: Option<String>,
+    /// Each gateway's states from the kill on, e.g. `/readyz 200 on [1]` (still on the killed
+    /// node) → `/readyz 503 no connection` → `ready on [2]`: where a slow kill's time went.
+    #[serde(default)]
+    pub phases: BTreeMap<String, Vec<Phase>>,
 }
 
 /// Every kill, and the CLU-5(c) bound they are judged against.
@@ -497,7 +501,7 @@ async fn nodes_of(broker: &Broker, vhost: &str, user: &str) -> anyhow::Result<Ve
 }
 
 /// One look at every gateway: ready (`/readyz` 200) with connections listed, none on `dead`. Per
-/// host: `Ok(nodes)` when so, else why not.
+/// host: `Ok(nodes)` when so, else what it looked like (a short state, e.g. `/readyz 503 on [1]`).
 async fn look(
     broker: &Broker,
     vhost: &str,
@@ -510,20 +514,20 @@ async fn look(
         let verdict = async {
             let (user, _) = logins.get(host).ok_or_else(|| format!("no login for {host}"))?;
             let gateway = &fleet.host(host).map_err(|e| e.to_string())?.gateway;
-            let status = gateway
-                .get("/readyz")
+            let status = match gateway.get("/readyz").await {
+                Ok((s, _)) => s.to_string(),
+                Err(_) => "no answer".to_string(),
+            };
+            let nodes = nodes_of(broker, vhost, user)
                 .await
-                .map(|(s, _)| s)
-                .map_err(|e| e.to_string())?;
-            let nodes = nodes_of(broker, vhost, user).await.map_err(|e| format!("{e:#}"))?;
-            if status != 200 {
-                return Err(format!("/readyz {status}, connections on nodes {nodes:?}"));
-            }
-            if nodes.is_empty() {
-                return Err("no connection listed".to_string());
-            }
-            if dead.is_some_and(|d| nodes.contains(&d)) {
-                return Err(format!("connections still on the killed node: {nodes:?}"));
+                .map_err(|e| format!("/readyz {status}; connection list: {e:#}"))?;
+            let on = if nodes.is_empty() {
+                "no connection".to_string()
+            } else {
+                format!("on {nodes:?}")
+            };
+            if status != "200" || nodes.is_empty() || dead.is_some_and(|d| nodes.contains(&d)) {
+                return Err(format!("/readyz {status} {on}"));
             }
             Ok(nodes)
         };
@@ -532,9 +536,24 @@ async fn look(
     out
 }
 
+/// A gateway's state from some time after the kill on (ms), as [`look`] saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub at_ms: f64,
+    pub state: String,
+}
+
+/// What [`until_ready`] saw until every gateway was ready.
+struct Readiness {
+    all_ms: f64,
+    per_host_ms: BTreeMap<String, f64>,
+    nodes: BTreeMap<String, Vec<usize>>,
+    phases: BTreeMap<String, Vec<Phase>>,
+}
+
 /// Waits until every gateway is ready on live nodes (none on `dead`), looking every [`POLL`]
-/// from `since`. `Ok((all ready ms, per host first-ready ms, nodes))`, or `Err(why not)` once
-/// `wait` has passed.
+/// from `since`, and records each gateway's changes of state on the way. `Err` (what each
+/// gateway looked like, and the phases) once `wait` has passed.
 async fn until_ready(
     broker: &Broker,
     vhost: &str,
@@ -543,14 +562,23 @@ async fn until_ready(
     dead: Option<usize>,
     since: Instant,
     wait: Duration,
-) -> Result<(f64, BTreeMap<String, f64>, BTreeMap<String, Vec<usize>>), String> {
+) -> Result<Readiness, (String, BTreeMap<String, Vec<Phase>>)> {
     let mut first: BTreeMap<String, f64> = BTreeMap::new();
+    let mut phases: BTreeMap<String, Vec<Phase>> = BTreeMap::new();
     loop {
         let seen = look(broker, vhost, fleet, logins, dead).await;
-        let at = since.elapsed().as_secs_f64() * 1e3;
+        let at_ms = since.elapsed().as_secs_f64() * 1e3;
         for (host, v) in &seen {
+            let state = match v {
+                Ok(nodes) => format!("ready on {nodes:?}"),
+                Err(e) => e.clone(),
+            };
+            let p = phases.entry(host.clone()).or_default();
+            if p.last().is_none_or(|l| l.state != state) {
+                p.push(Phase { at_ms, state });
+            }
             if v.is_ok() {
-                first.entry(host.clone()).or_insert(at);
+                first.entry(host.clone()).or_insert(at_ms);
             }
         }
         let why: Vec<String> = seen
@@ -558,11 +586,15 @@ async fn until_ready(
             .filter_map(|(h, v)| v.as_ref().err().map(|e| format!("{h}: {e}")))
             .collect();
         if why.is_empty() {
-            let nodes = seen.into_iter().filter_map(|(h, v)| Some((h, v.ok()?))).collect();
-            return Ok((at, first, nodes));
+            return Ok(Readiness {
+                all_ms: at_ms,
+                per_host_ms: first,
+                nodes: seen.into_iter().filter_map(|(h, v)| Some((h, v.ok()?))).collect(),
+                phases,
+            });
         }
         if since.elapsed() > wait {
-            return Err(why.join("; "));
+            return Err((why.join("; "), phases));
         }
         tokio::time::sleep(POLL).await;
     }
@@ -584,7 +616,7 @@ async fn kill_to_ready(
     let mut kills = Vec::with_capacity(cs.kills);
     until_ready(broker, vhost, fleet, logins, None, Instant::now(), wait)
         .await
-        .map_err(|why| anyhow!("the gateways were not ready on the cluster before the first kill: {why}"))?;
+        .map_err(|(why, _)| anyhow!("the gateways were not ready on the cluster before the first kill: {why}"))?;
     for i in 0..cs.kills {
         let host = HOSTS[i % HOSTS.len()];
         let (user, _) = logins
@@ -630,14 +662,19 @@ async fn kill_to_ready(
             kill_seen_ms: kill_seen.as_secs_f64() * 1e3,
             restart_ms: restart.as_secs_f64() * 1e3,
             not_ready: None,
+            phases: BTreeMap::new(),
         };
         match ready {
-            Ok((ms, per_host, nodes)) => {
-                kill.ready_ms = Some(ms);
-                kill.per_host_ms = per_host;
-                kill.nodes_after = nodes;
+            Ok(r) => {
+                kill.ready_ms = Some(r.all_ms);
+                kill.per_host_ms = r.per_host_ms;
+                kill.nodes_after = r.nodes;
+                kill.phases = r.phases;
             }
-            Err(why) => kill.not_ready = Some(why),
+            Err((why, phases)) => {
+                kill.not_ready = Some(why);
+                kill.phases = phases;
+            }
         }
         eprintln!(
             "fleet-bench: kill {}/{}: node {node} ({host}'s) → {}; node back in {:.1} s",
@@ -651,7 +688,7 @@ async fn kill_to_ready(
         // Everyone ready again (a gateway that was not may come back once its node is).
         until_ready(broker, vhost, fleet, logins, None, Instant::now(), wait)
             .await
-            .map_err(|why| anyhow!("the gateways were not ready again after node {node} came back: {why}"))?;
+            .map_err(|(why, _)| anyhow!("the gateways were not ready again after node {node} came back: {why}"))?;
     }
     let wait_ms = wait.as_secs_f64() * 1e3;
     let (median_ms, worst_ms) = summary(&kills, wait_ms);
@@ -838,15 +875,41 @@ fn kill_lines(k: &KillToReady) -> Vec<String> {
             mean / 1e3
         ));
     }
+    let slowest = k
+        .kills
+        .iter()
+        .filter(|x| x.ready_ms.is_some())
+        .max_by(|a, b| a.ready_ms.unwrap_or(0.0).total_cmp(&b.ready_ms.unwrap_or(0.0)));
+    if let Some(x) = slowest {
+        out.push(format!(
+            "    slowest, node {} ({:.0} ms), states from the kill (ms): {}",
+            x.node,
+            x.ready_ms.unwrap_or(f64::NAN),
+            phases_text(&x.phases)
+        ));
+    }
     for x in k.kills.iter().filter(|x| x.not_ready.is_some()) {
         out.push(format!(
-            "  !!! node {} killed: not ready within {:.0} ms: {}",
+            "  !!! node {} killed: not ready within {:.0} ms: {}; states: {}",
             x.node,
             k.wait_ms,
-            x.not_ready.as_deref().unwrap_or("-")
+            x.not_ready.as_deref().unwrap_or("-"),
+            phases_text(&x.phases)
         ));
     }
     out
+}
+
+/// `a: /readyz 200 on [1] @0 → ready on [2] @803; b: …`
+fn phases_text(phases: &BTreeMap<String, Vec<Phase>>) -> String {
+    phases
+        .iter()
+        .map(|(host, ps)| {
+            let steps: Vec<String> = ps.iter().map(|p| format!("{} @{:.0}", p.state, p.at_ms)).collect();
+            format!("{host}: {}", steps.join(" → "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
@@ -952,6 +1015,19 @@ mod tests {
             kill_seen_ms: 5.0,
             restart_ms: 9_000.0,
             not_ready: ready_ms.is_none().then(|| "a: /readyz 503".to_string()),
+            phases: BTreeMap::from([(
+                "a".to_string(),
+                vec![
+                    Phase {
+                        at_ms: 0.0,
+                        state: "/readyz 200 on [1]".into(),
+                    },
+                    Phase {
+                        at_ms: 120.0,
+                        state: "/readyz 503 no connection".into(),
+                    },
+                ],
+            )]),
         }
     }
 
@@ -997,6 +1073,13 @@ mod tests {
         assert!(text.contains("n1(a) 1500 · n1(a) NOT READY"), "{text}");
         assert!(
             text.contains("!!! node 1 killed: not ready within 60000 ms: a: /readyz 503"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "slowest, node 1 (1500 ms), states from the kill (ms): a: /readyz 200 on [1] @0 → /readyz 503 no \
+                 connection @120"
+            ),
             "{text}"
         );
         assert_eq!(r.cluster().map(|c| c.nodes), Some(3));
