@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::raw::QueueKind;
 use super::sim_fleet::{self, Form};
-use super::{Options, SECTIONS, default_baseline, migration, paths, raw, scale};
+use super::{Options, SECTIONS, cluster, default_baseline, migration, paths, raw, scale};
 
 /// Gateway paths against the raw broker, in one run: ratios, where the time goes, footprint.
 #[derive(Debug, clap::Parser)]
@@ -123,6 +124,57 @@ pub struct BenchCli {
     /// the real gateways [default: all].
     #[arg(long, value_name = "K", requires = "fleet")]
     pub fleet_verifying_hosts: Option<usize>,
+    /// The cluster profile (SPEC §16): the forward and pull paths and the raw envelope echo on a
+    /// single node (--broker) and on a cluster (--cluster-broker) with quorum queues, as ratios,
+    /// then node kill → every gateway ready again (CLU-5(c)). Alone, it runs only this; with
+    /// --only/--skip, those sections too. The path counts are --briefs, --replies, --echo-rounds.
+    #[arg(long)]
+    pub cluster: bool,
+    /// The cluster of --cluster.
+    #[arg(
+        long,
+        env = "FLEET_BENCH_CLUSTER_BROKER",
+        default_value = "process:rabbitmq-cluster",
+        value_name = "SPEC"
+    )]
+    pub cluster_broker: String,
+    /// The single-node runs --cluster compares with, in order: quorum (replication alone),
+    /// classic (today's fleets), both, or none.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "quorum,classic",
+        value_name = "LIST",
+        requires = "cluster"
+    )]
+    pub cluster_single_types: Vec<String>,
+    /// Node kills timed by --cluster (0: none) [default: 10; --quick 3].
+    #[arg(long, value_name = "N", requires = "cluster")]
+    pub kills: Option<usize>,
+    /// FLEET_AMQP_HEARTBEAT_S of every --cluster gateway: with --heartbeat-ms, CLU-5(c)'s bound.
+    #[arg(long, default_value_t = 10, value_name = "S")]
+    pub amqp_heartbeat_s: u64,
+}
+
+/// `quorum` / `classic` (or `none`) as queue kinds.
+fn queue_kinds(named: &[String]) -> Result<Vec<QueueKind>, String> {
+    let mut out = Vec::new();
+    for n in named.iter().map(|n| n.trim().to_ascii_lowercase()) {
+        let kind = match n.as_str() {
+            "quorum" => QueueKind::Quorum,
+            "classic" => QueueKind::Classic,
+            "none" | "" => continue,
+            other => {
+                return Err(format!(
+                    "--cluster-single-types: unknown queue type {other:?}; quorum, classic or none"
+                ));
+            }
+        };
+        if !out.contains(&kind) {
+            out.push(kind);
+        }
+    }
+    Ok(out)
 }
 
 fn sections(flag: &str, named: &[String]) -> Result<BTreeSet<String>, String> {
@@ -146,7 +198,7 @@ impl BenchCli {
             return Err("--size must be at least 64 bytes (timestamps ride in the body)".into());
         }
         let mut chosen: BTreeSet<String> = SECTIONS.iter().map(|s| s.to_string()).collect();
-        if self.fleet && self.only.is_none() && self.skip.is_none() {
+        if (self.fleet || self.cluster) && self.only.is_none() && self.skip.is_none() {
             chosen.clear();
         }
         if let Some(only) = &self.only {
@@ -178,7 +230,22 @@ impl BenchCli {
         } else {
             None
         };
+        let cluster = if self.cluster {
+            if self.amqp_heartbeat_s == 0 {
+                return Err("--amqp-heartbeat-s must be at least 1".into());
+            }
+            Some(cluster::ClusterSettings {
+                cluster_broker: self.cluster_broker.clone(),
+                single_broker: self.broker.clone(),
+                single_kinds: queue_kinds(&self.cluster_single_types)?,
+                kills: self.kills.unwrap_or(q(3, 10)),
+                amqp_heartbeat_s: self.amqp_heartbeat_s,
+            })
+        } else {
+            None
+        };
         Ok(Options {
+            cluster,
             broker: self.broker,
             gateway_cmd: self
                 .gateway_cmd
@@ -283,5 +350,33 @@ mod tests {
         assert!(parse_args(&["--fleet", "--fleet-form", "nope"]).is_err());
         assert!(parse_args(&["--fleet", "--fleet-hosts", "2"]).is_err());
         assert!(parse_args(&[]).expect("valid").fleet.is_none());
+    }
+
+    #[test]
+    fn cluster_alone_runs_only_the_cluster_against_both_single_node_types() {
+        let o = parse_args(&["--cluster", "--broker", "container:rabbitmq"]).expect("valid");
+        assert!(o.sections.is_empty(), "{:?}", o.sections);
+        let c = o.cluster.expect("cluster asked for");
+        assert_eq!(c.cluster_broker, "process:rabbitmq-cluster");
+        assert_eq!(c.single_broker, "container:rabbitmq");
+        assert_eq!(c.single_kinds, vec![QueueKind::Quorum, QueueKind::Classic]);
+        assert_eq!((c.kills, c.amqp_heartbeat_s), (10, 10));
+        let o = parse_args(&[
+            "--cluster",
+            "--quick",
+            "--cluster-single-types",
+            "classic",
+            "--only",
+            "raw",
+        ])
+        .expect("valid");
+        assert!(o.sections.contains("raw"));
+        let c = o.cluster.expect("cluster");
+        assert_eq!((c.single_kinds, c.kills), (vec![QueueKind::Classic], 3));
+        let none = parse_args(&["--cluster", "--cluster-single-types", "none", "--kills", "0"]).expect("valid");
+        assert!(none.cluster.is_some_and(|c| c.single_kinds.is_empty() && c.kills == 0));
+        assert!(parse_args(&["--cluster", "--cluster-single-types", "stream"]).is_err());
+        assert!(parse_args(&["--kills", "3"]).is_err(), "--kills needs --cluster");
+        assert!(parse_args(&[]).expect("valid").cluster.is_none());
     }
 }

@@ -33,7 +33,7 @@ pub fn cpu() -> CpuSpent {
     }
 }
 
-fn echo(round_trips_per_s: f64) -> EchoResult {
+pub fn echo(round_trips_per_s: f64) -> EchoResult {
     EchoResult {
         flows: 8,
         round_trips: 100,

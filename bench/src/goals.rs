@@ -143,6 +143,10 @@ pub struct Goals {
     /// ran; `Some(0)` when none did.
     #[serde(default)]
     pub fleet_per_entity_largest_keeping_up: Option<usize>,
+    /// `--cluster`: the worst kill-to-ready over the node kills, ms, against CLU-5(c)'s bound
+    /// (2H + 2 AMQP heartbeats of the run); a kill never ready counts as the wait.
+    #[serde(default)]
+    pub cluster_kill_to_ready_worst_ms: Option<Goal>,
 }
 
 /// The smallest level with at least `entities`.
@@ -213,7 +217,9 @@ impl Goals {
                     && r.heartbeat_ms == GOAL_FLEET_HEARTBEAT_MS
             })
         });
+        let kills = sections.cluster.as_ref().and_then(|c| c.kill_to_ready.as_ref());
         Goals {
+            cluster_kill_to_ready_worst_ms: kills.and_then(|k| Some(Goal::at_most(k.worst_ms?, k.bound_ms))),
             fleet_batched_gateway_cpu_pct: batched.and_then(|r| {
                 let m = &r.measured;
                 let worst = m.gateway_a_cpu_pct?.max(m.gateway_b_cpu_pct?);
@@ -376,6 +382,36 @@ mod tests {
             p.heartbeat_rounds = 0;
         }
         assert_eq!(Goals::of(&s, &Ratios::of(&s)).heartbeat_round_ms, None);
+    }
+
+    #[test]
+    fn the_worst_kill_to_ready_is_judged_against_the_clu5_bound() {
+        use crate::cluster::{ClusterResult, KillToReady};
+        let at = |worst_ms: Option<f64>| {
+            let s = Sections {
+                cluster: Some(ClusterResult {
+                    heartbeat_ms: 5_000,
+                    amqp_heartbeat_s: 10,
+                    sides: vec![],
+                    costs: vec![],
+                    kill_to_ready: Some(KillToReady {
+                        heartbeat_ms: 5_000,
+                        amqp_heartbeat_s: 10,
+                        bound_ms: 30_000.0,
+                        wait_ms: 60_000.0,
+                        kills: vec![],
+                        median_ms: worst_ms,
+                        worst_ms,
+                    }),
+                }),
+                ..Sections::default()
+            };
+            Goals::of(&s, &Ratios::of(&s)).cluster_kill_to_ready_worst_ms
+        };
+        let met = at(Some(4_000.0)).expect("kills ran");
+        assert!(met.met && met.goal == 30_000.0 && met.bound == Bound::AtMost, "{met:?}");
+        assert!(!at(Some(30_001.0)).expect("kills ran").met);
+        assert_eq!(at(None), None, "no kill, nothing judged");
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //! - [`paths`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
 //! - [`presence`] — roster convergence after a gateway start
 //! - [`scale`] — gateway RSS, CPU and heartbeat rounds with 1, 100, 1000 (… 10,000) local entities
+//! - [`cluster`] — `--cluster`: the paths and the raw envelope echo on a single node and on a
+//!   3-node cluster with quorum queues (replication's cost, measured), and node kill → gateways
+//!   ready again (CLU-5(c))
 //! - [`sim_fleet`] — `--fleet`: N simulated hosts (own keys, own roster queues, verifying) with two
 //!   real gateways among them; deliveries, CPU, RSS and a new host's convergence beside the model
 //! - [`presence_model`] — from the scale run's per-message costs, presence priced for fleets of
@@ -29,6 +32,7 @@
 //! This file only runs the sections in order and hands their results to [`report::Report`].
 
 pub mod cli;
+pub mod cluster;
 pub mod decomposition;
 #[cfg(test)]
 mod fixtures;
@@ -87,6 +91,9 @@ pub struct Options {
     pub profile: bool,
     /// `--fleet`: the simulated fleet's runs ([`sim_fleet`]); `None` when not asked for.
     pub fleet: Option<sim_fleet::FleetSettings>,
+    /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
+    /// asked for.
+    pub cluster: Option<cluster::ClusterSettings>,
 }
 
 /// The baseline in this repository: `fixtures/bench/baseline.json`.
@@ -100,20 +107,41 @@ pub const SECTIONS: [&str; 6] = ["raw", "forward", "pull", "presence", "scale", 
 /// Runs the selected sections and returns the report (also written to `opts.out`).
 pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     let load_before = stats::load_average();
-    let spec = BrokerSpec::parse(&opts.broker)?;
-    eprintln!("fleet-bench: starting broker {} …", spec.label());
-    let broker = Broker::start(&spec)
-        .await
-        .with_context(|| format!("starting broker {}", spec.label()))?;
-    let info = BrokerInfo {
-        spec: broker.spec().label(),
-        version: broker.version().to_string(),
+    // `--cluster` alone starts its own brokers only.
+    let (mut info, mut sections) = if !opts.sections.is_empty() || opts.fleet.is_some() {
+        let spec = BrokerSpec::parse(&opts.broker)?;
+        eprintln!("fleet-bench: starting broker {} …", spec.label());
+        let broker = Broker::start(&spec)
+            .await
+            .with_context(|| format!("starting broker {}", spec.label()))?;
+        let info = BrokerInfo {
+            spec: broker.spec().label(),
+            version: broker.version().to_string(),
+        };
+        let result = run_on(&broker, opts).await;
+        if let Err(e) = broker.stop().await {
+            eprintln!("fleet-bench: could not stop the broker: {e}");
+        }
+        (Some(info), result?)
+    } else {
+        (None, Sections::default())
     };
-    let result = run_on(&broker, opts).await;
-    if let Err(e) = broker.stop().await {
-        eprintln!("fleet-bench: could not stop the broker: {e}");
+    if let Some(cs) = &opts.cluster {
+        let work = std::env::temp_dir().join(format!(
+            "fleet-bench-cluster-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        ));
+        let measured = cluster::run(cs, opts, &work).await;
+        if measured.is_ok() && !opts.keep {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        let measured = measured?;
+        if info.is_none() {
+            info = measured.cluster().map(|c| c.broker.clone());
+        }
+        sections.cluster = Some(measured);
     }
-    let sections = result?;
+    let info = info.ok_or_else(|| anyhow::anyhow!("nothing to run: no section, no --fleet, no --cluster"))?;
     let machine = Machine {
         cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         load_before,
@@ -236,10 +264,18 @@ fn others_shares(s: &Sections) -> Vec<(String, f64)> {
         ("pull", s.pull.as_ref().map(|p| &p.result.cpu)),
         ("migration", s.migration.as_ref().map(|m| &m.cpu)),
     ];
-    spent
+    let mut shares: Vec<(String, f64)> = spent
         .into_iter()
         .filter_map(|(name, cpu)| Some((name.to_string(), cpu?.others_share()?)))
-        .collect()
+        .collect();
+    for side in s.cluster.iter().flat_map(|c| &c.sides) {
+        for (path, cpu) in [("forward", &side.forward.cpu), ("pull", &side.pull.cpu)] {
+            if let Some(share) = cpu.others_share() {
+                shares.push((format!("{path} ({})", side.label), share));
+            }
+        }
+    }
+    shares
 }
 
 fn on(opts: &Options, section: &str) -> bool {

@@ -97,12 +97,43 @@ async fn confirm_channel(conn: &Connection) -> anyhow::Result<Channel> {
     Ok(ch)
 }
 
-async fn durable_queue(ch: &Channel, name: &str) -> anyhow::Result<()> {
+/// The type of every queue a raw run declares: classic (SPEC §1) or quorum, as gateways in the
+/// cluster profile declare their inboxes (SPEC §16, `FLEET_QUEUE_TYPE=quorum`), so a quorum
+/// gateway is compared with a broker doing the same replicated work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueKind {
+    #[default]
+    Classic,
+    Quorum,
+}
+
+impl QueueKind {
+    /// The value a gateway's `FLEET_QUEUE_TYPE` takes for this kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueKind::Classic => "classic",
+            QueueKind::Quorum => "quorum",
+        }
+    }
+
+    fn arguments(self) -> FieldTable {
+        let mut t = FieldTable::default();
+        if self == QueueKind::Quorum {
+            t.insert("x-queue-type".into(), AMQPValue::LongString(LongString::from("quorum")));
+        }
+        t
+    }
+}
+
+async fn durable_queue(ch: &Channel, name: &str, kind: QueueKind) -> anyhow::Result<()> {
     let opts = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()
     };
-    ch.queue_declare(name.into(), opts, FieldTable::default()).await?;
+    ch.queue_declare(name.into(), opts, kind.arguments())
+        .await
+        .with_context(|| format!("declaring the {} queue {name}", kind.as_str()))?;
     Ok(())
 }
 
@@ -246,6 +277,15 @@ async fn pipeline(
     Ok((done.duration_since(started), lat))
 }
 
+/// Where an echo runs: the origin's and the echoer's broker URLs (two nodes of a cluster, like
+/// two gateways; the same URL on a single node) and the type of its queues.
+#[derive(Debug, Clone, Copy)]
+pub struct EchoAt<'a> {
+    pub origin_url: &'a str,
+    pub echoer_url: &'a str,
+    pub kind: QueueKind,
+}
+
 /// What an echo run measured.
 struct Echoed {
     one_way: Vec<Duration>,
@@ -260,7 +300,7 @@ struct Echoed {
 /// has one consumer channel per queue and one shared confirm channel (like a gateway's inboxes
 /// and publisher), and handles each delivery in its own task (like an inject).
 async fn echo(
-    url: &str,
+    at: &EchoAt<'_>,
     wire: &Wire,
     tag: &str,
     flows: usize,
@@ -270,11 +310,14 @@ async fn echo(
 ) -> anyhow::Result<Echoed> {
     let base = Instant::now();
     let size = s.size.max(8);
-    let origin = connect(url).await?;
-    let echoer = connect(url).await?;
+    let origin = connect(at.origin_url).await?;
+    let echoer = connect(at.echoer_url).await?;
     let o_pub = confirm_channel(&origin).await?;
     let e_pub = confirm_channel(&echoer).await?;
     let admin = origin.create_channel().await?;
+    // Each side declares the queues it consumes, as a gateway declares its inboxes: on a cluster
+    // a quorum queue's leader is then on the node of the side that consumes it.
+    let e_admin = echoer.create_channel().await?;
     if let Wire::Envelope(x) = wire {
         let opts = ExchangeDeclareOptions {
             durable: true,
@@ -289,8 +332,8 @@ async fn echo(
     let mut echo_tasks = Vec::with_capacity(flows);
     for i in 0..flows {
         let (q_out, q_back) = (format!("bench.out.{tag}.{i}"), format!("bench.back.{tag}.{i}"));
-        durable_queue(&admin, &q_out).await?;
-        durable_queue(&admin, &q_back).await?;
+        durable_queue(&e_admin, &q_out, at.kind).await?;
+        durable_queue(&admin, &q_back, at.kind).await?;
         if let Wire::Envelope(x) = wire {
             for q in [&q_out, &q_back] {
                 admin
@@ -415,7 +458,7 @@ pub async fn run(amqp_url: &str, s: &RawSettings, cpu: &CpuProbe) -> anyhow::Res
     let ch = admin.create_channel().await?;
     let tag = uuid::Uuid::new_v4().simple().to_string();
     let q_main = format!("bench.raw.{tag}");
-    durable_queue(&ch, &q_main).await?;
+    durable_queue(&ch, &q_main, QueueKind::Classic).await?;
     let base = Instant::now();
     if s.warmup > 0 {
         pipeline(amqp_url, &q_main, s.warmup, s, base)
@@ -430,12 +473,17 @@ pub async fn run(amqp_url: &str, s: &RawSettings, cpu: &CpuProbe) -> anyhow::Res
         .await;
     let plain = Wire::Plain;
     let enveloped = Wire::Envelope(format!("bench.topic.{tag}"));
-    let single = echo(amqp_url, &plain, &format!("{tag}.1"), 1, s.rtt_samples, s, cpu).await?;
+    let at = EchoAt {
+        origin_url: amqp_url,
+        echoer_url: amqp_url,
+        kind: QueueKind::Classic,
+    };
+    let single = echo(&at, &plain, &format!("{tag}.1"), 1, s.rtt_samples, s, cpu).await?;
     let flows = s.echo_flows.max(1);
     let rounds = s.echo_rounds.div_ceil(flows);
-    let many = echo(amqp_url, &plain, &format!("{tag}.n"), flows, rounds, s, cpu).await?;
-    let env_single = echo(amqp_url, &enveloped, &format!("{tag}.e1"), 1, s.rtt_samples, s, cpu).await?;
-    let env_many = echo(amqp_url, &enveloped, &format!("{tag}.en"), flows, rounds, s, cpu).await?;
+    let many = echo(&at, &plain, &format!("{tag}.n"), flows, rounds, s, cpu).await?;
+    let env_single = echo(&at, &enveloped, &format!("{tag}.e1"), 1, s.rtt_samples, s, cpu).await?;
+    let env_many = echo(&at, &enveloped, &format!("{tag}.en"), flows, rounds, s, cpu).await?;
     let _ = admin.close(200, "done".into()).await;
     Ok(RawResult {
         messages: s.messages,
@@ -449,6 +497,22 @@ pub async fn run(amqp_url: &str, s: &RawSettings, cpu: &CpuProbe) -> anyhow::Res
         echo: EchoResult::of(flows, many, &single),
         echo_envelope: EchoResult::of(flows, env_many, &env_single),
     })
+}
+
+/// The envelope echo alone (one flow for the unloaded round trip, then `echo_flows` flows for the
+/// throughput) where `at` says: the raw floor of a gateway path on that broker and queue type.
+pub async fn envelope_echo(at: &EchoAt<'_>, s: &RawSettings, cpu: &CpuProbe) -> anyhow::Result<EchoResult> {
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let enveloped = Wire::Envelope(format!("bench.topic.{tag}"));
+    let single = echo(at, &enveloped, &format!("{tag}.e1"), 1, s.rtt_samples, s, cpu)
+        .await
+        .context("raw envelope echo, one flow")?;
+    let flows = s.echo_flows.max(1);
+    let rounds = s.echo_rounds.div_ceil(flows);
+    let many = echo(at, &enveloped, &format!("{tag}.en"), flows, rounds, s, cpu)
+        .await
+        .with_context(|| format!("raw envelope echo, {flows} flows"))?;
+    Ok(EchoResult::of(flows, many, &single))
 }
 
 impl EchoResult {

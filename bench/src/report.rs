@@ -153,6 +153,9 @@ pub struct Sections {
     /// `--fleet`: simulated hosts with two real gateways among them (`null` when not run).
     #[serde(default)]
     pub fleet: Option<crate::sim_fleet::FleetResult>,
+    /// `--cluster`: single node against a cluster, and kill-to-ready (left out when not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::ClusterResult>,
 }
 
 /// The forward path and where its time went inside the gateways.

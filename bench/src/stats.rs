@@ -201,8 +201,18 @@ impl CpuSpent {
 /// environment names the node `fleet-<our pid>-…` (the node name is passed as
 /// `RABBITMQ_NODENAME`, not on the command line).
 pub fn own_broker_pid() -> Option<u32> {
+    own_broker_pids().into_iter().next()
+}
+
+/// Every RabbitMQ node this process started and that runs now (a process cluster's three), by
+/// pid, ascending: see [`own_broker_pid`].
+pub fn own_broker_pids() -> Vec<u32> {
     let needle = format!("RABBITMQ_NODENAME=fleet-{}-", std::process::id());
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for entry in dir.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
@@ -216,10 +226,11 @@ pub fn own_broker_pid() -> Option<u32> {
             continue;
         };
         if env.split(|b| *b == 0).any(|v| v.starts_with(needle.as_bytes())) {
-            return Some(pid);
+            pids.push(pid);
         }
     }
-    None
+    pids.sort_unstable();
+    pids
 }
 
 /// The 1-minute load average.

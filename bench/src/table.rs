@@ -112,6 +112,9 @@ pub fn table(r: &Report) -> String {
     if let Some(f) = &s.fleet {
         t.lines(crate::sim_fleet::lines(f));
     }
+    if let Some(c) = &s.cluster {
+        t.lines(crate::cluster::lines(c));
+    }
     goal_rows(&mut t, r);
     if let Some(g) = &r.gate {
         t.lines(gate::lines(g));
@@ -566,6 +569,49 @@ fn goal_rows(t: &mut Table, r: &Report) {
                 if n == 0 { "none measured".to_string() } else { format!("{n} hosts") }
             ));
         }
+    }
+    cluster_goal_rows(t, r);
+}
+
+/// The cluster section's goal line and its replication ratios (not goals: the price is the
+/// broker's, printed to be read beside the gateway's share on each side).
+fn cluster_goal_rows(t: &mut Table, r: &Report) {
+    let g = r.goals.cluster_kill_to_ready_worst_ms.as_ref();
+    let k = r.sections.cluster.as_ref().and_then(|c| c.kill_to_ready.as_ref());
+    let name = match k {
+        Some(k) => format!(
+            "kill-to-ready worst of {} node kills (H {} ms, AMQP hb {} s)",
+            k.kills.len(),
+            k.heartbeat_ms,
+            k.amqp_heartbeat_s
+        ),
+        None => "kill-to-ready worst over node kills (--cluster)".into(),
+    };
+    let value = g.map_or_else(|| "-".into(), |x| format!("{:.0} ms", x.value));
+    let goal = g.map_or_else(|| "≤ 2H + 2 hb".into(), |x| format!("≤ {:.0} ms", x.goal));
+    let median = k
+        .and_then(|k| k.median_ms)
+        .map(|m| format!(" (median {m:.0} ms)"))
+        .unwrap_or_default();
+    t.line(format!("  {name:<57} {value:>14} {goal:>12}  {}{median}", verdict(g)));
+    let Some(c) = &r.sections.cluster else {
+        return;
+    };
+    for cost in c
+        .costs
+        .iter()
+        .filter(|x| c.cluster().is_some_and(|cl| cl.label == x.of))
+    {
+        t.line(format!(
+            "  (not a goal) replication: {} ÷ {}: forward {:.2}× · pull {:.2}× · raw echo {:.2}× (rates)",
+            cost.of, cost.over, cost.forward_rate, cost.pull_rate, cost.echo_rate
+        ));
+    }
+    for side in &c.sides {
+        t.line(format!(
+            "  (not a goal) gateway share on {}: forward {:.2}× · pull {:.2}× its raw envelope echo",
+            side.label, side.figures.forward_to_echo, side.figures.pull_to_echo
+        ));
     }
 }
 
