@@ -61,7 +61,7 @@ pub struct ClusterState {
     /// The replies sent in the background.
     pub replies: Option<ReplyRun>,
     /// Deliveries handed to the probe's own consumer of an inbox (CLU-3), with the consumer task.
-    pub standby: Option<(Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>, lapin::Connection)>,
+    pub standby: Option<Standby>,
     /// The classic inbox the conversion scenario seeded: its entity's name, gid and the msgIds
     /// in the order they were published.
     pub seeded: Option<Seeded>,
@@ -69,6 +69,9 @@ pub struct ClusterState {
     /// again once the inbox is quorum.
     pub pending_registration: Option<(String, String, String)>,
 }
+
+/// The probe's own consumer of an inbox (CLU-3): what it was handed, its task, its connection.
+pub type Standby = (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>, lapin::Connection);
 
 /// A classic inbox seeded for the conversion (CLU-7).
 pub struct Seeded {
@@ -649,7 +652,7 @@ async fn quorum_dlq(w: &mut FleetWorld) -> anyhow::Result<()> {
     );
     // drop-head is the overflow a queue has when none is named (CAP-5).
     ensure!(
-        matches!(arg(&q, "x-overflow"), None) || arg(&q, "x-overflow") == Some(&json!("drop-head")),
+        arg(&q, "x-overflow").is_none() || arg(&q, "x-overflow") == Some(&json!("drop-head")),
         "CLU-4/CAP-5: bridge.dlq must keep drop-head: {:?}",
         q.arguments
     );
