@@ -41,7 +41,9 @@ Feature: Caps, expiry and dead letters — nothing vanishes (SPEC §11)
   @CAP-3 @RPL-5
   Scenario: an abandoned sender's expired backlog does not wedge another sender's reply
     Given host "a" uses a prefetch of 2
-    And host "b" uses an inbox ttl of 2000 ms
+    # Long enough for a held message to show as unacknowledged before it expires, also on a
+    # quorum inbox, whose depths the management API shows once a tick (SPEC §16).
+    And host "b" uses an inbox ttl of 4000 ms
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     And host "c" runs a gateway with a worker "w2" whose parent is "lead"

@@ -56,6 +56,8 @@ pub struct ClusterState {
     /// Per host, when it was first ready again on a live node after the strike (watched from the
     /// strike on, [`watch_ready_again`]).
     pub ready_again: BTreeMap<String, Arc<Mutex<Option<Duration>>>>,
+    /// Per host, how many connections the broker listed under its login just before the strike.
+    pub held_before: BTreeMap<String, usize>,
     /// The node cut off and not healed yet.
     pub partitioned: Option<usize>,
     /// The replies sent in the background.
@@ -170,21 +172,27 @@ async fn own_logins(w: &mut FleetWorld) -> anyhow::Result<()> {
 
 /// The nodes (indexes) the broker shows `host`'s gateway connected to, by its login.
 async fn nodes_of_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<BTreeSet<usize>> {
+    let conns = connections_of_host(w, host).await?;
+    let suite = w.suite()?;
+    let mut nodes = BTreeSet::new();
+    for node in conns {
+        if let Some(i) = suite.broker.node_index(&node).await {
+            nodes.insert(i);
+        }
+    }
+    Ok(nodes)
+}
+
+/// The node names of every connection the broker lists under `host`'s own login.
+async fn connections_of_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<Vec<String>> {
     let (user, _) = w
         .broker_logins
         .get(host)
         .cloned()
         .ok_or_else(|| anyhow!("host {host:?} has no login of its own (see the Background)"))?;
     let vhost = w.vhost().await?;
-    let suite = w.suite()?;
-    let conns = suite.broker.management().connections(&vhost).await?;
-    let mut nodes = BTreeSet::new();
-    for c in conns.iter().filter(|c| c.user == user) {
-        if let Some(i) = suite.broker.node_index(&c.node).await {
-            nodes.insert(i);
-        }
-    }
-    Ok(nodes)
+    let conns = w.suite()?.broker.management().connections(&vhost).await?;
+    Ok(conns.into_iter().filter(|c| c.user == user).map(|c| c.node).collect())
 }
 
 /// The one node `host`'s gateway is connected to (waits for the broker to list it).
@@ -283,6 +291,13 @@ async fn strike_node(
     } else {
         node_of_host(w, &host).await?
     };
+    // How many connections each host holds before the strike: ready again means at least as
+    // many again, all on live nodes (CONTRACT §11), so a gateway that keeps one connection up
+    // and never restores the one the node took down is not called ready.
+    let mut before = BTreeMap::new();
+    for host in w.hosts.keys().cloned().collect::<Vec<_>>() {
+        before.insert(host.clone(), connections_of_host(w, &host).await?.len());
+    }
     let suite = w.suite()?;
     if action == "killed" {
         suite.broker.kill_node(node).await?;
@@ -296,17 +311,23 @@ async fn strike_node(
     println!("node {node} {action}");
     let at = Instant::now();
     w.cluster.struck = Some((node, at));
-    watch_ready_again(w, node, at).await
+    watch_ready_again(w, node, at, before).await
 }
 
 /// From the strike on, watches every host until it is ready (`/readyz` 200) with its connections
 /// on live nodes, and notes how long that took: CLU-5(c) is judged on that instant, not on when a
 /// later step gets round to looking.
-async fn watch_ready_again(w: &mut FleetWorld, dead: usize, at: Instant) -> anyhow::Result<()> {
+async fn watch_ready_again(
+    w: &mut FleetWorld,
+    dead: usize,
+    at: Instant,
+    before: BTreeMap<String, usize>,
+) -> anyhow::Result<()> {
     let vhost = w.vhost().await?;
     let suite = w.suite()?;
     let give_up = scaled(Duration::from_secs(120));
     w.cluster.ready_again.clear();
+    w.cluster.held_before = before.clone();
     for (host, h) in &w.hosts {
         let Some((user, _)) = w.broker_logins.get(host).cloned() else {
             bail!("host {host:?} has no login of its own (see the Background)");
@@ -315,6 +336,7 @@ async fn watch_ready_again(w: &mut FleetWorld, dead: usize, at: Instant) -> anyh
             format!("{}/readyz", h.gateway.base_url()),
             h.gateway.admin_token.clone(),
         );
+        let want = before.get(host).copied().unwrap_or(1).max(1);
         let seen = Arc::new(Mutex::new(None));
         w.cluster.ready_again.insert(host.clone(), seen.clone());
         let (suite, vhost) = (suite.clone(), vhost.clone());
@@ -327,10 +349,11 @@ async fn watch_ready_again(w: &mut FleetWorld, dead: usize, at: Instant) -> anyh
                 };
                 if ready && let Ok(conns) = suite.broker.management().connections(&vhost).await {
                     let mut nodes = BTreeSet::new();
-                    for c in conns.iter().filter(|c| c.user == user) {
+                    let mine: Vec<_> = conns.iter().filter(|c| c.user == user).collect();
+                    for c in &mine {
                         nodes.extend(suite.broker.node_index(&c.node).await);
                     }
-                    if !nodes.is_empty() && !nodes.contains(&dead) {
+                    if mine.len() >= want && !nodes.is_empty() && !nodes.contains(&dead) {
                         if let Ok(mut s) = seen.lock() {
                             *s = Some(at.elapsed());
                         }
@@ -388,10 +411,13 @@ async fn ready_again(w: &mut FleetWorld) -> anyhow::Result<()> {
             }
             if Instant::now() >= deadline {
                 let ready = matches!(w.host(host)?.gateway.get("/readyz").await, Ok((200, _)));
+                let conns = connections_of_host(w, host).await?;
                 let nodes = nodes_of_host(w, host).await?;
                 bail!(
                     "CLU-5(c): the gateway on {host} was not ready again within {bound:?} (scaled) of node {dead} going: \
-                     /readyz 200 now: {ready}, its connections now on nodes {nodes:?}"
+                     /readyz 200 now: {ready}, {} connection(s) now (it held {} before the strike), on nodes {nodes:?}",
+                    conns.len(),
+                    w.cluster.held_before.get(host).copied().unwrap_or_default()
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

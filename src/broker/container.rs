@@ -67,8 +67,10 @@ pub fn split_image(image: &str) -> (String, String) {
 /// terms without spaces.
 pub fn rabbitmq_erl_args() -> String {
     let policies = super::RETENTION_POLICIES;
+    let tick = super::QUORUM_TICK_MS;
     format!(
         "-rabbit collect_statistics_interval 500 \
+         -rabbit quorum_tick_interval {tick} \
          -rabbitmq_management sample_retention_policies {policies} \
          -rabbitmq_management_agent sample_retention_policies {policies}"
     )
@@ -459,9 +461,10 @@ mod tests {
     fn erl_args_are_blank_separated_terms_without_inner_blanks() {
         let args = rabbitmq_erl_args();
         let words: Vec<&str> = args.split_whitespace().collect();
-        assert_eq!(words.len(), 9, "{args}");
+        assert_eq!(words.len(), 12, "{args}");
         assert_eq!(&words[..3], ["-rabbit", "collect_statistics_interval", "500"]);
-        assert_eq!(words[5], super::super::RETENTION_POLICIES);
+        assert_eq!(&words[3..6], ["-rabbit", "quorum_tick_interval", "1000"]);
+        assert_eq!(words[8], super::super::RETENTION_POLICIES);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub use flavour::{DelayedExchange, Product, ServerIdentity};
 pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, NodeInfo, Overview, QueueInfo};
 use provider::Provider;
 pub use provider::TlsListener;
-pub(crate) use provider::{RETENTION_POLICIES, tail};
+pub(crate) use provider::{QUORUM_TICK_MS, RETENTION_POLICIES, tail};
 use readiness::{CLUSTER_BOOT, CONTAINER_BOOT, PROCESS_BOOT, URL_ATTACH};
 use sharing::{SHARE_WAIT, Users};
 pub use spec::{

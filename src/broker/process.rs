@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use super::url::Endpoint;
-use super::{BrokerError, RETENTION_POLICIES};
+use super::{BrokerError, QUORUM_TICK_MS, RETENTION_POLICIES};
 
 /// The upstream start script as Debian installs it.
 pub const RABBITMQ_SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
@@ -98,10 +98,12 @@ pub(crate) fn free_ports() -> Result<[u16; 3], BrokerError> {
 }
 
 /// The broker's advanced (Erlang terms) config file: the retention policies of both management
-/// applications, which rabbitmq.conf cannot express as one-second samples everywhere.
+/// applications, which rabbitmq.conf cannot express as one-second samples everywhere, and the
+/// quorum queues' metrics tick ([`QUORUM_TICK_MS`]).
 fn advanced_config() -> String {
     format!(
-        "[{{rabbitmq_management, [{{sample_retention_policies, {RETENTION_POLICIES}}}]}},\n \
+        "[{{rabbit, [{{quorum_tick_interval, {QUORUM_TICK_MS}}}]}},\n \
+         {{rabbitmq_management, [{{sample_retention_policies, {RETENTION_POLICIES}}}]}},\n \
          {{rabbitmq_management_agent, [{{sample_retention_policies, {RETENTION_POLICIES}}}]}}].\n"
     )
 }
@@ -564,8 +566,9 @@ mod tests {
     #[test]
     fn the_advanced_config_samples_every_second_for_both_management_apps() {
         let adv = advanced_config();
+        assert!(adv.starts_with("[{rabbit, [{quorum_tick_interval, 1000}]},"), "{adv}");
         assert!(
-            adv.starts_with("[{rabbitmq_management, [{sample_retention_policies, [{global,[{605,1}]}"),
+            adv.contains("{rabbitmq_management, [{sample_retention_policies, [{global,[{605,1}]}"),
             "{adv}"
         );
         assert!(
