@@ -49,6 +49,39 @@ pub(crate) enum NodeState {
     Partitioned,
 }
 
+/// What the suite did to each node of a cluster it runs, by index: shared by the process and
+/// container providers, so a node the suite killed is never reported as a failure.
+pub(crate) struct NodeStates(std::sync::Mutex<Vec<NodeState>>);
+
+impl NodeStates {
+    /// `count` nodes, all up.
+    pub(crate) fn up(count: usize) -> Self {
+        Self(std::sync::Mutex::new(vec![NodeState::Up; count]))
+    }
+
+    /// Every node's state, by index.
+    pub(crate) fn all(&self) -> Vec<NodeState> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Node `node`'s state (`None` past the last node).
+    pub(crate) fn get(&self, node: usize) -> Option<NodeState> {
+        self.all().get(node).copied()
+    }
+
+    /// Records what was done to node `node`.
+    pub(crate) fn set(&self, node: usize, state: NodeState) {
+        if let Some(s) = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(node)
+        {
+            *s = state;
+        }
+    }
+}
+
 /// Every node of a cluster broker, beside node 0's endpoint that [`Broker`] keeps for the probe
 /// and the management client.
 pub(super) struct Nodes {

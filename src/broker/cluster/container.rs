@@ -17,7 +17,6 @@
 //! labels and are in the cleanup registry ([`crate::cleanup`]); the image is only ever taken
 //! from the local store (`--pull never`).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ use super::super::container::{
 };
 use super::super::readiness::{CONTAINER_BOOT, RESTART_BOOT};
 use super::super::{BrokerError, BrokerKind, Endpoint, TlsListener};
-use super::{Booting, NODES, NodeState, start_order, wait_booted};
+use super::{Booting, NODES, NodeState, NodeStates, start_order, wait_booted};
 use crate::timing::wait_for;
 
 const PROVIDER: &str = "container:rabbitmq-cluster";
@@ -92,7 +91,7 @@ pub(crate) struct RunningCluster {
     endpoints: Vec<Endpoint>,
     /// Node 1's `amqps://` listener; its certificates live in `tls.files.dir`.
     tls: Option<TlsListener>,
-    states: Mutex<Vec<NodeState>>,
+    states: NodeStates,
     /// The node [`RunningCluster::halt`] stopped last: the first to start again.
     last_stopped: AtomicUsize,
     stopped: bool,
@@ -169,7 +168,7 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
         nodes: Vec::with_capacity(NODES),
         endpoints: Vec::with_capacity(NODES),
         tls: None,
-        states: Mutex::new(vec![NodeState::Up; NODES]),
+        states: NodeStates::up(NODES),
         last_stopped: AtomicUsize::new(0),
         stopped: false,
         cleanup: Vec::new(),
@@ -395,21 +394,11 @@ impl RunningCluster {
     }
 
     pub(crate) fn states(&self) -> Vec<NodeState> {
-        self.states
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.states.all()
     }
 
     fn set_state(&self, node: usize, state: NodeState) {
-        if let Some(s) = self
-            .states
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(node)
-        {
-            *s = state;
-        }
+        self.states.set(node, state);
     }
 
     fn node(&self, node: usize) -> Result<&ContainerNode, BrokerError> {
@@ -468,7 +457,7 @@ impl RunningCluster {
     /// A cut-off node is attached to the network again once dead, so it starts connected.
     pub(crate) async fn kill_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
-        let was = self.states().get(node).copied();
+        let was = self.states.get(node);
         docker("kill", &["kill", &n.name]).await?;
         self.set_state(node, NodeState::Killed);
         let what = format!("container {} to stop", n.name);
@@ -506,7 +495,7 @@ impl RunningCluster {
     /// it down.
     pub(crate) async fn partition_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
-        if self.states().get(node) != Some(&NodeState::Up) {
+        if self.states.get(node) != Some(NodeState::Up) {
             return Err(BrokerError::CannotPartition {
                 spec: PROVIDER.into(),
                 reason: format!("node {node} is killed or cut off already: start or heal it first"),

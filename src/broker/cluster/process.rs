@@ -13,13 +13,12 @@
 //! Its nodes share one loopback, so one node cannot be cut off from the others here.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::super::process::{self as single, Node, NodeSpec};
 use super::super::readiness::{PROCESS_BOOT, RESTART_BOOT};
 use super::super::{BrokerError, Endpoint, TlsListener};
-use super::{Booting, NODES, NodeState, start_order, wait_booted};
+use super::{Booting, NODES, NodeState, NodeStates, start_order, wait_booted};
 
 /// The cluster's lines of each node's config.
 const CLUSTER_CONF: &str = "cluster_partition_handling = pause_minority\n";
@@ -32,7 +31,7 @@ pub(crate) struct RunningCluster {
     dir: PathBuf,
     /// Node 1's `amqps://` listener; `None` when certificates could not be made.
     tls: Option<TlsListener>,
-    states: Mutex<Vec<NodeState>>,
+    states: NodeStates,
     /// The node [`RunningCluster::halt`] stopped last: the first to start again.
     last_stopped: AtomicUsize,
     stopped: bool,
@@ -50,7 +49,7 @@ pub(crate) async fn start() -> Result<RunningCluster, BrokerError> {
         _cleanup_dir: crate::cleanup::register(crate::cleanup::Action::RemoveDir(dir.clone())),
         dir,
         tls: None,
-        states: Mutex::new(vec![NodeState::Up; NODES]),
+        states: NodeStates::up(NODES),
         last_stopped: AtomicUsize::new(0),
         stopped: false,
     };
@@ -137,21 +136,11 @@ impl RunningCluster {
     }
 
     pub(crate) fn states(&self) -> Vec<NodeState> {
-        self.states
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.states.all()
     }
 
     fn set_state(&self, node: usize, state: NodeState) {
-        if let Some(s) = self
-            .states
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(node)
-        {
-            *s = state;
-        }
+        self.states.set(node, state);
     }
 
     /// `Some(reason)` once a node the suite did not kill has exited.
