@@ -38,6 +38,16 @@ Feature: Cluster profile — quorum inboxes on a 3-node RabbitMQ cluster, node l
     And the send returns "injected" within the inject bound
     And the probe's consumer on the inbox of "w1" is handed nothing over a window
 
+  @CLU-3 @CON-2
+  Scenario: a gateway that finds its entity's quorum inbox held refuses it loudly and does not consume it, not even as a standby
+    Given host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the gateway on "b" is killed with SIGKILL
+    And the probe holds the inbox of "w1" with a consumer of its own
+    And the gateway on "b" starts again, not waited for
+    Then the gateway on "b" logs the refusal of the inbox of "w1" at ERROR and is not ready
+    And the inbox of "w1" lists only the probe's consumer over a window
+
   # SPEC §16 changes CAP-4's maxlen path: a quorum inbox refuses the publish (reject-publish), so
   # the sender learns it at once as a failed send instead of a FAILED maxlen for the oldest brief.
   # The length limit is soft on RabbitMQ (limit + 1 is confirmed, FACTS.md): brief 4 may go either way.

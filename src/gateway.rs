@@ -173,6 +173,12 @@ impl GatewayProcess {
         self.wait_ready(Duration::from_secs(30)).await
     }
 
+    /// Starts the process again (log appended) without waiting for it to be ready: for a start
+    /// that must be refused (CON-2, CLU-3) and judged by its log and `/readyz`.
+    pub fn launch_unready(&mut self) -> Result<(), GatewayError> {
+        self.spawn_child()
+    }
+
     /// Spawns the process (log appended), without waiting for anything.
     fn spawn_child(&mut self) -> Result<(), GatewayError> {
         self.starts += 1;

@@ -39,6 +39,9 @@ use crate::world::FleetWorld;
 /// The tags of scenarios that kill or cut off broker nodes: they take the cluster to themselves.
 pub const NODE_FAULT_TAGS: [&str; 2] = ["node-loss", "node-partition"];
 
+/// The consumer tag of the probe's own consumer on an inbox (CLU-3).
+const PROBE_TAG: &str = "fleet-probe-standby";
+
 /// The tag of scenarios that judge a classic inbox's form where SPEC §16 changes it (CAP-4's
 /// maxlen path, an exclusive consumer): left out, and said so, when gateways run quorum inboxes.
 pub const CLASSIC_INBOX_TAG: &str = "classic-inbox";
@@ -527,6 +530,109 @@ async fn drains_confirmed(w: &mut FleetWorld, main: String, worker: String, secs
     Ok(())
 }
 
+/// The probe's own consumer (tag [`PROBE_TAG`]), as the broker lists it on `queue`: `Ok(true)`
+/// once it is listed and active, with every other consumer of the queue.
+async fn probe_consumer_listed(
+    suite: &Arc<crate::Suite>,
+    vhost: &str,
+    queue: &str,
+) -> Result<(bool, Vec<fleet_conformance::broker::ConsumerInfo>), String> {
+    let all = suite
+        .broker
+        .management()
+        .consumers(vhost)
+        .await
+        .map_err(|e| e.to_string())?;
+    let on: Vec<_> = all.into_iter().filter(|c| c.queue == queue).collect();
+    let active = on.iter().any(|c| c.tag == PROBE_TAG && c.active != Some(false));
+    Ok((active, on))
+}
+
+/// CLU-3: the probe holds the inbox (its consumer listed and active), as another gateway would.
+#[when(regex = r#"^the probe holds the inbox of "([^"]+)" with a consumer of its own$"#)]
+async fn probe_holds(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    probe_consumes(w, name.clone()).await?;
+    let q = inbox(&w.gid(&name)?);
+    let vhost = w.vhost().await?;
+    let suite = w.suite()?;
+    wait_for(
+        &format!("the probe's consumer listed as the active consumer of {q}"),
+        Duration::from_secs(15),
+        || {
+            let (suite, vhost, q) = (suite.clone(), vhost.clone(), q.clone());
+            async move {
+                match probe_consumer_listed(&suite, &vhost, &q).await? {
+                    (true, _) => Ok(Some(())),
+                    (false, on) => Err(format!("listed on {q}: {on:?}")),
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// CLU-3 + CON-2: a gateway whose entity's inbox is held logs that at ERROR naming the gid or
+/// the inbox, and answers `/readyz` with 503 ([C-14]).
+#[then(regex = r#"^the gateway on "([^"]+)" logs the refusal of the inbox of "([^"]+)" at ERROR and is not ready$"#)]
+async fn refuses_held_inbox(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
+    let gid = w.gid(&name)?;
+    let names = vec![gid.clone(), inbox(&gid)];
+    let h = w.host(&host)?;
+    let names = &names;
+    let gw = &h.gateway;
+    wait_for(
+        "the gateway to log the refusal at ERROR, naming the gid or the inbox (CON-2, CLU-3)",
+        Duration::from_secs(15),
+        || async move {
+            let log = gw.log();
+            match fleet_conformance::contract::con2_refusal(&log, names) {
+                Some(_) => Ok(Some(())),
+                None => Err(format!("no ERROR line naming {names:?} yet; last: {:?}", log.lines().last())),
+            }
+        },
+    )
+    .await?;
+    wait_for("/readyz 503 after the refusal ([C-14])", Duration::from_secs(10), || async {
+        match gw.get("/readyz").await {
+            Ok((503, _)) => Ok(Some(())),
+            Ok((s, v)) => Err(format!("/readyz answered {s}: {v}")),
+            Err(e) => Err(format!("/readyz did not answer: {e}")),
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// CLU-3: a gateway that finds an inbox held (`consumer_count` above 0) does not consume it, not
+/// even as a standby (which the broker would make active the moment the holder goes: two
+/// consumers of one inbox, one after the other, without CON-1's takeover). The broker's consumer
+/// list (`/api/consumers`, standbys included) shows only the probe's consumer on the inbox over
+/// a window. SPEC tolerates a standby that slipped in through the race between the check and the
+/// consume; here the probe has held the inbox since before the gateway started, so there is no
+/// race to slip through.
+#[then(regex = r#"^the inbox of "([^"]+)" lists only the probe's consumer over a window$"#)]
+async fn only_the_probe(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let q = inbox(&w.gid(&name)?);
+    let vhost = w.vhost().await?;
+    let suite = w.suite()?;
+    hold_for(
+        &format!("only the probe's consumer on {q} (CLU-3: a refused gateway does not consume, not even as a standby)"),
+        ABSENCE_WINDOW,
+        || {
+            let (suite, vhost, q) = (suite.clone(), vhost.clone(), q.clone());
+            async move {
+                match probe_consumer_listed(&suite, &vhost, &q).await? {
+                    (true, on) if on.len() == 1 => Ok(()),
+                    (_, on) => Err(format!("{} consumer(s) listed on {q}: {on:?}", on.len())),
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 #[when(regex = r#"^the probe also consumes the inbox of "([^"]+)"$"#)]
 async fn probe_consumes(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let gid = w.gid(&name)?;
@@ -539,7 +645,7 @@ async fn probe_consumes(w: &mut FleetWorld, name: String) -> anyhow::Result<()> 
     let mut consumer = ch
         .basic_consume(
             inbox(&gid).as_str().into(),
-            "fleet-probe-standby".into(),
+            PROBE_TAG.into(),
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )

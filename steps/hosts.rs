@@ -130,6 +130,18 @@ async fn restart_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
     Ok(())
 }
 
+/// A restart judged by what follows (a refusal), not by readiness.
+#[when(expr = "the gateway on {string} starts again, not waited for")]
+async fn relaunch_unready(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let h = w.host_mut(&host)?;
+    h.gateway.kill().await;
+    h.gateway.launch_unready()?;
+    for e in w.entities.values_mut().filter(|e| e.host == host) {
+        e.mcp = None;
+    }
+    Ok(())
+}
+
 #[then(expr = "the gateway on {string} is ready within {int} seconds")]
 async fn gateway_ready(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
     Ok(w.host_mut(&host)?.gateway.wait_ready(Duration::from_secs(secs)).await?)
