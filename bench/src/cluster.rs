@@ -342,7 +342,7 @@ async fn create_login(broker: &Broker, vhost: &str, host: &str) -> anyhow::Resul
 
 /// Every node's URL for `vhost` under `login` (else the admin's), starting with node `offset`,
 /// comma-joined (CLU-1); a single node's one URL.
-fn url_list(broker: &Broker, vhost: &str, login: Option<&(String, String)>, offset: usize) -> String {
+pub(crate) fn url_list(broker: &Broker, vhost: &str, login: Option<&(String, String)>, offset: usize) -> String {
     let n = broker.node_count();
     (0..n)
         .map(|i| {
@@ -355,17 +355,6 @@ fn url_list(broker: &Broker, vhost: &str, login: Option<&(String, String)>, offs
         })
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// The broker processes of the probe: `broker` for one node, `broker1`… for a cluster's.
-fn with_brokers(probe: CpuProbe) -> CpuProbe {
-    let pids = stats::own_broker_pids();
-    if pids.len() == 1 {
-        return probe.with("broker", pids.first().copied());
-    }
-    pids.iter()
-        .enumerate()
-        .fold(probe, |p, (i, pid)| p.with(&format!("broker{}", i + 1), Some(*pid)))
 }
 
 /// One side: a vhost of its own on `broker`, the echo, the two gateways and their paths, the echo
@@ -407,7 +396,7 @@ async fn side(
             kind,
         };
         let me = Some(std::process::id());
-        let raw_cpu = with_brokers(CpuProbe::default().with("bench", me));
+        let raw_cpu = stats::with_brokers(CpuProbe::default().with("bench", me));
         let echo = raw::envelope_echo(&at, &opts.raw, &raw_cpu).await?;
         let tunables = BTreeMap::from([
             ("FLEET_HEARTBEAT_MS".to_string(), opts.heartbeat_ms.to_string()),
@@ -433,7 +422,7 @@ async fn side(
                 .with_context(|| format!("starting the gateway on {host} ({label})"))?;
         }
         let gw = |h: &str| f.hosts.get(h).and_then(|x| x.gateway.pid());
-        let path_cpu = with_brokers(CpuProbe::default().with("bench", me))
+        let path_cpu = stats::with_brokers(CpuProbe::default().with("bench", me))
             .with("gateway_a", gw(HOSTS[0]))
             .with("gateway_b", gw(HOSTS[1]));
         let pairs = paths::pairs(f, opts.paths.pairs.max(1)).await?;

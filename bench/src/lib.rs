@@ -427,13 +427,33 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         if let Some(fs) = &opts.fleet {
             fleet.shutdown().await;
             let model = sections.presence_model.as_ref();
+            let node_urls: Vec<String> = (0..broker.node_count())
+                .map(|i| broker.node_endpoint(i).amqp_url(&vhost))
+                .collect();
+            // On a cluster the real gateways run SPEC §16: every node in their URL list (each
+            // starting at another node) and quorum inboxes.
+            let real_env: BTreeMap<String, BTreeMap<String, String>> = if broker.is_cluster() {
+                sim_fleet::REAL
+                    .iter()
+                    .enumerate()
+                    .map(|(i, g)| {
+                        let env = BTreeMap::from([
+                            ("FLEET_AMQP_URL".to_string(), cluster::url_list(broker, &vhost, None, i)),
+                            ("FLEET_QUEUE_TYPE".to_string(), "quorum".to_string()),
+                        ]);
+                        (g.to_string(), env)
+                    })
+                    .collect()
+            } else {
+                BTreeMap::new()
+            };
             let on = sim_fleet::On {
                 broker,
                 vhost: &vhost,
-                amqp_url: &url,
+                node_urls: &node_urls,
+                real_env: &real_env,
                 gateway_cmd: &opts.gateway_cmd,
                 work: &work,
-                broker_pid,
             };
             let r = sim_fleet::run(&on, fs, model).await?;
             sections.fleet = Some(r);

@@ -538,10 +538,14 @@ fn rss_mib(pid: Option<u32>) -> Option<f64> {
 pub struct On<'a> {
     pub broker: &'a Broker,
     pub vhost: &'a str,
-    pub amqp_url: &'a str,
+    /// One URL per broker node (one on a single node): the simulated hosts' connections are
+    /// spread over them round-robin, as a fleet's gateways would be.
+    pub node_urls: &'a [String],
+    /// Extra environment of the real gateways, by host (on a cluster: `FLEET_AMQP_URL` with
+    /// every node, `FLEET_QUEUE_TYPE=quorum`, SPEC §16).
+    pub real_env: &'a BTreeMap<String, BTreeMap<String, String>>,
     pub gateway_cmd: &'a str,
     pub work: &'a std::path::Path,
-    pub broker_pid: Option<u32>,
 }
 
 /// Runs every (H, form, N) of `s` on `on`, each beside `model` (the scale run's, when it ran).
@@ -622,11 +626,12 @@ async fn one(
     let On {
         broker,
         vhost,
-        amqp_url,
+        node_urls,
+        real_env,
         gateway_cmd,
-        broker_pid,
         ..
     } = *on;
+    let url_of = |i: usize| node_urls.get(i % node_urls.len().max(1)).cloned().unwrap_or_default();
     let sims = hosts.saturating_sub(REAL.len()).max(1);
     let names: Vec<String> = REAL
         .iter()
@@ -639,12 +644,12 @@ async fn one(
     if form == Form::PerEntity {
         env.insert("FLEET_PRESENCE_BATCH".into(), "off".into());
     }
-    let mut fleet = Fleet::new(dir, amqp_url.to_string(), gateway_cmd.to_string(), env, &names);
+    let mut fleet = Fleet::new(dir, url_of(0), gateway_cmd.to_string(), env, &names);
     let mut sim_hosts = Vec::new();
     let mut conns = Vec::new();
     let outcome = async {
         for g in REAL {
-            fleet.start_host(g, &BTreeMap::new()).await?;
+            fleet.start_host(g, real_env.get(g).unwrap_or(&BTreeMap::new())).await?;
         }
         let mut workers = Vec::new();
         for g in REAL {
@@ -661,8 +666,8 @@ async fn one(
                 })
                 .collect(),
         );
-        for _ in 0..s.connections.max(1) {
-            conns.push(Connection::connect(amqp_url, ConnectionProperties::default()).await?);
+        for i in 0..s.connections.max(1) {
+            conns.push(Connection::connect(&url_of(i), ConnectionProperties::default()).await?);
         }
         let counters = Arc::new(Counters::default());
         let beat = Beat {
@@ -682,8 +687,7 @@ async fn one(
         // Every host heartbeats once (rosters fill), then the window.
         tokio::time::sleep(Duration::from_millis(heartbeat_ms + heartbeat_ms / 2)).await;
         let pid = |g: &str| fleet.host(g).ok().and_then(|h| h.gateway.pid());
-        let probe = CpuProbe::default()
-            .with("broker", broker_pid)
+        let probe = super::stats::with_brokers(CpuProbe::default())
             .with("gateway_a", pid(REAL[0]))
             .with("gateway_b", pid(REAL[1]))
             .with("bench", Some(std::process::id()));
@@ -723,7 +727,7 @@ async fn one(
             received_per_host_per_s: per_host,
             verify_failures: counters.failed.load(Ordering::Relaxed),
             sim_published_per_s: published as f64 / wall,
-            broker_cpu_pct: pct(&spent, "broker"),
+            broker_cpu_pct: super::stats::broker_seconds(&spent).map(|c| 100.0 * c / wall),
             gateway_a_cpu_pct: pct(&spent, "gateway_a"),
             gateway_b_cpu_pct: pct(&spent, "gateway_b"),
             bench_cpu_pct: pct(&spent, "bench"),
@@ -744,7 +748,7 @@ async fn one(
         // Its channels are opened before it publishes: a broker in a memory alarm stops reading
         // a connection that published, and would never answer them.
         let setup = async {
-            let own = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
+            let own = Connection::connect(&url_of(sims), ConnectionProperties::default()).await?;
             let pch = own.create_channel().await?;
             let newcomer = SimHost::start(&own, key.clone(), &beat, true, true).await?;
             anyhow::Ok((own, pch, newcomer))

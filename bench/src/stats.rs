@@ -204,6 +204,30 @@ pub fn own_broker_pid() -> Option<u32> {
     own_broker_pids().into_iter().next()
 }
 
+/// `probe` with the broker processes this process started: `broker` for one node, `broker1`…
+/// for a cluster's ([`broker_seconds`] adds them up).
+pub fn with_brokers(probe: CpuProbe) -> CpuProbe {
+    let pids = own_broker_pids();
+    if pids.len() == 1 {
+        return probe.with("broker", pids.first().copied());
+    }
+    pids.iter()
+        .enumerate()
+        .fold(probe, |p, (i, pid)| p.with(&format!("broker{}", i + 1), Some(*pid)))
+}
+
+/// The CPU seconds of every broker process of [`with_brokers`] together (`None`: none measured).
+pub fn broker_seconds(spent: &CpuSpent) -> Option<f64> {
+    let mut brokers = spent
+        .seconds
+        .iter()
+        .filter(|(name, _)| name.strip_prefix("broker").is_some_and(|i| i.chars().all(|c| c.is_ascii_digit())))
+        .map(|(_, s)| *s)
+        .peekable();
+    brokers.peek()?;
+    Some(brokers.sum())
+}
+
 /// Every RabbitMQ node this process started and that runs now (a process cluster's three), by
 /// pid, ascending: see [`own_broker_pid`].
 pub fn own_broker_pids() -> Vec<u32> {
