@@ -208,8 +208,11 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
     wait_booted(&cluster, &all, CONTAINER_BOOT).await?;
     let booted = started.elapsed();
     let first = format!("rabbit@{}", cluster.nodes[0].host);
-    let joins = cluster.nodes[1..].iter().map(|node| join(node, &first));
-    futures_util::future::try_join_all(joins).await?;
+    // One at a time: two nodes joining at once may fail `start_app` with a mnesia error
+    // (`{badmatch, {error, {normal, {mnesia_app, start, …}}}}`, seen here one start in tens).
+    for node in &cluster.nodes[1..] {
+        join(node, &first).await?;
+    }
     tracing::info!(%network, ?booted, took = ?started.elapsed(), "broker containers booted and joined");
     Ok(cluster)
 }

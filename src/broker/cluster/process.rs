@@ -91,8 +91,11 @@ pub(crate) async fn start() -> Result<RunningCluster, BrokerError> {
     wait_booted(&cluster, &all, PROCESS_BOOT).await?;
     let booted = started.elapsed();
     let first = cluster.nodes[0].name().to_string();
-    let joins = cluster.nodes[1..].iter().map(|node| join(node, &first));
-    futures_util::future::try_join_all(joins).await?;
+    // One at a time: two nodes joining at once may fail `start_app` with a mnesia error
+    // (`{badmatch, {error, {normal, {mnesia_app, start, …}}}}`, seen here one start in tens).
+    for node in &cluster.nodes[1..] {
+        join(node, &first).await?;
+    }
     tracing::info!(%first, ?booted, took = ?started.elapsed(), "rabbitmq-server nodes booted and joined");
     Ok(cluster)
 }
