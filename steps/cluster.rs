@@ -588,18 +588,25 @@ async fn refuses_held_inbox(w: &mut FleetWorld, host: String, name: String) -> a
             let log = gw.log();
             match fleet_conformance::contract::con2_refusal(&log, names) {
                 Some(_) => Ok(Some(())),
-                None => Err(format!("no ERROR line naming {names:?} yet; last: {:?}", log.lines().last())),
+                None => Err(format!(
+                    "no ERROR line naming {names:?} yet; last: {:?}",
+                    log.lines().last()
+                )),
             }
         },
     )
     .await?;
-    wait_for("/readyz 503 after the refusal ([C-14])", Duration::from_secs(10), || async {
-        match gw.get("/readyz").await {
-            Ok((503, _)) => Ok(Some(())),
-            Ok((s, v)) => Err(format!("/readyz answered {s}: {v}")),
-            Err(e) => Err(format!("/readyz did not answer: {e}")),
-        }
-    })
+    wait_for(
+        "/readyz 503 after the refusal ([C-14])",
+        Duration::from_secs(10),
+        || async {
+            match gw.get("/readyz").await {
+                Ok((503, _)) => Ok(Some(())),
+                Ok((s, v)) => Err(format!("/readyz answered {s}: {v}")),
+                Err(e) => Err(format!("/readyz did not answer: {e}")),
+            }
+        },
+    )
     .await?;
     Ok(())
 }

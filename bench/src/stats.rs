@@ -221,7 +221,10 @@ pub fn broker_seconds(spent: &CpuSpent) -> Option<f64> {
     let mut brokers = spent
         .seconds
         .iter()
-        .filter(|(name, _)| name.strip_prefix("broker").is_some_and(|i| i.chars().all(|c| c.is_ascii_digit())))
+        .filter(|(name, _)| {
+            name.strip_prefix("broker")
+                .is_some_and(|i| i.chars().all(|c| c.is_ascii_digit()))
+        })
         .map(|(_, s)| *s)
         .peekable();
     brokers.peek()?;
