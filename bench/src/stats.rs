@@ -272,6 +272,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn broker_seconds_add_up_every_node_and_nothing_else() {
+        let spent = |pairs: &[(&str, f64)]| CpuSpent {
+            wall_s: 1.0,
+            seconds: pairs.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
+            machine_s: 0.0,
+            capacity_s: 2.0,
+        };
+        let cluster = spent(&[("broker1", 0.25), ("broker2", 0.5), ("broker3", 0.25), ("bench", 1.0)]);
+        assert_eq!(broker_seconds(&cluster), Some(1.0));
+        assert_eq!(
+            broker_seconds(&spent(&[("broker", 0.5), ("gateway_a", 0.1)])),
+            Some(0.5)
+        );
+        assert_eq!(broker_seconds(&spent(&[("brokerage", 0.5), ("bench", 1.0)])), None);
+    }
+
+    #[test]
     fn percentiles_are_nearest_rank() {
         let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
         let l = Latency::of(&v);
