@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, ensure};
+use anyhow::{Context as _, anyhow, bail, ensure};
 use cucumber::{then, when};
 use fleet_conformance::legacy::{LegacyBroker, legacy_queue_name};
 use fleet_conformance::timing::{scaled, wait_for};
@@ -43,10 +43,14 @@ async fn restart_mid_move(w: &mut FleetWorld, k: u32, total: u32, pane: String) 
         Err(()) => bail!("{queue} was gone before the restart: the whole move finished first; seed more replies"),
     }
     go_down(w).await?;
+    // The gateways are frozen (SIGSTOP) while the broker is away and until the suite has looked,
+    // so the look always comes before any gateway can resume the move: on a cluster the first
+    // node to serve again may be another than the one the look connects to, and a gateway there
+    // moved the rest before the look got in. Thawed, each finds its connection dead (CON-3).
+    let frozen = freeze_gateways(w, libc::SIGSTOP)?;
     // What the broker kept, read the moment it answers again: the look starts while the broker
-    // is still down and retries until it connects, so it comes before the gateways' own
-    // reconnect (backoff, then declares) can resume the move. (Read after `come_back`, which
-    // waits for every gateway's readiness, a fast gateway had already finished the move.)
+    // is still down and retries until it connects. (Read after `come_back`, which waits for
+    // every gateway's readiness, a fast gateway had already finished the move.)
     let look = {
         let (url, queue) = (url.clone(), queue.clone());
         tokio::spawn(async move {
@@ -70,12 +74,26 @@ async fn restart_mid_move(w: &mut FleetWorld, k: u32, total: u32, pane: String) 
             .await
         })
     };
-    come_back(w).await?;
-    let s = look
-        .await
-        .map_err(|e| anyhow!("the look at {pane}'s legacy queue: {e}"))??;
+    let back = come_back(w).await;
+    let looked = look.await;
+    freeze_gateways(w, libc::SIGCONT)?;
+    ensure!(frozen > 0, "no gateway was running to freeze");
+    back?;
+    let s = looked.map_err(|e| anyhow!("the look at {pane}'s legacy queue: {e}"))??;
     w.notes.restart.legacy_back = Some((pane, s.map(|s| s.messages)));
     Ok(())
+}
+
+/// Sends `signal` (SIGSTOP or SIGCONT) to every running gateway; returns how many.
+fn freeze_gateways(w: &mut FleetWorld, signal: i32) -> anyhow::Result<usize> {
+    let mut n = 0;
+    for (host, h) in &w.hosts {
+        h.gateway
+            .signal(signal)
+            .with_context(|| format!("signal {signal} to the gateway on {host}"))?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 #[then(expr = "the legacy queue of v1 pane {string} still held replies when the broker was back")]
