@@ -578,37 +578,7 @@ async fn probe_holds(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
 async fn refuses_held_inbox(w: &mut FleetWorld, host: String, name: String) -> anyhow::Result<()> {
     let gid = w.gid(&name)?;
     let names = vec![gid.clone(), inbox(&gid)];
-    let h = w.host(&host)?;
-    let names = &names;
-    let gw = &h.gateway;
-    wait_for(
-        "the gateway to log the refusal at ERROR, naming the gid or the inbox (CON-2, CLU-3)",
-        Duration::from_secs(15),
-        || async move {
-            let log = gw.log();
-            match fleet_conformance::contract::con2_refusal(&log, names) {
-                Some(_) => Ok(Some(())),
-                None => Err(format!(
-                    "no ERROR line naming {names:?} yet; last: {:?}",
-                    log.lines().last()
-                )),
-            }
-        },
-    )
-    .await?;
-    wait_for(
-        "/readyz 503 after the refusal ([C-14])",
-        Duration::from_secs(10),
-        || async {
-            match gw.get("/readyz").await {
-                Ok((503, _)) => Ok(Some(())),
-                Ok((s, v)) => Err(format!("/readyz answered {s}: {v}")),
-                Err(e) => Err(format!("/readyz did not answer: {e}")),
-            }
-        },
-    )
-    .await?;
-    Ok(())
+    crate::faults::refused_and_not_ready(&w.host(&host)?.gateway, &names).await
 }
 
 /// CLU-3: a gateway that finds an inbox held (`consumer_count` above 0) does not consume it, not

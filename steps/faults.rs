@@ -604,9 +604,17 @@ async fn second_not_ready(w: &mut FleetWorld, host: String) -> anyhow::Result<()
         fleet_conformance::names::control_queue(&host_id),
     ];
     names.extend(w.entities.values().filter(|e| e.host == host).map(|e| e.gid.clone()));
-    let names = &names;
+    refused_and_not_ready(gw, &names).await
+}
+
+/// CON-2 + [C-14]: `gw` logs a line at ERROR naming one of `names` (a queue or gid it could not
+/// take, CONTRACT §5) and then answers `/readyz` 503. Shared by CON-2's and CLU-3's refusals.
+pub(crate) async fn refused_and_not_ready(
+    gw: &fleet_conformance::gateway::GatewayProcess,
+    names: &[String],
+) -> anyhow::Result<()> {
     wait_for(
-        "the second gateway to log the refusal at ERROR, naming a queue or gid it could not take (CON-2)",
+        "the gateway to log the refusal at ERROR, naming a queue or gid it could not take (CON-2)",
         Duration::from_secs(15),
         || async move {
             let log = gw.log();
@@ -621,10 +629,10 @@ async fn second_not_ready(w: &mut FleetWorld, host: String) -> anyhow::Result<()
         },
     )
     .await?;
-    // Not a window: the broker drops the frozen gateway's consumers after a few heartbeats, and
-    // then the second one rightly becomes ready (the next step).
+    // Not a window: the broker drops a frozen holder's consumers after a few heartbeats, and
+    // then the refused gateway rightly becomes ready (CON-2's next step).
     wait_for(
-        "the second gateway answering /readyz 503 after the refusal ([C-14])",
+        "the gateway answering /readyz 503 after the refusal ([C-14])",
         Duration::from_secs(10),
         || async {
             match gw.get("/readyz").await {
@@ -635,31 +643,5 @@ async fn second_not_ready(w: &mut FleetWorld, host: String) -> anyhow::Result<()
         },
     )
     .await?;
-    Ok(())
-}
-
-#[then(expr = "the second gateway for {string} becomes ready within {int} seconds")]
-async fn second_ready(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
-    let gw = w
-        .replacements
-        .get_mut(&host)
-        .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
-    gw.wait_ready(Duration::from_secs(secs)).await?;
-    Ok(())
-}
-
-#[when(expr = "the first gateway for {string} is replaced by the second")]
-async fn replace_first(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
-    let second = w
-        .replacements
-        .remove(&host)
-        .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
-    let h = w.host_mut(&host)?;
-    let mut first = std::mem::replace(&mut h.gateway, second);
-    let _ = first.signal(libc::SIGCONT);
-    first.kill().await;
-    for e in w.entities.values_mut().filter(|e| e.host == host) {
-        e.mcp = None;
-    }
     Ok(())
 }
