@@ -42,12 +42,16 @@ async fn restart_mid_move(w: &mut FleetWorld, k: u32, total: u32, pane: String) 
         Ok(_) => {}
         Err(()) => bail!("{queue} was gone before the restart: the whole move finished first; seed more replies"),
     }
-    go_down(w).await?;
-    // The gateways are frozen (SIGSTOP) while the broker is away and until the suite has looked,
-    // so the look always comes before any gateway can resume the move: on a cluster the first
-    // node to serve again may be another than the one the look connects to, and a gateway there
-    // moved the rest before the look got in. Thawed, each finds its connection dead (CON-3).
+    // The gateways are frozen (SIGSTOP) from just before the broker goes down until the suite
+    // has looked, so the move is cut where it stands and the look comes before any gateway can
+    // resume it: stopping a cluster takes seconds, node by node, and a gateway on a node still up
+    // moved the rest in that time. Thawed, each finds its connection dead (CON-3) and the
+    // messages it held unacked back on the queue.
     let frozen = freeze_gateways(w, libc::SIGSTOP)?;
+    if let Err(e) = go_down(w).await {
+        freeze_gateways(w, libc::SIGCONT)?;
+        return Err(e);
+    }
     // What the broker kept, read the moment it answers again: the look starts while the broker
     // is still down and retries until it connects. (Read after `come_back`, which waits for
     // every gateway's readiness, a fast gateway had already finished the move.)
