@@ -645,3 +645,29 @@ pub(crate) async fn refused_and_not_ready(
     .await?;
     Ok(())
 }
+
+#[then(expr = "the second gateway for {string} becomes ready within {int} seconds")]
+async fn second_ready(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
+    let gw = w
+        .replacements
+        .get_mut(&host)
+        .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
+    gw.wait_ready(Duration::from_secs(secs)).await?;
+    Ok(())
+}
+
+#[when(expr = "the first gateway for {string} is replaced by the second")]
+async fn replace_first(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let second = w
+        .replacements
+        .remove(&host)
+        .ok_or_else(|| anyhow!("no second gateway for {host}"))?;
+    let h = w.host_mut(&host)?;
+    let mut first = std::mem::replace(&mut h.gateway, second);
+    let _ = first.signal(libc::SIGCONT);
+    first.kill().await;
+    for e in w.entities.values_mut().filter(|e| e.host == host) {
+        e.mcp = None;
+    }
+    Ok(())
+}
