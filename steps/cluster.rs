@@ -322,7 +322,10 @@ async fn strike_node(
     // cluster's `net_ticktime`). Until then the management API, which says where connections
     // are, waits on the cut-off node and cannot tell (CONTRACT §11).
     let seen = Instant::now();
-    println!("node {node} cut off from the others (the others saw it after {:.1?})", at.elapsed());
+    println!(
+        "node {node} cut off from the others (the others saw it after {:.1?})",
+        at.elapsed()
+    );
     w.cluster.struck = Some((node, seen));
     watch_ready_again(w, node, seen, before).await
 }
