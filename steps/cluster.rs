@@ -301,12 +301,13 @@ async fn strike_node(
     for host in w.hosts.keys().cloned().collect::<Vec<_>>() {
         before.insert(host.clone(), connections_of_host(w, &host).await?.len());
     }
+    w.cluster.held_before = before;
     let at = Instant::now();
     if action == "killed" {
         // The clock and the watch start before the kill: the provider's wait for the other
         // nodes to see the node gone is part of the time to ready again, and a gateway ready
         // again within it is seen then, not when the wait is over.
-        watch_ready_again(w, node, at, before).await?;
+        watch_ready_again(w, node, at).await?;
         w.suite()?.broker.kill_node(node).await?;
         println!("node {node} killed (the others saw it after {:.1?})", at.elapsed());
         w.cluster.struck = Some((node, at));
@@ -327,23 +328,18 @@ async fn strike_node(
         at.elapsed()
     );
     w.cluster.struck = Some((node, seen));
-    watch_ready_again(w, node, seen, before).await
+    watch_ready_again(w, node, seen).await
 }
 
-/// From just before the strike on, watches every host until it is ready (`/readyz` 200) with at
-/// least as many connections as before, none on the struck node, and notes how long that took: CLU-5(c) is judged on that instant, not on when a
+/// From the strike on, watches every host until it is ready (`/readyz` 200) with at least as many
+/// connections as it held before ([`ClusterState::held_before`]), none on the struck node, and
+/// notes how long that took: CLU-5(c) is judged on that instant, not on when a
 /// later step gets round to looking.
-async fn watch_ready_again(
-    w: &mut FleetWorld,
-    dead: usize,
-    at: Instant,
-    before: BTreeMap<String, usize>,
-) -> anyhow::Result<()> {
+async fn watch_ready_again(w: &mut FleetWorld, dead: usize, at: Instant) -> anyhow::Result<()> {
     let vhost = w.vhost().await?;
     let suite = w.suite()?;
     let give_up = scaled(Duration::from_secs(120));
     w.cluster.ready_again.clear();
-    w.cluster.held_before = before.clone();
     for (host, h) in &w.hosts {
         let Some((user, _)) = w.broker_logins.get(host).cloned() else {
             bail!("host {host:?} has no login of its own (see the Background)");
@@ -352,7 +348,7 @@ async fn watch_ready_again(
             format!("{}/readyz", h.gateway.base_url()),
             h.gateway.admin_token.clone(),
         );
-        let want = before.get(host).copied().unwrap_or(1).max(1);
+        let want = w.cluster.held_before.get(host).copied().unwrap_or(1).max(1);
         let seen = Arc::new(Mutex::new(None));
         w.cluster.ready_again.insert(host.clone(), seen.clone());
         let (suite, vhost) = (suite.clone(), vhost.clone());

@@ -123,11 +123,15 @@ async fn restart_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
     let h = w.host_mut(&host)?;
     h.gateway.kill().await;
     h.gateway.launch().await?;
-    // MCP sessions died with the process: entities of that host reconnect on next use.
+    forget_sessions(w, &host);
+    Ok(())
+}
+
+/// MCP sessions die with a gateway's process: the entities of `host` reconnect on next use.
+fn forget_sessions(w: &mut FleetWorld, host: &str) {
     for e in w.entities.values_mut().filter(|e| e.host == host) {
         e.mcp = None;
     }
-    Ok(())
 }
 
 /// A restart judged by what follows (a refusal), not by readiness.
@@ -136,9 +140,7 @@ async fn relaunch_unready(w: &mut FleetWorld, host: String) -> anyhow::Result<()
     let h = w.host_mut(&host)?;
     h.gateway.kill().await;
     h.gateway.launch_unready()?;
-    for e in w.entities.values_mut().filter(|e| e.host == host) {
-        e.mcp = None;
-    }
+    forget_sessions(w, &host);
     Ok(())
 }
 

@@ -400,10 +400,6 @@ impl RunningCluster {
         self.states.all()
     }
 
-    fn set_state(&self, node: usize, state: NodeState) {
-        self.states.set(node, state);
-    }
-
     fn node(&self, node: usize) -> Result<&ContainerNode, BrokerError> {
         self.nodes.get(node).ok_or(BrokerError::NoSuchNode {
             spec: PROVIDER.into(),
@@ -462,7 +458,7 @@ impl RunningCluster {
         let n = self.node(node)?;
         let was = self.states.get(node);
         docker("kill", &["kill", &n.name]).await?;
-        self.set_state(node, NodeState::Killed);
+        self.states.set(node, NodeState::Killed);
         let what = format!("container {} to stop", n.name);
         wait_for(&what, KILLED, || async {
             match self.running().await {
@@ -488,7 +484,7 @@ impl RunningCluster {
     pub(crate) async fn start_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
         docker("start", &["start", &n.name]).await?;
-        self.set_state(node, NodeState::Up);
+        self.states.set(node, NodeState::Up);
         wait_booted(self, &[node], RESTART_BOOT).await
     }
 
@@ -506,7 +502,7 @@ impl RunningCluster {
         }
         let since = docker_since();
         docker("network disconnect", &["network", "disconnect", &self.network, &n.name]).await?;
-        self.set_state(node, NodeState::Partitioned);
+        self.states.set(node, NodeState::Partitioned);
         let what = format!("{} (rabbit@{}) to pause in its minority", n.name, n.host);
         let paused = wait_for(&what, PAUSED, || async {
             let log = logs_since(&n.name, &since).await?;
@@ -532,7 +528,7 @@ impl RunningCluster {
     pub(crate) async fn heal_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
         self.connect(n).await?;
-        self.set_state(node, NodeState::Up);
+        self.states.set(node, NodeState::Up);
         Ok(())
     }
 

@@ -142,10 +142,6 @@ impl RunningCluster {
         self.states.all()
     }
 
-    fn set_state(&self, node: usize, state: NodeState) {
-        self.states.set(node, state);
-    }
-
     /// `Some(reason)` once a node the suite did not kill has exited.
     pub(crate) async fn failure(&self) -> Option<String> {
         let states = self.states();
@@ -177,7 +173,7 @@ impl RunningCluster {
     pub(crate) async fn kill_node(&self, node: usize) -> Result<(), BrokerError> {
         let n = self.node(node)?;
         n.kill().await?;
-        self.set_state(node, NodeState::Killed);
+        self.states.set(node, NodeState::Killed);
         Ok(())
     }
 
@@ -189,7 +185,7 @@ impl RunningCluster {
         if n.failure().is_some() {
             n.start_again()?;
         }
-        self.set_state(node, NodeState::Up);
+        self.states.set(node, NodeState::Up);
         wait_booted(self, &[node], RESTART_BOOT).await
     }
 
