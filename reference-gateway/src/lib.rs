@@ -11,6 +11,7 @@
 //! - [`inbox`] — verification and routing of every inbox delivery
 //! - [`herdr`] — the herdr socket client
 //! - [`mcp`], [`api`] — the MCP tools and the local HTTP API
+//! - [`membership`] — SPEC §18, host certificates, revocation, live trust files (MEM)
 //! - [`metrics`] — Prometheus counters
 //! - [`migration`] — SPEC §13, moving v1.0.0 legacy queues into v2 inboxes (MIG, TOP-5)
 //! - [`convert`] — SPEC §16 (CLU-7), converting classic inboxes to quorum (`convert-inboxes`)
@@ -30,6 +31,7 @@ pub mod gateway;
 pub mod herdr;
 pub mod inbox;
 pub mod mcp;
+pub mod membership;
 pub mod metrics;
 pub mod migration;
 pub mod presence;
