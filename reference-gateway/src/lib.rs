@@ -6,6 +6,7 @@
 //! - [`topology`], [`publish`] — SPEC §1 and §4: exchanges and queues, confirmed publishing
 //! - [`forward`] — SPEC §5, briefs into workers (at-most-once + INJECTED)
 //! - [`pull`] — SPEC §6, held messages for mains (at-least-once)
+//! - [`grace`] — the [C-7]/[C-10] wait before an unknown sender is rejected
 //! - [`presence`] — SPEC §8, heartbeats and the roster view; [`departures`] orders `down` after them
 //! - [`entities`], [`registry`] — entity life cycle and the durable registry
 //! - [`inbox`] — verification and routing of every inbox delivery
@@ -28,6 +29,7 @@ pub mod entity_state;
 pub mod envelope;
 pub mod forward;
 pub mod gateway;
+pub mod grace;
 pub mod herdr;
 pub mod inbox;
 pub mod mcp;
