@@ -117,11 +117,13 @@ impl Gateway {
         }))
     }
 
-    /// `/readyz`: topology declared, connected, and every entity's consumer attached.
+    /// `/readyz`: topology declared, connected, every entity's consumer attached, and the own
+    /// certificate (if any) neither expired nor revoked (MEM-4).
     pub fn readiness(&self) -> (bool, Vec<(String, EntityHealth)>) {
         let health = self.local.health();
         let all_ok = health.iter().all(|(_, h)| *h == EntityHealth::Ready);
-        (self.ready.load(Ordering::SeqCst) && all_ok, health)
+        let certified = self.membership.unready().is_none();
+        (self.ready.load(Ordering::SeqCst) && all_ok && certified, health)
     }
 
     pub fn is_connected(&self) -> bool {

@@ -160,7 +160,7 @@ pub struct BatchApplied {
 #[derive(Default)]
 pub struct Roster {
     /// gid → entry, plus one `_gateway` entry per host under key `_gateway@<host>`.
-    entries: Mutex<BTreeMap<String, RosterEntry>>,
+    pub(crate) entries: Mutex<BTreeMap<String, RosterEntry>>,
     /// gid → (host, `ts` of its signed `down`): what an entity sent before it left still counts
     /// as sent from that host (its last FAILED or ABANDONED may arrive after its `down`).
     departed: Mutex<BTreeMap<String, (String, u64)>>,

@@ -9,7 +9,10 @@
 //! - [`trust`] — the live trust state: which keys are host h's now (MEM-2, MEM-3)
 //! - [`own`] — this gateway's key and certificate, its expiry and readiness (MEM-3, MEM-4)
 //! - [`gate`] — where verification meets the trust state (inbox, control, roster, DLQ)
-//! - [`rotate`] — the own `_gateway` presence, the carrier of the host's key (MEM-2, MEM-5)
+//! - [`rotate`] — the own `_gateway` presence, and switching to a new key without a flag day
+//!   (MEM-3, MEM-5)
+//! - [`sweep`] — dropping a host's roster entries once it has no valid key (MEM-1, MEM-4)
+//! - [`watch`] — re-reading the files on change and on SIGHUP, within 2 s (MEM-1, MEM-3)
 
 pub mod ca;
 pub mod cert;
@@ -19,7 +22,9 @@ pub mod krl;
 pub mod own;
 pub mod peers;
 pub mod rotate;
+pub mod sweep;
 pub mod trust;
+pub mod watch;
 
 use crate::config::Config;
 use files::{FileError, TrustFile};
