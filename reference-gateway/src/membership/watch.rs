@@ -237,7 +237,7 @@ fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineErro
         }
         TrustFile::Revoked => {
             let krl = Krl::parse(text)?;
-            let what = format!("revocation list: {} entrie(s)", krl.len());
+            let what = format!("revocation list: {} line(s) in force", krl.len());
             trust.set_krl(krl);
             what
         }
