@@ -147,8 +147,8 @@ async fn run(gw: Arc<Gateway>) {
     // The first look takes the files as the start read them (quietly: nothing changed).
     for w in &mut trust {
         w.moved(true);
-        if let Some(Ok(text)) = w.fresh() {
-            let _ = apply(&gw, w.file, &text);
+        if let Some(content) = w.fresh() {
+            reload(&gw, w, content, true);
         }
     }
     for w in &mut identity {
@@ -177,7 +177,7 @@ async fn run(gw: Arc<Gateway>) {
             if w.moved(force)
                 && let Some(content) = w.fresh()
             {
-                reload(&gw, w, content);
+                reload(&gw, w, content, false);
             }
         }
         if identity.iter_mut().fold(false, |any, w| w.moved(false) | any) {
@@ -195,8 +195,8 @@ async fn run(gw: Arc<Gateway>) {
     }
 }
 
-/// Reads and applies one changed trust file, or reports why not.
-fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>) {
+/// Applies one changed trust file, or reports why not (`quiet`: no INFO line when applied).
+fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>, quiet: bool) {
     let path = w.path.display().to_string();
     let applied = match content {
         Ok(bytes) => apply(gw, w.file, &bytes).map_err(|e| FileError::at(w.file, &w.path, e)),
@@ -207,6 +207,7 @@ fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>) {
         }),
     };
     match applied {
+        Ok(what) if quiet => debug!(file = w.file.var(), %path, "{what}: in force"),
         Ok(what) => info!(file = w.file.var(), %path, "{what}: re-read and applied"),
         Err(e) => {
             error!(file = w.file.var(), %path, "{e}: not applied; the last good content stays in force");
