@@ -53,14 +53,15 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
     When the probe, as host "x", announces "x1"
     And the probe, as host "x", sends "w1" a brief from "x1"
     Then the gateway of "w1" dead-letters it with x-death reason "rejected"
-    And the gateway of "w1" logs the rejection naming the check "signature"
+    And the gateway of "w1" logs the rejection naming the check "<check>"
     And over a window no roster lists anything of host "x"
     And nothing hostile was injected into "w1" or held for "lead"
     And no gateway published FAILED
     And every gateway is still ready
 
     # CONTRACT §12: a presence from a host the receiver holds no key for, carrying a bad
-    # certificate, is both unverifiable and badly certified: `certificate or signature`.
+    # certificate, is both unverifiable and badly certified: `certificate or signature`; so is the
+    # brief signed afterwards with the key that certificate names.
     Examples:
       | credential                                  | check                                    |
       | a certificate from a CA no gateway trusts   | certificate or signature                 |
@@ -119,7 +120,7 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
     And the probe watches the wire
     When "lead" sends briefs to "w1", which replies to each, in the background
     And every peers file lists a second key for "b"
-    Then within 2 seconds every gateway takes the second key of "b" as the key of host "b"
+    Then within 2 seconds every other gateway takes the second key of "b" as the key of host "b"
     When the gateway on "b" switches to its second key
     Then within 2 heartbeats the probe sees host "b" sign a REPLY and an INJECTED with its new key
     When every peers file lists only the second key for "b"

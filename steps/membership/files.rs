@@ -167,8 +167,8 @@ async fn second_key(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
 }
 
 /// MEM-1: a key a peers entry lists is a key of that host within 2 s — a presence the probe signs
-/// with it, for an entity of its own on that host, is listed by every gateway.
-#[then(expr = "within 2 seconds every gateway takes the second key of {string} as the key of host {string}")]
+/// with it, for an entity of its own on that host, is listed by every other gateway.
+#[then(expr = "within 2 seconds every other gateway takes the second key of {string} as the key of host {string}")]
 async fn takes_second_key(w: &mut FleetWorld, host: String, of: String) -> anyhow::Result<()> {
     anyhow::ensure!(host == of, "a key of {host} is not a key of {of}");
     let key = w
@@ -177,31 +177,46 @@ async fn takes_second_key(w: &mut FleetWorld, host: String, of: String) -> anyho
         .get(&host)
         .cloned()
         .ok_or_else(|| anyhow!("no peers entry lists a second key for {host}"))?;
+    // The probe heartbeats the entity as a host does (a presence that arrived before the file was
+    // applied is rightly rejected); every gateway must list it by the deadline.
     let gid = fleet_conformance::envelope::new_uuid();
-    w.probe()
-        .await?
-        .announce(&key, &gid, "worker", Duration::from_secs(600))
-        .await?;
+    let probe = w.probe().await?;
     let deadline = two_seconds_after(w, Duration::ZERO)?;
-    for (name, h) in &w.hosts {
-        let gw = &h.gateway;
-        let (gid, host) = (&gid, &host);
-        by_deadline(
-            &format!("the roster of {name} to list the probe's entity {gid} on {host}"),
-            deadline,
-            || async move {
+    // Every other gateway: what a gateway makes of a stranger's claim on its own host is not
+    // this check's business.
+    let hosts: Vec<&GatewayProcess> = w
+        .hosts
+        .iter()
+        .filter(|(h, _)| **h != host)
+        .map(|(_, h)| &h.gateway)
+        .collect();
+    let sent = std::sync::Mutex::new(Vec::new());
+    let (gid, host, key, probe, hosts, sent_ref) = (&gid, &host, &key, &probe, &hosts, &sent);
+    let listed = by_deadline(
+        &format!("every roster to list the probe's entity {gid} on {host}, signed with the second key"),
+        deadline,
+        || async move {
+            let env = probe
+                .announce(key, gid, "worker", Duration::from_secs(600))
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Ok(mut s) = sent_ref.lock() {
+                s.push(env.msg_id().to_string());
+            }
+            for gw in hosts {
                 let (status, v) = gw.get("/v1/roster").await.map_err(|e| e.to_string())?;
                 let entries = fleet_conformance::contract::roster_entries("GET /v1/roster", &v)
                     .map_err(|e| format!("status {status}: {e}"))?;
-                if fleet_conformance::contract::roster_lists(&entries, gid, host) {
-                    Ok(Some(()))
-                } else {
-                    Err(format!("not listed yet: {v}"))
+                if !fleet_conformance::contract::roster_lists(&entries, gid, host) {
+                    return Err(format!("not listed yet by {}: {v}", gw.spec.host));
                 }
-            },
-        )
-        .await?;
-    }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await;
+    w.membership.probe_sent.extend(sent.into_inner().unwrap_or_default());
+    listed?;
     Ok(())
 }
 

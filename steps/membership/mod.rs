@@ -102,6 +102,9 @@ pub struct MemState {
     played: BTreeMap<String, HostKey>,
     /// Entities the probe announced on the hosts it plays: name → (host, gid).
     fakes: BTreeMap<String, (String, String)>,
+    /// msgIds of what the probe published under a gateway host's name (its key's, signed by the
+    /// suite): not that gateway's messages when its traffic is judged.
+    probe_sent: BTreeSet<String>,
     /// The probe's tap of `bridge.roster` and `bridge.msg` in one queue: the broker's order of
     /// what a gateway publishes, across both exchanges (MEM-3).
     wire: Option<Arc<Tap>>,

@@ -163,5 +163,6 @@ async fn signed_with_key_of(
         .await
         .map_err(|e| anyhow!("publishing the {kind} signed by {host}: {e}"))?;
     w.wire.record_hostile(env.msg_id(), &text);
+    w.membership.probe_sent.insert(env.msg_id().to_string());
     Ok(())
 }

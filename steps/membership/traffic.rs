@@ -219,7 +219,8 @@ fn drained_ids(t: &Traffic) -> BTreeMap<String, usize> {
     ids
 }
 
-/// Dead letters of messages the given hosts published.
+/// Dead letters of messages the given hosts' gateways published (not what the probe signed in
+/// their name).
 async fn dead_letters_of(w: &FleetWorld, hosts: &[String]) -> anyhow::Result<Vec<String>> {
     let dlx = w.wire.dlx_tap()?;
     Ok(dlx
@@ -227,6 +228,7 @@ async fn dead_letters_of(w: &FleetWorld, hosts: &[String]) -> anyhow::Result<Vec
         .await?
         .iter()
         .filter(|c| c.header_str("host").is_some_and(|h| hosts.contains(&h)))
+        .filter(|c| !c.message_id().is_some_and(|id| w.membership.probe_sent.contains(&id)))
         .map(|c| {
             format!(
                 "{} {} from host {:?} (dead-lettered from {:?})",
