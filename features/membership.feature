@@ -8,7 +8,9 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
   seconds" counts from that rename, or from the expiry (CONTRACT §12). A host "in no peers file"
   is listed in nobody's peers file, its own included: its key is its only through its certificate.
   The probe watches the wire, and plays hosts of its own: it holds their keys and signs their
-  presence and messages with them. Gateways heartbeat every second here (the suite's setting).
+  presence and messages with them. Gateways heartbeat every second here (the suite's setting),
+  except where a host must be dropped within 2 seconds: there every 3 seconds, so that entries
+  left to their ttl (3 heartbeats) could not pass for a drop.
 
   Background:
     Given a broker
@@ -75,7 +77,8 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
 
   @MEM-2 @MEM-1
   Scenario: a certificate from a CA removed from the trust files mid-run stops verifying, and its host is dropped
-    Given every gateway trusts the CAs "fleet" and "old"
+    Given the gateways' heartbeat is 3 seconds
+    And every gateway trusts the CAs "fleet" and "old"
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     And "w1" is idle
@@ -93,7 +96,8 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
 
   @MEM-1
   Scenario: a host added to the peers files while briefs and replies flow is let in, and once removed is dropped and rejected
-    Given host "a" runs a gateway with a main "lead"
+    Given the gateways' heartbeat is 3 seconds
+    And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     And "w1" finishes each brief quickly
     And the probe watches the wire
@@ -190,7 +194,8 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
 
   @MEM-4
   Scenario Outline: a certificate revoked by <entry> mid-traffic stops verifying within 2 seconds
-    Given the gateways' inject bound is 5 seconds
+    Given the gateways' heartbeat is 3 seconds
+    And the gateways' inject bound is 5 seconds
     And every gateway trusts the CA "fleet"
     And every gateway reads a revocation list
     And host "b" holds a certificate from "fleet" and is in no peers file
@@ -217,7 +222,8 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
 
   @MEM-4
   Scenario: a certificate that expires during the scenario stops verifying, and its host is dropped
-    Given every gateway trusts the CA "fleet"
+    Given the gateways' heartbeat is 3 seconds
+    And every gateway trusts the CA "fleet"
     And the gateways allow a clock skew of 1 second
     And host "b" holds a certificate from "fleet" valid for 20 more seconds, and is in no peers file
     And host "a" runs a gateway with a main "lead"
