@@ -127,6 +127,8 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
     Then within 2 seconds every other gateway takes the second key of "b" as the key of host "b"
     When the gateway on "b" switches to its second key
     Then within 2 heartbeats the probe sees host "b" sign a REPLY and an INJECTED with its new key
+    When the probe publishes a REPLY from "w1" to "lead" signed with the old key of "b"
+    Then "lead" drains the message signed with the old key, once
     When every peers file lists only the second key for "b"
     And the traffic has made 3 more round trips and stops
     Then the traffic lost nothing, and nothing was rejected or duplicated
@@ -174,6 +176,8 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
     And "b" rotates to a new key and a new certificate from "fleet"
     Then within 2 heartbeats the probe sees host "b" sign a REPLY and an INJECTED with its new key
     And the first message "b" signed with its new key is its _gateway presence carrying the new certificate
+    When the probe publishes a REPLY from "w1" to "lead" signed with the old key of "b"
+    Then "lead" drains the message signed with the old key, once
     When the traffic has made 3 more round trips and stops
     Then the traffic lost nothing, and nothing was rejected or duplicated
 

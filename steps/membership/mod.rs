@@ -105,6 +105,8 @@ pub struct MemState {
     /// msgIds of what the probe published under a gateway host's name (its key's, signed by the
     /// suite): not that gateway's messages when its traffic is judged.
     probe_sent: BTreeSet<String>,
+    /// The msgId of a message the probe signed with a host's old key (MEM-3: still in flight).
+    in_flight: Option<String>,
     /// The probe's tap of `bridge.roster` and `bridge.msg` in one queue: the broker's order of
     /// what a gateway publishes, across both exchanges (MEM-3).
     wire: Option<Arc<Tap>>,

@@ -140,20 +140,34 @@ async fn not_ready(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The probe signs a message with `host`'s key itself (its current key): a message "signed with"
-/// that key or its certificate, whatever the host's own gateway still sends. Judged like a row of
-/// the envelope catalogue (dead-lettered, the check logged, never acted on).
-#[when(regex = r#"^the probe publishes a (SEND|REPLY) from "([^"]+)" to "([^"]+)" signed with the key of "([^"]+)"$"#)]
+/// The probe signs a message with `host`'s key itself (the suite minted it): with its current key,
+/// a message "signed with" that key or its certificate whatever the host's own gateway still
+/// sends — judged like a row of the envelope catalogue (dead-lettered, the check logged, never
+/// acted on); with the key it held before its last rotation, a message "still in flight" that
+/// must verify (MEM-3: receivers keep every valid key until its certificate expires).
+#[when(
+    regex = r#"^the probe publishes a (SEND|REPLY) from "([^"]+)" to "([^"]+)" signed with the (old )?key of "([^"]+)"$"#
+)]
 async fn signed_with_key_of(
     w: &mut FleetWorld,
     kind: String,
     from: String,
     to: String,
+    old: String,
     host: String,
 ) -> anyhow::Result<()> {
     let from_gid = gid_of(w, &from)?;
     let to_gid = w.gid(&to)?;
-    let key = current_key(w, &host)?;
+    let key = if old.is_empty() {
+        current_key(w, &host)?
+    } else {
+        let history = w.membership.key_history.get(&host).cloned().unwrap_or_default();
+        history
+            .len()
+            .checked_sub(2)
+            .and_then(|i| history.get(i).cloned())
+            .ok_or_else(|| anyhow!("{host} has not rotated: it has no old key"))?
+    };
     let text = format!("signed with the key of {host} {}", uuid::Uuid::new_v4().simple());
     let body = text.as_bytes().to_vec();
     let env = Envelope::new(&kind, &from_gid, &to_gid, &host).signed_by(&key, &body);
@@ -162,7 +176,11 @@ async fn signed_with_key_of(
         .publish(&Crafted::from_envelope("bridge.msg", &to_gid, &env, &body))
         .await
         .map_err(|e| anyhow!("publishing the {kind} signed by {host}: {e}"))?;
-    w.wire.record_hostile(env.msg_id(), &text);
-    w.membership.probe_sent.insert(env.msg_id().to_string());
+    if old.is_empty() {
+        w.wire.record_hostile(env.msg_id(), &text);
+        w.membership.probe_sent.insert(env.msg_id().to_string());
+    } else {
+        w.membership.in_flight = Some(env.msg_id().to_string());
+    }
     Ok(())
 }

@@ -379,3 +379,44 @@ fn finish(w: &mut FleetWorld) {
         let _ = t.drain_stop.send(true);
     }
 }
+
+/// MEM-3: the message the probe signed with a host's old key after its rotation verifies: the
+/// main drains it (through the traffic's drains), once.
+#[then(expr = "{string} drains the message signed with the old key, once")]
+async fn drains_in_flight(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
+    let id = w
+        .membership
+        .in_flight
+        .clone()
+        .ok_or_else(|| anyhow!("the probe signed nothing with an old key"))?;
+    let t = traffic(w)?;
+    ensure!(t.main == main, "the traffic's main is {}, not {main}", t.main);
+    let id = &id;
+    wait_for(
+        &format!("{main} to drain {id}, signed with the old key"),
+        Duration::from_secs(10),
+        || {
+            let n = drained_ids(t).get(id).copied().unwrap_or(0);
+            async move {
+                if n > 0 {
+                    Ok(Some(n))
+                } else {
+                    Err("not drained".to_string())
+                }
+            }
+        },
+    )
+    .await?;
+    hold_for(&format!("{main} drains {id} once"), ABSENCE_WINDOW, || {
+        let n = drained_ids(t).get(id).copied().unwrap_or(0);
+        async move {
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(format!("drained {n} times"))
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
