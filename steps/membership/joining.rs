@@ -8,6 +8,7 @@ use anyhow::{anyhow, ensure};
 use cucumber::{then, when};
 use fleet_conformance::envelope::Envelope;
 use fleet_conformance::probe::Captured;
+use fleet_conformance::timing::wait_for;
 use serde_json::Value;
 
 use crate::world::FleetWorld;
@@ -47,25 +48,50 @@ fn body(m: &Captured) -> Value {
     serde_json::from_slice(&m.body).unwrap_or(Value::Null)
 }
 
-/// MEM-2 / CONTRACT §12: the `_gateway` PRESENCE carries `cert`, the certificate line as the file
-/// holds it (whitespace at either end aside), signed with the certified key.
+/// MEM-2 / CONTRACT §12: every `_gateway` PRESENCE carries `cert`, the certificate line as the file
+/// holds it (whitespace at either end aside), signed with the certified key — the first one at
+/// its connect and each heartbeat after it (judged on the first three seen).
 #[then(expr = "the probe saw host {string} carry its certificate in its _gateway presence")]
 async fn carries_cert(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let line = w.membership.cert(&host)?.line.clone();
     let key = super::current_key(w, &host)?.public_base64();
     let roster = w.wire.roster_tap()?;
     let routing = format!("roster.{host}._gateway");
-    let (line, routing) = (&line, &routing);
-    let m = roster
-        .wait_for(
-            &format!("a _gateway presence of {host} carrying its certificate"),
-            w.heartbeat() * 2 + Duration::from_millis(500),
-            |c: &Captured| c.routing_key == *routing && body(c)["cert"].as_str().map(str::trim) == Some(line.as_str()),
-        )
-        .await
-        .map_err(|e| anyhow!("{e}; its certificate: {line}"))?;
-    let env = Envelope::from_field_table(&m.headers())?;
-    env.verify(&key, &m.body)
-        .map_err(|e| anyhow!("the _gateway presence of {host} carrying its certificate: {e}"))?;
-    Ok(())
+    let (line, routing, key, host) = (&line, &routing, &key, &host);
+    wait_for(
+        &format!("three _gateway presences of {host}"),
+        w.heartbeat() * 3 + Duration::from_millis(500),
+        || {
+            let roster = roster.clone();
+            async move {
+                let all = roster.fetch().await.map_err(|e| e.to_string())?;
+                let mine: Vec<&Captured> = all
+                    .iter()
+                    .filter(|c| c.routing_key == *routing && body(c)["state"] == "up")
+                    .take(3)
+                    .collect();
+                for c in &mine {
+                    let b = body(c);
+                    if b["cert"].as_str().map(str::trim) != Some(line.as_str()) {
+                        return Ok(Some(Err(anyhow!(
+                            "a _gateway presence of {host} carries cert {:?}, not its certificate {line:?}",
+                            b["cert"]
+                        ))));
+                    }
+                    let env = Envelope::from_field_table(&c.headers()).map_err(|e| e.to_string())?;
+                    if let Err(e) = env.verify(key, &c.body) {
+                        return Ok(Some(Err(anyhow!(
+                            "a _gateway presence of {host} carrying its certificate: {e}"
+                        ))));
+                    }
+                }
+                if mine.len() == 3 {
+                    Ok(Some(Ok(())))
+                } else {
+                    Err(format!("{} _gateway presence(s) of {host} so far", mine.len()))
+                }
+            }
+        },
+    )
+    .await?
 }
