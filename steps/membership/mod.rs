@@ -221,6 +221,10 @@ pub fn configure_spec(w: &mut FleetWorld, spec: &mut GatewaySpec) -> anyhow::Res
         spec.peers.len() == listed.entries.len(),
         "a gateway cannot start with a several-key peers entry here: only a running gateway's file lists several keys"
     );
+    // A host lists itself unless it is in no peers file (as every scenario's gateway always did).
+    if !w.membership.unlisted.contains(&host) {
+        spec.peers.entry(host.clone()).or_insert_with(|| spec.key.clone());
+    }
     let dir = spec.dir.clone();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let broken = w.membership.broken_at_start.get(&host).copied();
