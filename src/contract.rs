@@ -156,11 +156,35 @@ pub fn con2_refusal<'a>(log: &'a str, names: &[String]) -> Option<&'a str> {
         .find(|l| log_line_at(l, LogLevel::Error) && names.iter().any(|n| l.contains(n.as_str())))
 }
 
+/// CONTRACT §12: whether a log line names line `n` of the file at `path`, as `line <n>` or
+/// `<path>:<n>` (the number not followed by another digit).
+pub fn names_file_line(line: &str, path: &str, n: usize) -> bool {
+    let ends = |rest: &str| !rest.starts_with(|c: char| c.is_ascii_digit());
+    let by_word = line
+        .match_indices(&format!("line {n}"))
+        .any(|(i, m)| ends(&line[i + m.len()..]));
+    let by_colon = line
+        .match_indices(&format!("{path}:{n}"))
+        .any(|(i, m)| ends(&line[i + m.len()..]));
+    by_word || by_colon
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_file_line_is_named_as_line_n_or_path_colon_n() {
+        let p = "/t/a/peers.toml";
+        assert!(names_file_line("ERROR /t/a/peers.toml: line 3: bad", p, 3));
+        assert!(names_file_line("ERROR cannot read /t/a/peers.toml:3:7 expected", p, 3));
+        assert!(names_file_line("TOML parse error at line 3, column 5", p, 3));
+        assert!(!names_file_line("ERROR /t/a/peers.toml line 31", p, 3));
+        assert!(!names_file_line("ERROR /t/a/peers.toml:30", p, 3));
+        assert!(!names_file_line("ERROR /t/a/peers.toml", p, 3));
+    }
 
     fn msg(kind: &str, text: &str) -> Value {
         json!({"msgId": "m1", "kind": kind, "from": "g1", "text": text, "traceId": "t1"})

@@ -52,6 +52,18 @@ pub struct GatewaySpec {
     pub extra_env: BTreeMap<String, String>,
 }
 
+impl GatewaySpec {
+    /// `FLEET_SIGNING_KEY_FILE`: the key file in the host's directory.
+    pub fn key_file(&self) -> PathBuf {
+        self.dir.join("signing.key")
+    }
+
+    /// `FLEET_PEERS_FILE`: the peers file in the host's directory.
+    pub fn peers_file(&self) -> PathBuf {
+        self.dir.join("peers.toml")
+    }
+}
+
 /// A running (or stopped) gateway process.
 pub struct GatewayProcess {
     pub spec: GatewaySpec,
@@ -133,8 +145,8 @@ impl GatewayProcess {
             reason: e.to_string(),
         };
         std::fs::create_dir_all(spec.dir.join("state")).map_err(files)?;
-        spec.key.write_key_file(&spec.dir.join("signing.key")).map_err(files)?;
-        write_peers_file(&spec.dir.join("peers.toml"), &spec.peers).map_err(files)?;
+        spec.key.write_key_file(&spec.key_file()).map_err(files)?;
+        write_peers_file(&spec.peers_file(), &spec.peers).map_err(files)?;
         let port = crate::ports::free_port().map_err(files)?;
         Ok(GatewayProcess {
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -153,8 +165,8 @@ impl GatewayProcess {
         let mut env: BTreeMap<String, String> = [
             ("FLEET_HOST_ID", self.spec.host.clone()),
             ("FLEET_AMQP_URL", self.spec.amqp_url.clone()),
-            ("FLEET_SIGNING_KEY_FILE", d.join("signing.key").display().to_string()),
-            ("FLEET_PEERS_FILE", d.join("peers.toml").display().to_string()),
+            ("FLEET_SIGNING_KEY_FILE", self.spec.key_file().display().to_string()),
+            ("FLEET_PEERS_FILE", self.spec.peers_file().display().to_string()),
             ("FLEET_HERDR_SOCKET", self.spec.herdr_socket.display().to_string()),
             ("FLEET_LISTEN", self.listen.to_string()),
             ("FLEET_ADMIN_TOKEN", self.admin_token.clone()),
@@ -269,6 +281,12 @@ impl GatewayProcess {
             reason,
             log: self.log_tail(40),
         })
+    }
+
+    /// The process's exit status once it has exited by itself (reaped here); `None` while it runs
+    /// or when it was never started.
+    pub fn try_exit(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
     }
 
     pub fn pid(&self) -> Option<u32> {

@@ -49,6 +49,11 @@ impl HostKey {
         B64.encode(self.key.verifying_key().to_bytes())
     }
 
+    /// The 32 raw bytes of the public key (the OpenSSH public key line of SPEC §18 wraps them).
+    pub fn public_bytes(&self) -> [u8; 32] {
+        self.key.verifying_key().to_bytes()
+    }
+
     /// A standard, padded base64 signature over `input`.
     pub fn sign_base64(&self, input: &[u8]) -> String {
         B64.encode(self.key.sign(input).to_bytes())

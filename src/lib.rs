@@ -6,6 +6,7 @@
 //!
 //! - [`conformance`] — the runner's verdict: requirement registry, capabilities, baseline, reports
 //! - [`broker`] — broker providers (container, local process, URL) and the management API
+//! - [`credentials`] — SPEC §18's CAs, certificates and revocation lists, made by real `ssh-keygen`
 //! - [`cleanup`] — what the suite started, stopped on Ctrl-C, SIGTERM or panic; leftovers swept
 //! - [`gateway`] — a gateway under test, as a real process with the SPEC §15 contract
 //! - [`herdr`] — the fake herdr socket server (the only fake)
@@ -25,6 +26,7 @@ pub mod broker;
 pub mod cleanup;
 pub mod conformance;
 pub mod contract;
+pub mod credentials;
 pub mod envelope;
 pub mod gateway;
 pub mod herdr;

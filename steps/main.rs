@@ -25,6 +25,7 @@ mod envelope;
 mod faults;
 mod forward;
 mod hosts;
+mod membership;
 mod migration;
 mod operations;
 mod presence;

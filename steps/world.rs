@@ -222,6 +222,8 @@ pub struct FleetWorld {
     pub broker_logins: BTreeMap<String, (String, String)>,
     /// The cluster scenarios' notes (SPEC §16), and whether this scenario strikes nodes.
     pub cluster: crate::cluster::ClusterState,
+    /// The membership scenarios' files and credentials (SPEC §18).
+    pub membership: crate::membership::MemState,
     /// The scenario's wire probe and the AMQP URL it was connected to ([`FleetWorld::probe`]);
     /// closed at cleanup.
     probe: Option<(String, Arc<Probe>)>,
@@ -285,6 +287,7 @@ impl FleetWorld {
             wire: Default::default(),
             broker_logins: BTreeMap::new(),
             cluster: Default::default(),
+            membership: Default::default(),
             probe: None,
         })
     }
@@ -380,7 +383,7 @@ impl FleetWorld {
             .filter_map(|h| self.keys.get(*h).map(|k| (h.to_string(), k.clone())))
             .collect();
         peers.insert(host.to_string(), key.clone());
-        let spec = GatewaySpec {
+        let mut spec = GatewaySpec {
             host: host.to_string(),
             command: suite.gateway_cmd.clone(),
             amqp_url: match &self.link {
@@ -405,6 +408,7 @@ impl FleetWorld {
                 env
             },
         };
+        crate::membership::configure_spec(self, &mut spec)?;
         Ok((spec, herdr))
     }
 

@@ -91,6 +91,37 @@ impl WireState {
     pub fn roster_tap(&self) -> anyhow::Result<Arc<Tap>> {
         tap(&self.roster, "bridge.roster")
     }
+
+    /// The probe's `bridge.dlx` tap (every dead letter of the scenario).
+    pub fn dlx_tap(&self) -> anyhow::Result<Arc<Tap>> {
+        tap(&self.dlx, "bridge.dlx")
+    }
+
+    /// The probe's `bridge.msg` tap.
+    pub fn msgs_tap(&self) -> anyhow::Result<Arc<Tap>> {
+        tap(&self.msgs, "bridge.msg")
+    }
+
+    /// Records a hostile message another area's step published (membership's credentials), so
+    /// this catalogue's checks (dead-lettered, the check logged, never injected or held) judge it
+    /// as they judge their own rows.
+    pub fn record_hostile(&mut self, marker: &str, text: &str) {
+        self.hostile_texts.push(text.to_string());
+        self.hostile_ids.push(marker.to_string());
+        self.hostile = Some(Hostile {
+            marker: marker.to_string(),
+        });
+    }
+
+    /// A text another area's step sent validly: it may be injected or held.
+    pub fn record_valid_text(&mut self, text: &str) {
+        self.valid_texts.push(text.to_string());
+    }
+
+    /// Names a fake entity another area's step announced, for the steps that look fakes up by name.
+    pub fn name_fake(&mut self, name: &str, gid: &str) {
+        self.fakes.insert(name.to_string(), gid.to_string());
+    }
 }
 
 struct Hostile {
