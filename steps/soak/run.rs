@@ -16,10 +16,15 @@ use tokio::task::JoinSet;
 
 use crate::world::FleetWorld;
 
+use super::certs::trust_strikes_off;
 use super::config::{NEMESIS_VAR, OPS_VAR, SEED_VAR, SoakConfig, op_counts};
-use super::history::{Op, Seen, classify_reply, classify_send, record_poll};
+use super::history::{Op, Seen, classify_reply, classify_send, msg_id_of, record_poll};
 use super::nemesis::{Event, NemesisClock, Rng, Strike};
 use super::nodes::{cluster_profile, cut_links, node_strike_off, strike_node};
+use super::trust::strike_trust;
+
+/// One reply as its worker saw it: text, class, outcome, msgId, span.
+type Replied = (String, Seen, String, Option<String>, (Duration, Duration));
 
 /// Replies `texts` from one worker, each once, paced by its briefs: reply `k` waits until the
 /// worker's briefs are `k/r` done (so replies run through the whole nemesis, not in its first
@@ -32,7 +37,7 @@ async fn reply_paced(
     briefs: usize,
     briefs_done: Arc<AtomicUsize>,
     run_started: Instant,
-) -> Vec<(String, Seen, String, (Duration, Duration))> {
+) -> Vec<Replied> {
     let r = texts.len().max(1);
     let mut out = Vec::new();
     let mut client: Option<McpClient> = None;
@@ -50,17 +55,18 @@ async fn reply_paced(
             }
         }
         let began = run_started.elapsed();
-        let (seen, outcome) = match &client {
-            None => (Seen::Failed, "not_connected".to_string()),
+        let (seen, outcome, msg_id) = match &client {
+            None => (Seen::Failed, "not_connected".to_string(), None),
             Some(c) => {
                 let v = c.call("bridge_reply", json!({"text": text})).await;
                 if v.is_err() {
                     client = None; // the gateway restarted or hung: a new session for the next one
                 }
-                classify_reply(&v)
+                let (seen, outcome) = classify_reply(&v);
+                (seen, outcome, v.as_ref().ok().and_then(msg_id_of))
             }
         };
-        out.push((text, seen, outcome, (began, run_started.elapsed())));
+        out.push((text, seen, outcome, msg_id, (began, run_started.elapsed())));
     }
     out
 }
@@ -149,6 +155,19 @@ async fn soak(
             );
         }
     }
+    for s in Strike::ALL
+        .into_iter()
+        .filter(|s| s.is_trust() && config.cycle.contains(s))
+    {
+        if let Some(why) = trust_strikes_off(&suite) {
+            off.insert(s.name(), why);
+        } else if w.soak.fleet.is_none() {
+            off.insert(
+                s.name(),
+                "the soak's hosts are not on certificates (its Background lacks \"hosts … run on certificates from a fleet CA when the nemesis rotates keys or revokes certificates\")".to_string(),
+            );
+        }
+    }
     for s in Strike::ALL {
         if !config.cycle.contains(&s) {
             off.entry(s.name())
@@ -190,9 +209,13 @@ async fn soak(
     let clock = Arc::new(NemesisClock::new(every));
     w.soak.spread = spread;
     let main_host = w.entity(&main)?.host.clone();
+    let worker_host: BTreeMap<String, String> = [&w1, &w2]
+        .iter()
+        .map(|n| Ok(((*n).clone(), w.entity(n)?.host.clone())))
+        .collect::<anyhow::Result<_>>()?;
     let lead: McpHandle = w.mcp(&main).await?.handle();
     type Sent = (String, anyhow::Result<Value>, (Duration, Duration));
-    let mut ops: JoinSet<Vec<Sent>> = JoinSet::new();
+    let mut ops: JoinSet<(String, Vec<Sent>)> = JoinSet::new();
     let mut progress: BTreeMap<String, Arc<AtomicUsize>> = BTreeMap::new();
     for worker in [&w1, &w2] {
         let gid = w.gid(worker)?;
@@ -216,7 +239,7 @@ async fn soak(
                     done.fetch_add(1, Ordering::Relaxed);
                     out.push((text, v.map_err(anyhow::Error::from), (began, started.elapsed())));
                 }
-                out
+                (worker, out)
             });
         }
     }
@@ -249,9 +272,12 @@ async fn soak(
         let url = w.host(&e.host)?.gateway.mcp_url();
         let texts: Vec<String> = (0..r).map(|i| format!("soak reply {worker} #{i}")).collect();
         let done = progress.get(worker).cloned().unwrap_or_default();
-        repliers.spawn(reply_paced(url, e.token.clone(), texts, n, done, started));
+        let worker = worker.clone();
+        let replies = reply_paced(url, e.token.clone(), texts, n, done, started);
+        repliers.spawn(async move { (worker, replies.await) });
     }
-    // The nemesis strikes (worker hosts, the link, the broker) until the operations are done.
+    // The nemesis strikes (worker hosts, the link, the broker; a trust strike any host on
+    // certificates, the main's included) until the operations are done.
     let hosts: Vec<String> = [&w1, &w2]
         .iter()
         .filter_map(|n| w.entity(n).ok().map(|e| e.host.clone()))
@@ -263,15 +289,22 @@ async fn soak(
     while !(ops.is_empty() && repliers.is_empty()) {
         tokio::select! {
             Some(done) = ops.join_next() => {
-                for (text, v, span) in done? {
+                let (worker, sent) = done?;
+                let to_host = worker_host.get(&worker).cloned().unwrap_or_default();
+                for (text, v, span) in sent {
                     let (seen, outcome) = classify_send(&v);
-                    w.soak.ops.push(Op { tool: "bridge_send", text, seen, outcome, span });
+                    let msg_id = v.as_ref().ok().and_then(msg_id_of);
+                    let (from_host, to_host) = (main_host.clone(), to_host.clone());
+                    w.soak.ops.push(Op { tool: "bridge_send", text, seen, outcome, span, msg_id, from_host, to_host });
                 }
                 continue;
             }
             Some(done) = repliers.join_next() => {
-                for (text, seen, outcome, span) in done? {
-                    w.soak.ops.push(Op { tool: "bridge_reply", text, seen, outcome, span });
+                let (worker, replied) = done?;
+                let from_host = worker_host.get(&worker).cloned().unwrap_or_default();
+                for (text, seen, outcome, msg_id, span) in replied {
+                    let (from_host, to_host) = (from_host.clone(), main_host.clone());
+                    w.soak.ops.push(Op { tool: "bridge_reply", text, seen, outcome, span, msg_id, from_host, to_host });
                 }
                 continue;
             }
@@ -332,6 +365,7 @@ async fn soak(
             Strike::NodeKill | Strike::LeaderKill | Strike::Partition => {
                 strike_node(w, strike, &mut rng, every, &main).await
             }
+            Strike::Rotate | Strike::RevokeRestore => strike_trust(w, strike, &mut rng, every).await,
         };
         let took = t0.elapsed();
         println!(
