@@ -73,14 +73,22 @@ pub(super) fn msg_id_of(v: &Value) -> Option<String> {
     v["msgId"].as_str().map(str::to_string)
 }
 
-/// The strike an operation's outcome is put down to: the last one that began before the call
-/// ended and had not been over for longer than `after` when the call began (a gateway back from
-/// a strike still reconnects, re-consumes and redelivers for a while). `None`: no strike was near.
+/// The strike an operation's outcome is put down to: the one under way when the call began (its
+/// message went out then: a brief that then waits out its inject bound is that strike's, not one
+/// that began while it waited), else the last one that began before the call ended and had not
+/// been over for longer than `after` when the call began (a gateway back from a strike still
+/// reconnects, re-consumes and redelivers for a while). `None`: no strike was near.
 pub(super) fn blame(events: &[Event], span: (Duration, Duration), after: Duration) -> Option<&Event> {
     events
         .iter()
-        .filter(|e| e.at <= span.1 && e.at + e.took + after >= span.0)
+        .filter(|e| e.at <= span.0 && span.0 <= e.at + e.took)
         .max_by_key(|e| e.at)
+        .or_else(|| {
+            events
+                .iter()
+                .filter(|e| e.at <= span.1 && e.at + e.took + after >= span.0)
+                .max_by_key(|e| e.at)
+        })
 }
 
 /// One message the main drained.

@@ -153,7 +153,8 @@ pub(super) fn reclassify(ops: &mut [Op], events: &[Event], rejections: &Rejectio
         "fromUnknown": from_unknown,
         "briefs": briefs,
         "replies": replies,
-        "revokedOutsideAnyRevocation": outside,
+        "revokedOutsideAnyRevocationCount": outside.len(),
+        "revokedOutsideAnyRevocation": outside.iter().take(100).collect::<Vec<_>>(),
         "rejectionsOfSoakMessagesByCheck": by_check,
         "rule": "failed only when the receiving gateway logged rejecting that msgId naming `revoked` and the signer's host was revoked by the nemesis then (from the reconnect allowance before the strike began until it ended)",
     })

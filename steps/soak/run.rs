@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -26,24 +26,29 @@ use super::trust::strike_trust;
 /// One reply as its worker saw it: text, class, outcome, msgId, span.
 type Replied = (String, Seen, String, Option<String>, (Duration, Duration));
 
-/// Replies `texts` from one worker, each once, paced by its briefs: reply `k` waits until the
-/// worker's briefs are `k/r` done (so replies run through the whole nemesis, not in its first
-/// seconds). A session the gateway dropped is reopened for the next reply; a gateway that cannot
-/// be reached is retried for a while before that reply counts as failed (no call was made).
+/// Replies `texts` from one worker, each once, paced by the nemesis clock as the briefs are:
+/// reply `k` of `r` waits until the nemesis is `k/r` of the way through the `spread` strikes (so
+/// replies run through the whole nemesis, not in its first seconds). They are not paced by the
+/// worker's briefs: a brief that waits out its inject bound (a frozen or revoked worker gateway)
+/// would hold the replies back exactly while their host is struck, and a revoked host's replies
+/// are what the history must judge (counted failed, never lost). A session the gateway dropped is
+/// reopened for the next reply; a gateway that cannot be reached is retried for a while before
+/// that reply counts as failed (no call was made).
 async fn reply_paced(
     url: String,
     token: String,
     texts: Vec<String>,
-    briefs: usize,
-    briefs_done: Arc<AtomicUsize>,
+    clock: Arc<NemesisClock>,
+    spread: usize,
     run_started: Instant,
 ) -> Vec<Replied> {
     let r = texts.len().max(1);
     let mut out = Vec::new();
     let mut client: Option<McpClient> = None;
     for (k, text) in texts.into_iter().enumerate() {
-        while briefs_done.load(Ordering::Relaxed) * r < k * briefs {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let due = (k * spread) as f64 / r as f64;
+        while clock.progress() < due {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if client.is_none() {
             let give_up = Instant::now() + scaled(Duration::from_secs(15));
@@ -216,12 +221,10 @@ async fn soak(
     let lead: McpHandle = w.mcp(&main).await?.handle();
     type Sent = (String, anyhow::Result<Value>, (Duration, Duration));
     let mut ops: JoinSet<(String, Vec<Sent>)> = JoinSet::new();
-    let mut progress: BTreeMap<String, Arc<AtomicUsize>> = BTreeMap::new();
     for worker in [&w1, &w2] {
         let gid = w.gid(worker)?;
-        let done = progress.entry(worker.clone()).or_default().clone();
         for lane in 0..2 {
-            let (lead, gid, worker, done) = (lead.clone(), gid.clone(), worker.clone(), done.clone());
+            let (lead, gid, worker) = (lead.clone(), gid.clone(), worker.clone());
             let clock = clock.clone();
             ops.spawn(async move {
                 let mut out = Vec::new();
@@ -236,7 +239,6 @@ async fn soak(
                     let v = lead
                         .call("bridge_send", json!({"to": gid, "text": text, "wait_reply": false}))
                         .await;
-                    done.fetch_add(1, Ordering::Relaxed);
                     out.push((text, v.map_err(anyhow::Error::from), (began, started.elapsed())));
                 }
                 (worker, out)
@@ -271,9 +273,8 @@ async fn soak(
         let e = w.entity(worker)?;
         let url = w.host(&e.host)?.gateway.mcp_url();
         let texts: Vec<String> = (0..r).map(|i| format!("soak reply {worker} #{i}")).collect();
-        let done = progress.get(worker).cloned().unwrap_or_default();
         let worker = worker.clone();
-        let replies = reply_paced(url, e.token.clone(), texts, n, done, started);
+        let replies = reply_paced(url, e.token.clone(), texts, clock.clone(), spread, started);
         repliers.spawn(async move { (worker, replies.await) });
     }
     // The nemesis strikes (worker hosts, the link, the broker; a trust strike any host on
