@@ -129,9 +129,7 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
             summary["rejectedAsRevoked"]["count"],
             summary["rejectedAsRevoked"]["fromOk"],
             summary["rejectedAsRevoked"]["fromUnknown"],
-            summary["rejectedAsRevoked"]["revokedOutsideAnyRevocation"]
-                .as_array()
-                .map_or(0, Vec::len),
+            summary["rejectedAsRevoked"]["revokedOutsideAnyRevocationCount"],
         );
     }
     println!("{} (summary: {})", verdict.line, path.display());
