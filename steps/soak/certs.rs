@@ -82,6 +82,29 @@ impl SoakFleet {
         self.host_dir(host).join(REVOKED_FILE)
     }
 
+    /// Whether the revocation list revokes `cert` by its serial or key id (the only forms the soak
+    /// writes; `key:` and `hash:` lines would revoke a key under every certificate).
+    pub(super) fn is_revoked(&self, cert: &Certificate) -> bool {
+        self.revoked.entries.iter().any(|e| match e {
+            Revoke::Serial(n) => *n == cert.serial,
+            Revoke::SerialRange(a, b) => (*a..=*b).contains(&cert.serial),
+            Revoke::Id(id) => *id == cert.key_id,
+            Revoke::Key(_) | Revoke::Hash(_) => false,
+        })
+    }
+
+    /// `host`'s certificates that are neither its current one nor revoked: after a rotation the
+    /// older keys stay valid until their certificates expire (MEM-3), so revoking the current
+    /// certificate leaves the host a valid key.
+    pub(super) fn other_valid(&self, host: &str) -> Vec<&Certificate> {
+        self.hosts.get(host).map_or_else(Vec::new, |h| {
+            h.history
+                .iter()
+                .filter(|c| c.serial != h.cert.serial && !self.is_revoked(c))
+                .collect()
+        })
+    }
+
     pub(super) fn host(&self, host: &str) -> anyhow::Result<&CertHost> {
         self.hosts
             .get(host)

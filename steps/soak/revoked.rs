@@ -88,7 +88,11 @@ impl Rejections {
                 .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
                 .filter(|t| !t.is_empty())
                 .collect();
-            let checks: BTreeSet<&'static str> = CHECKS.into_iter().filter(|c| tokens.contains(c)).collect();
+            let mut checks: BTreeSet<&'static str> = CHECKS.into_iter().filter(|c| tokens.contains(c)).collect();
+            if checks.contains("revoked") || checks.contains("cert_expired") {
+                // The word of their error text ("the certificate is revoked"), not a third check.
+                checks.remove("certificate");
+            }
             if checks.is_empty() {
                 continue;
             }

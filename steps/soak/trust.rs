@@ -11,7 +11,10 @@
 //!
 //! **`revoke-restore`** (MEM-4): the struck host's certificate is revoked in every revocation list
 //! — by serial or by key id, in turn — and the suite waits until it took effect as CONTRACT §12
-//! says (within 2 s: the host's `/readyz` 503, every other roster listing nothing of it). It stays
+//! says (within 2 s: the host's `/readyz` 503, and every other roster listing nothing of it when
+//! that was its only valid certificate: after a rotation its older keys stay valid until their
+//! certificates expire, MEM-3, so the host keeps a valid key, and only what it signs now is
+//! rejected). It stays
 //! revoked for a period while operations flow: what the host signs is rejected (`revoked`), so a
 //! reply it sends is acknowledged by its gateway and then dead-lettered by the main's, and a brief
 //! to or from it ends `inject_timeout` (its INJECTED, or the SEND itself, rejected). Then a new
@@ -273,7 +276,9 @@ async fn revoke_restore(w: &mut FleetWorld, host: &str, by_id: bool, hold: Durat
     let line = entry.line();
     fleet.revoke(entry)?;
     let t0 = Instant::now();
-    // CONTRACT §12: within 2 s the host is not ready and no other roster lists it.
+    let still_valid: Vec<u64> = fleet.other_valid(host).iter().map(|c| c.serial).collect();
+    // CONTRACT §12: within 2 s the host is not ready, and — when it has no valid key left — no
+    // other roster lists it.
     match until_readyz(w, host, 503, TWO_SECONDS).await {
         Ok(()) => notes.push(format!("revoked ({line}): /readyz 503 in {:.1?}", t0.elapsed())),
         Err(e) => {
@@ -281,12 +286,21 @@ async fn revoke_restore(w: &mut FleetWorld, host: &str, by_id: bool, hold: Durat
             notes.push(format!("revoked ({line}): {e}"));
         }
     }
-    match until_rosters(w, host, &BTreeSet::new(), TWO_SECONDS).await {
-        Ok(()) => notes.push(format!("dropped by every other roster in {:.1?}", t0.elapsed())),
-        Err(e) => {
-            done = false;
-            notes.push(e.to_string());
+    if still_valid.is_empty() {
+        match until_rosters(w, host, &BTreeSet::new(), TWO_SECONDS).await {
+            Ok(()) => notes.push(format!("dropped by every other roster in {:.1?}", t0.elapsed())),
+            Err(e) => {
+                done = false;
+                notes.push(e.to_string());
+            }
         }
+    } else {
+        // Its older keys are still valid (MEM-3 keeps them until their certificates expire):
+        // what it signs now is rejected, but it keeps a valid key, so no roster drops it at
+        // once (its entries age out unless restored first).
+        notes.push(format!(
+            "its earlier certificates {still_valid:?} (older keys) stay valid: not dropped from the rosters at once"
+        ));
     }
     // Operations flow meanwhile; the host cannot complete its own.
     let left = hold.saturating_sub(t0.elapsed());
