@@ -81,7 +81,8 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
     let after = scaled(Duration::from_secs(10));
     // What a revoked host could not complete: failed, on the evidence of the receivers' logs.
     let rejections = Rejections::read(w);
-    let revoked = reclassify(&mut w.soak.ops, &w.soak.events, &rejections, after);
+    let drained: BTreeSet<String> = w.soak.drains.iter().map(|d| d.text.clone()).collect();
+    let revoked = reclassify(&mut w.soak.ops, &w.soak.events, &rejections, after, &drained);
     let verdict = check(&w.soak, &arrivals);
     let mut summary = verdict.summary;
     summary["rejectedAsRevoked"] = revoked;

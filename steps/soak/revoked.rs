@@ -20,8 +20,12 @@
 //!    again: a rejection after that is the gateway's fault, and stays lost).
 //!
 //! Anything else stays as the caller saw it: an ok reply rejected `revoked` outside such a window
-//! is lost (listed apart in the summary, to say why), and every reclassified operation is still
-//! judged as failed: had its message arrived after all, it is *failed but delivered*. A gateway
+//! is lost (listed apart in the summary, to say why), and every reclassified brief is still judged
+//! as failed: had it been injected after all, it is *failed but delivered* (a gateway that logs a
+//! rejection must not act on the message, SIG-5, and a SEND is never republished, [C-18]). A
+//! reply that the main drained is left as it was: [C-18] lets a gateway republish a REPLY whose
+//! confirm was lost, with the same `msgId`, so one copy may have been rejected and another drained
+//! — it arrived, and nothing needs excusing. A gateway
 //! that refuses to send while its own certificate is revoked (a `failed` answer whose reason is
 //! `revoked`) is failed by [`super::history`]'s classification, under the same judgement.
 
@@ -120,7 +124,14 @@ fn revoked_then<'a>(events: &'a [Event], host: &str, span: (Duration, Duration),
 /// had revoked its signer's certificate (the module's rule), in place; returns the summary's
 /// `rejectedAsRevoked` (with the rejections of the soak's messages by check, and the `revoked`
 /// rejections outside any window, which stay as they were).
-pub(super) fn reclassify(ops: &mut [Op], events: &[Event], rejections: &Rejections, after: Duration) -> Value {
+/// `drained`: the texts of the replies the main drained.
+pub(super) fn reclassify(
+    ops: &mut [Op],
+    events: &[Event],
+    rejections: &Rejections,
+    after: Duration,
+    drained: &BTreeSet<String>,
+) -> Value {
     let mut by_check: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     let (mut from_ok, mut from_unknown) = (0usize, 0usize);
     let (mut briefs, mut replies, mut outside) = (Vec::new(), Vec::new(), Vec::new());
@@ -133,6 +144,9 @@ pub(super) fn reclassify(ops: &mut [Op], events: &[Event], rejections: &Rejectio
             *by_check.entry(c).or_default().entry(op.tool).or_default() += 1;
         }
         if !checks.contains("revoked") || op.seen == Seen::Failed {
+            continue;
+        }
+        if op.tool == "bridge_reply" && drained.contains(&op.text) {
             continue;
         }
         if revoked_then(events, &op.from_host, op.span, after).is_none() {
