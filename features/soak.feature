@@ -13,8 +13,17 @@ Feature: Soak — at most once into workers and at least once into mains, under 
   that errored) may or may not arrive. The summary goes to `<reports>/<broker>/soak.json`.
   Operations are spread over at least two rounds of the nemesis cycle. FLEET_SOAK_OPS=N replaces
   the operation counts below (N/4 briefs to and N/4 replies from each worker); FLEET_SOAK_NEMESIS
-  (e.g. kill,pause,cut,close,restart; on a cluster also node-kill, leader-kill, partition) the
-  nemesis cycle.
+  (e.g. kill,pause,cut,close,restart; on a cluster also node-kill, leader-kill, partition; with
+  rotate or revoke-restore as below; `default` for the default cycle) the nemesis cycle.
+
+  With a gateway that declares `membership` (SPEC §18) the cycle may also rotate a host's key
+  (rotate: a new key and a new certificate from the fleet CA, the files replaced by rename, then
+  SIGHUP; MEM-3) and revoke a host's certificate in every revocation list, then issue it a new one
+  with a new serial, the old revocation kept (revoke-restore; MEM-4). The hosts then run on
+  certificates made by ssh-keygen, in no peers file. What a revoked host could not complete ends
+  failed or unknown, never lost: a message the receiving gateway logged rejecting as `revoked`
+  while the nemesis had its signer revoked counts as failed, whatever its caller saw. Neither is in
+  the default cycle (`scripts/soak --membership` adds both).
 
   On a cluster (SPEC §16: process:rabbitmq-cluster or container:rabbitmq-cluster, with a gateway
   that declares `cluster`: every node's URL, quorum queues) the nemesis also strikes nodes, one at
@@ -32,6 +41,7 @@ Feature: Soak — at most once into workers and at least once into mains, under 
     And the gateways' inject bound is 6 seconds
     And gateways use an AMQP heartbeat of 2 seconds
     And gateways on "a", "b" and "c" reach the broker through links the suite can cut, one per broker node
+    And hosts "a", "b" and "c" run on certificates from a fleet CA when the nemesis rotates keys or revokes certificates
     And host "a" runs a gateway with a main "lead"
     And host "b" runs a gateway with a worker "w1" whose parent is "lead"
     And host "c" runs a gateway with a worker "w2" whose parent is "lead"

@@ -132,6 +132,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
     let quorum = broker.is_cluster() && policy.capabilities.declared.iter().any(|c| c == "cluster");
     let mut suite = Suite::new(broker, gateway_cmd.to_string(), work_dir.clone(), concurrency);
     suite.quorum = quorum;
+    suite.membership = policy.capabilities.declared.iter().any(|c| c == "membership");
     let suite = Arc::new(suite);
     if let Ok(mut g) = CURRENT.write() {
         *g = Some(suite.clone());

@@ -38,6 +38,9 @@ pub struct Suite {
     /// The gateway under test runs the cluster profile (SPEC §16): the broker is a cluster and
     /// the gateway declares `cluster`, so gateways get every node's URL and FLEET_QUEUE_TYPE=quorum.
     pub quorum: bool,
+    /// The gateway under test declares `membership` (SPEC §18): the soak may run its gateways on
+    /// certificates and rotate keys or revoke certificates.
+    pub membership: bool,
 }
 
 impl Suite {
@@ -49,6 +52,7 @@ impl Suite {
             slots: Arc::new(Semaphore::new(concurrency.max(1))),
             restart: OnceCell::new(),
             quorum: false,
+            membership: false,
         }
     }
 
@@ -71,6 +75,7 @@ impl Suite {
                 );
                 let mut suite = Suite::new(broker, self.gateway_cmd.clone(), self.work_dir.clone(), 1);
                 suite.quorum = self.quorum;
+                suite.membership = self.membership;
                 anyhow::Ok(Arc::new(suite))
             })
             .await

@@ -108,6 +108,13 @@ pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration
                 true,
                 "briefs in flight when a node went: a SEND whose confirm was lost with the node is never republished ([C-18] forbids it), and an INJECTED lost with it ends inject_timeout (FWD-5, CLU-5(b))".to_string(),
             ),
+            Strike::RevokeRestore if !counts.is_empty() => (
+                true,
+                "operations of a host whose certificate was revoked (MEM-4): what it signs is rejected `revoked` everywhere with no FAILED (SIG-6), so a brief to it ends inject_timeout (its INJECTED rejected) and a brief from it too (the SEND rejected; counted failed where the worker's gateway logged it, see rejectedAsRevoked)".to_string(),
+            ),
+            // MEM-3: a rotation loses, rejects and duplicates nothing; an unknown here is the
+            // gateway's to explain (never inherent).
+            Strike::Rotate => (false, String::new()),
             Strike::Kill | Strike::Pause if !counts.is_empty() && counts.keys().all(|t| *t == "bridge_send") => (
                 true,
                 "briefs to a worker whose gateway is dead or frozen end inject_timeout (FWD-5): unknown by design of the at-most-once forward path".to_string(),

@@ -15,7 +15,9 @@ use crate::world::FleetWorld;
 
 use super::check::{Arrivals, check, unknown_by_nemesis, unknown_line};
 use super::history::{Seen, record_poll};
+use super::nemesis::Strike;
 use super::nodes::cluster_profile;
+use super::revoked::{Rejections, reclassify};
 
 /// `<reports>/<broker>/soak.json`, where the runner writes `cucumber.json` (steps/main.rs).
 fn summary_path(w: &FleetWorld) -> anyhow::Result<std::path::PathBuf> {
@@ -75,8 +77,15 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let arrivals = Arrivals::read(w, &workers)?;
+    // The gateways' reconnect backoff caps at 10 s: a strike's effects may come that long after it.
+    let after = scaled(Duration::from_secs(10));
+    // What a revoked host could not complete: failed, on the evidence of the receivers' logs.
+    let rejections = Rejections::read(w);
+    let drained: BTreeSet<String> = w.soak.drains.iter().map(|d| d.text.clone()).collect();
+    let revoked = reclassify(&mut w.soak.ops, &w.soak.events, &rejections, after, &drained);
     let verdict = check(&w.soak, &arrivals);
     let mut summary = verdict.summary;
+    summary["rejectedAsRevoked"] = revoked;
     summary["broker"] = json!(w.suite()?.broker.spec().label());
     summary["brokerVersion"] = json!(w.suite()?.broker.version());
     summary["scenarioDir"] = json!(w.dir.display().to_string());
@@ -94,9 +103,8 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
             },
         });
     }
-    // The gateways' reconnect backoff caps at 10 s: a strike's unknowns may come that long after it.
     // `inject_bound` is already stretched: the step that set it scaled it.
-    summary["unknownByNemesis"] = unknown_by_nemesis(&w.soak, w.inject_bound(), scaled(Duration::from_secs(10)));
+    summary["unknownByNemesis"] = unknown_by_nemesis(&w.soak, w.inject_bound(), after);
     println!("{}", unknown_line(&summary["unknownByNemesis"]));
     let path = summary_path(w)?;
     let pretty = serde_json::to_string_pretty(&summary)?;
@@ -116,6 +124,15 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
         }
     }
     println!("{pretty}");
+    if w.soak.fleet.is_some() {
+        println!(
+            "soak: on certificates; rejected as revoked (counted failed): {} (ok as the caller saw it {}, unknown {}); `revoked` rejections outside any revocation: {}",
+            summary["rejectedAsRevoked"]["count"],
+            summary["rejectedAsRevoked"]["fromOk"],
+            summary["rejectedAsRevoked"]["fromUnknown"],
+            summary["rejectedAsRevoked"]["revokedOutsideAnyRevocationCount"],
+        );
+    }
     println!("{} (summary: {})", verdict.line, path.display());
     anyhow::ensure!(
         verdict.violations == 0,
@@ -142,6 +159,21 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
         "node strikes were in the nemesis cycle and none took its node away and brought it back: {}",
         verdict.line
     );
+    // Likewise a rotation that was never seen on the wire, or a revocation never seen to apply
+    // and be undone, says nothing about SPEC §18 under load.
+    for s in Strike::ALL.into_iter().filter(|s| s.is_trust()) {
+        let on = w
+            .soak
+            .config
+            .as_ref()
+            .is_some_and(|c| c.cycle.contains(&s) && !w.soak.off.contains_key(s.name()));
+        anyhow::ensure!(
+            !on || w.soak.events.iter().any(|e| e.strike == s && e.done),
+            "{} was in the nemesis cycle and no strike of it was seen through: {}",
+            s.name(),
+            verdict.line
+        );
+    }
     anyhow::ensure!(
         summary["provesSomething"] == true,
         "no brief or no reply was acknowledged, so the history proves nothing: {}",

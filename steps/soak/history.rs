@@ -12,16 +12,23 @@ use serde_json::Value;
 use super::config::SoakConfig;
 use super::nemesis::Event;
 
-/// FAILED reasons that mean the worker's gateway did not inject the brief (SPEC §2.2, §5, §11).
-/// Every other reason, `inject_timeout` among them, leaves the outcome unknown.
-const DEFINITE_REASONS: [&str; 6] = [
+/// FAILED reasons that mean the worker's gateway did not inject the brief (SPEC §2.2, §5, §11),
+/// and `revoked`: a gateway that refuses to send while its own certificate is revoked (SPEC
+/// MEM-4 lets every receiver reject it; a gateway may say so before publishing). Every other
+/// reason, `inject_timeout` among them, leaves the outcome unknown.
+const DEFINITE_REASONS: [&str; 7] = [
     "busy",
     "stopped",
     "no_such_entity",
     "maxlen",
     "expired",
     "not_submitted",
+    "revoked",
 ];
+
+/// The reasons of a `bridge_reply` answer that mean nothing was published: a gateway that refuses
+/// to send while its own certificate is revoked. (`no_route` is the broker's, PUB-2.)
+const REPLY_NOT_SENT_REASONS: [&str; 1] = ["revoked"];
 
 /// What the caller of one operation saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -54,16 +61,34 @@ pub(super) struct Op {
     /// When the call began and ended, since the run began: an *unknown* is put down to the strike
     /// it overlapped ([`blame`]).
     pub(super) span: (Duration, Duration),
+    /// The `msgId` the tool answered with, if any (`bridge_send` always has one, CONTRACT).
+    pub(super) msg_id: Option<String>,
+    /// The host whose gateway signed the message (the caller's), and the host it was for.
+    pub(super) from_host: String,
+    pub(super) to_host: String,
 }
 
-/// The strike an operation's outcome is put down to: the last one that began before the call
-/// ended and had not been over for longer than `after` when the call began (a gateway back from
-/// a strike still reconnects, re-consumes and redelivers for a while). `None`: no strike was near.
+/// The `msgId` of a tool's answer.
+pub(super) fn msg_id_of(v: &Value) -> Option<String> {
+    v["msgId"].as_str().map(str::to_string)
+}
+
+/// The strike an operation's outcome is put down to: the one under way when the call began (its
+/// message went out then: a brief that then waits out its inject bound is that strike's, not one
+/// that began while it waited), else the last one that began before the call ended and had not
+/// been over for longer than `after` when the call began (a gateway back from a strike still
+/// reconnects, re-consumes and redelivers for a while). `None`: no strike was near.
 pub(super) fn blame(events: &[Event], span: (Duration, Duration), after: Duration) -> Option<&Event> {
     events
         .iter()
-        .filter(|e| e.at <= span.1 && e.at + e.took + after >= span.0)
+        .filter(|e| e.at <= span.0 && span.0 <= e.at + e.took)
         .max_by_key(|e| e.at)
+        .or_else(|| {
+            events
+                .iter()
+                .filter(|e| e.at <= span.1 && e.at + e.took + after >= span.0)
+                .max_by_key(|e| e.at)
+        })
 }
 
 /// One message the main drained.
@@ -103,6 +128,9 @@ pub struct SoakState {
     pub(super) links: Vec<fleet_conformance::proxy::Proxy>,
     /// On a cluster: whether it was whole again once the strikes were over (else why not).
     pub(super) whole_at_end: Option<Result<(), String>>,
+    /// The soak's hosts on certificates, when the nemesis rotates keys or revokes certificates
+    /// ([`super::certs`]).
+    pub(super) fleet: Option<super::certs::SoakFleet>,
 }
 
 pub(super) fn classify_send(v: &anyhow::Result<Value>) -> (Seen, String) {
@@ -126,6 +154,14 @@ pub(super) fn classify_reply(v: &Result<Value, fleet_conformance::mcp::McpError>
     match v {
         Ok(v) if v["msgId"].is_string() => (Seen::Ok, "sent".into()),
         Ok(v) if v["status"] == "no_route" => (Seen::Failed, "no_route".into()),
+        Ok(v)
+            if v["status"] == "failed"
+                && v["reason"]
+                    .as_str()
+                    .is_some_and(|r| REPLY_NOT_SENT_REASONS.contains(&r)) =>
+        {
+            (Seen::Failed, format!("failed/{}", v["reason"].as_str().unwrap_or("-")))
+        }
         // `failed` (the reference gateway's publish failure: connection lost before the confirm,
         // [C-16]) or anything else: it may have been routed.
         Ok(v) => (

@@ -3,15 +3,22 @@
 //! the broker, then a Jepsen-style history check. On a cluster whose gateways run the cluster
 //! profile (SPEC §16) the nemesis also strikes nodes one at a time — kills one and starts it
 //! again, kills the main's inbox leader, cuts one off and heals it (container provider) — and the
-//! run ends on a whole cluster ([`nodes`]).
+//! run ends on a whole cluster ([`nodes`]). With a gateway that declares `membership` (SPEC §18)
+//! and `rotate` or `revoke-restore` in the cycle, the hosts run on certificates from a fleet CA
+//! made by `ssh-keygen` — no soak host in any peers file ([`certs`]) — and the nemesis rotates a
+//! host's key mid-traffic or revokes its certificate and issues it a new one ([`trust`]).
 //!
 //! **History.** Every operation (`bridge_send` of a brief, `bridge_reply` of a worker, and the
 //! main's `bridge_poll` drains) is recorded as the caller saw it:
 //! - **ok** — acknowledged as delivered: `bridge_send` → `injected`; `bridge_reply` → a `msgId`;
 //! - **failed** — a definite failure that means "not delivered": `no_route` (the broker returned
 //!   it, PUB-2) or a FAILED whose reason says the worker's gateway did not inject it (`busy`,
-//!   `stopped`, `no_such_entity`, `maxlen`, `expired`, `not_submitted`), or a reply whose MCP
-//!   session could not even be opened (no call made);
+//!   `stopped`, `no_such_entity`, `maxlen`, `expired`, `not_submitted`), a `failed` answer with
+//!   reason `revoked` (a gateway refusing to send on a revoked certificate), or a reply whose MCP
+//!   session could not even be opened (no call made); and, on evidence, an operation whose message
+//!   the receiving gateway rejected `revoked` while the nemesis had its signer's certificate
+//!   revoked — ok or unknown as the caller saw it, counted failed ([`revoked`]: a revoked host's
+//!   messages are rejected by design, MEM-4, and no FAILED is reported for them, SIG-6);
 //! - **unknown** — the caller cannot tell: `inject_timeout` (FWD-5), a publish failed by a lost
 //!   connection (PUB-3 — [C-16]: it may still have been routed; the reference gateway answers
 //!   `failed` with reason `publish`), any other reason outside that list, and any MCP call that
@@ -36,21 +43,28 @@
 //! Knobs ([`config`]): `FLEET_SOAK_OPS` (operations in all, split evenly into briefs and replies
 //! over the two workers; default: what the feature says), `FLEET_SOAK_NEMESIS` (the nemesis
 //! cycle, a comma list of `kill`, `pause`, `cut`, `close`, `restart`, `node-kill`,
-//! `leader-kill`, `partition`; default [`config::DEFAULT_CYCLE`], on a cluster
-//! [`config::CLUSTER_CYCLE`]), `FLEET_SOAK_SEED` (the seed of the nemesis' random picks; printed).
+//! `leader-kill`, `partition`, `rotate`, `revoke-restore`, and `default` for the default cycle;
+//! default [`config::DEFAULT_CYCLE`], on a cluster [`config::CLUSTER_CYCLE`] — neither holds
+//! `rotate` nor `revoke-restore`, see [`config`]), `FLEET_SOAK_SEED` (the seed of the nemesis'
+//! random picks; printed).
 //!
 //! The parts, one file each: [`config`] (the knobs), [`nemesis`] (its strikes, its random picks
 //! and the clock that paces the operations), [`nodes`] (a cluster's links and node strikes),
+//! [`certs`] (the hosts on certificates) and [`trust`] (the rotate and revoke-restore strikes),
 //! [`history`] (what the callers saw, and the state the steps keep), [`run`] (the steps that set
-//! up and run the soak), [`check`] (the history checker, a pure function) and [`heal`] (the last
-//! step: heal, check, write the summary).
+//! up and run the soak), [`check`] (the history checker, a pure function), [`revoked`] (what a
+//! revoked host could not complete, on the receivers' evidence) and [`heal`] (the last step:
+//! heal, check, write the summary).
 
+mod certs;
 mod check;
 mod config;
 mod heal;
 mod history;
 mod nemesis;
 mod nodes;
+mod revoked;
 mod run;
+mod trust;
 
 pub use history::SoakState;

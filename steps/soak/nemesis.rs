@@ -27,10 +27,22 @@ pub(super) enum Strike {
     /// Cluster on the container provider only: cut one node off the others' network (seeded, as
     /// `NodeKill` picks), keep it cut off for a period, heal it and wait until the cluster is whole.
     Partition,
+    /// Gateways on certificates only (SPEC §18, capability `membership`): one host (seeded, the
+    /// main's included) rotates its key mid-traffic — a new key and a new certificate from the
+    /// fleet CA, the key file then the certificate file replaced by rename, then SIGHUP (MEM-3,
+    /// CONTRACT §12) — and its `_gateway` presence with the new certificate, signed with the new
+    /// key, is awaited on the wire ([`super::trust`]).
+    Rotate,
+    /// Gateways on certificates only: one host's certificate (seeded, the main's included) is
+    /// revoked in every revocation list (by serial or by key id, in turn), kept revoked for a
+    /// period while operations flow (its messages are rejected `revoked`, MEM-4), then a new
+    /// certificate with a new serial over the same key is installed (rename, SIGHUP); the old
+    /// revocation stays ([`super::trust`]).
+    RevokeRestore,
 }
 
 impl Strike {
-    pub(super) const ALL: [Strike; 8] = [
+    pub(super) const ALL: [Strike; 10] = [
         Strike::Kill,
         Strike::Pause,
         Strike::Cut,
@@ -39,14 +51,22 @@ impl Strike {
         Strike::NodeKill,
         Strike::LeaderKill,
         Strike::Partition,
+        Strike::Rotate,
+        Strike::RevokeRestore,
     ];
 
     /// The names `FLEET_SOAK_NEMESIS` takes, for its error message.
-    pub(super) const NAMES: &'static str = "kill, pause, cut, close, restart, node-kill, leader-kill, partition";
+    pub(super) const NAMES: &'static str =
+        "kill, pause, cut, close, restart, node-kill, leader-kill, partition, rotate, revoke-restore (and default)";
 
     /// Whether it strikes one node of a cluster.
     pub(super) fn is_node(self) -> bool {
         matches!(self, Strike::NodeKill | Strike::LeaderKill | Strike::Partition)
+    }
+
+    /// Whether it needs gateways on certificates (SPEC §18).
+    pub(super) fn is_trust(self) -> bool {
+        matches!(self, Strike::Rotate | Strike::RevokeRestore)
     }
 
     pub(super) fn name(self) -> &'static str {
@@ -59,6 +79,8 @@ impl Strike {
             Strike::NodeKill => "node_kill_restart",
             Strike::LeaderKill => "leader_kill_restart",
             Strike::Partition => "node_partition_heal",
+            Strike::Rotate => "key_rotation",
+            Strike::RevokeRestore => "cert_revoke_restore",
         }
     }
 
@@ -72,6 +94,8 @@ impl Strike {
             "node-kill" | "node_kill" | "node" => Some(Strike::NodeKill),
             "leader-kill" | "leader_kill" | "leader" => Some(Strike::LeaderKill),
             "partition" => Some(Strike::Partition),
+            "rotate" | "rotation" => Some(Strike::Rotate),
+            "revoke-restore" | "revoke_restore" | "revoke" => Some(Strike::RevokeRestore),
             _ => None,
         }
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -16,29 +16,39 @@ use tokio::task::JoinSet;
 
 use crate::world::FleetWorld;
 
+use super::certs::trust_strikes_off;
 use super::config::{NEMESIS_VAR, OPS_VAR, SEED_VAR, SoakConfig, op_counts};
-use super::history::{Op, Seen, classify_reply, classify_send, record_poll};
+use super::history::{Op, Seen, classify_reply, classify_send, msg_id_of, record_poll};
 use super::nemesis::{Event, NemesisClock, Rng, Strike};
 use super::nodes::{cluster_profile, cut_links, node_strike_off, strike_node};
+use super::trust::strike_trust;
 
-/// Replies `texts` from one worker, each once, paced by its briefs: reply `k` waits until the
-/// worker's briefs are `k/r` done (so replies run through the whole nemesis, not in its first
-/// seconds). A session the gateway dropped is reopened for the next reply; a gateway that cannot
-/// be reached is retried for a while before that reply counts as failed (no call was made).
+/// One reply as its worker saw it: text, class, outcome, msgId, span.
+type Replied = (String, Seen, String, Option<String>, (Duration, Duration));
+
+/// Replies `texts` from one worker, each once, paced by the nemesis clock as the briefs are:
+/// reply `k` of `r` waits until the nemesis is `k/r` of the way through the `spread` strikes (so
+/// replies run through the whole nemesis, not in its first seconds). They are not paced by the
+/// worker's briefs: a brief that waits out its inject bound (a frozen or revoked worker gateway)
+/// would hold the replies back exactly while their host is struck, and a revoked host's replies
+/// are what the history must judge (counted failed, never lost). A session the gateway dropped is
+/// reopened for the next reply; a gateway that cannot be reached is retried for a while before
+/// that reply counts as failed (no call was made).
 async fn reply_paced(
     url: String,
     token: String,
     texts: Vec<String>,
-    briefs: usize,
-    briefs_done: Arc<AtomicUsize>,
+    clock: Arc<NemesisClock>,
+    spread: usize,
     run_started: Instant,
-) -> Vec<(String, Seen, String, (Duration, Duration))> {
+) -> Vec<Replied> {
     let r = texts.len().max(1);
     let mut out = Vec::new();
     let mut client: Option<McpClient> = None;
     for (k, text) in texts.into_iter().enumerate() {
-        while briefs_done.load(Ordering::Relaxed) * r < k * briefs {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let due = (k * spread) as f64 / r as f64;
+        while clock.progress() < due {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if client.is_none() {
             let give_up = Instant::now() + scaled(Duration::from_secs(15));
@@ -50,17 +60,18 @@ async fn reply_paced(
             }
         }
         let began = run_started.elapsed();
-        let (seen, outcome) = match &client {
-            None => (Seen::Failed, "not_connected".to_string()),
+        let (seen, outcome, msg_id) = match &client {
+            None => (Seen::Failed, "not_connected".to_string(), None),
             Some(c) => {
                 let v = c.call("bridge_reply", json!({"text": text})).await;
                 if v.is_err() {
                     client = None; // the gateway restarted or hung: a new session for the next one
                 }
-                classify_reply(&v)
+                let (seen, outcome) = classify_reply(&v);
+                (seen, outcome, v.as_ref().ok().and_then(msg_id_of))
             }
         };
-        out.push((text, seen, outcome, (began, run_started.elapsed())));
+        out.push((text, seen, outcome, msg_id, (began, run_started.elapsed())));
     }
     out
 }
@@ -149,6 +160,19 @@ async fn soak(
             );
         }
     }
+    for s in Strike::ALL
+        .into_iter()
+        .filter(|s| s.is_trust() && config.cycle.contains(s))
+    {
+        if let Some(why) = trust_strikes_off(&suite) {
+            off.insert(s.name(), why);
+        } else if w.soak.fleet.is_none() {
+            off.insert(
+                s.name(),
+                "the soak's hosts are not on certificates (its Background lacks \"hosts … run on certificates from a fleet CA when the nemesis rotates keys or revokes certificates\")".to_string(),
+            );
+        }
+    }
     for s in Strike::ALL {
         if !config.cycle.contains(&s) {
             off.entry(s.name())
@@ -190,15 +214,17 @@ async fn soak(
     let clock = Arc::new(NemesisClock::new(every));
     w.soak.spread = spread;
     let main_host = w.entity(&main)?.host.clone();
+    let worker_host: BTreeMap<String, String> = [&w1, &w2]
+        .iter()
+        .map(|n| Ok(((*n).clone(), w.entity(n)?.host.clone())))
+        .collect::<anyhow::Result<_>>()?;
     let lead: McpHandle = w.mcp(&main).await?.handle();
     type Sent = (String, anyhow::Result<Value>, (Duration, Duration));
-    let mut ops: JoinSet<Vec<Sent>> = JoinSet::new();
-    let mut progress: BTreeMap<String, Arc<AtomicUsize>> = BTreeMap::new();
+    let mut ops: JoinSet<(String, Vec<Sent>)> = JoinSet::new();
     for worker in [&w1, &w2] {
         let gid = w.gid(worker)?;
-        let done = progress.entry(worker.clone()).or_default().clone();
         for lane in 0..2 {
-            let (lead, gid, worker, done) = (lead.clone(), gid.clone(), worker.clone(), done.clone());
+            let (lead, gid, worker) = (lead.clone(), gid.clone(), worker.clone());
             let clock = clock.clone();
             ops.spawn(async move {
                 let mut out = Vec::new();
@@ -213,10 +239,9 @@ async fn soak(
                     let v = lead
                         .call("bridge_send", json!({"to": gid, "text": text, "wait_reply": false}))
                         .await;
-                    done.fetch_add(1, Ordering::Relaxed);
                     out.push((text, v.map_err(anyhow::Error::from), (began, started.elapsed())));
                 }
-                out
+                (worker, out)
             });
         }
     }
@@ -248,10 +273,12 @@ async fn soak(
         let e = w.entity(worker)?;
         let url = w.host(&e.host)?.gateway.mcp_url();
         let texts: Vec<String> = (0..r).map(|i| format!("soak reply {worker} #{i}")).collect();
-        let done = progress.get(worker).cloned().unwrap_or_default();
-        repliers.spawn(reply_paced(url, e.token.clone(), texts, n, done, started));
+        let worker = worker.clone();
+        let replies = reply_paced(url, e.token.clone(), texts, clock.clone(), spread, started);
+        repliers.spawn(async move { (worker, replies.await) });
     }
-    // The nemesis strikes (worker hosts, the link, the broker) until the operations are done.
+    // The nemesis strikes (worker hosts, the link, the broker; a trust strike any host on
+    // certificates, the main's included) until the operations are done.
     let hosts: Vec<String> = [&w1, &w2]
         .iter()
         .filter_map(|n| w.entity(n).ok().map(|e| e.host.clone()))
@@ -263,15 +290,22 @@ async fn soak(
     while !(ops.is_empty() && repliers.is_empty()) {
         tokio::select! {
             Some(done) = ops.join_next() => {
-                for (text, v, span) in done? {
+                let (worker, sent) = done?;
+                let to_host = worker_host.get(&worker).cloned().unwrap_or_default();
+                for (text, v, span) in sent {
                     let (seen, outcome) = classify_send(&v);
-                    w.soak.ops.push(Op { tool: "bridge_send", text, seen, outcome, span });
+                    let msg_id = v.as_ref().ok().and_then(msg_id_of);
+                    let (from_host, to_host) = (main_host.clone(), to_host.clone());
+                    w.soak.ops.push(Op { tool: "bridge_send", text, seen, outcome, span, msg_id, from_host, to_host });
                 }
                 continue;
             }
             Some(done) = repliers.join_next() => {
-                for (text, seen, outcome, span) in done? {
-                    w.soak.ops.push(Op { tool: "bridge_reply", text, seen, outcome, span });
+                let (worker, replied) = done?;
+                let from_host = worker_host.get(&worker).cloned().unwrap_or_default();
+                for (text, seen, outcome, msg_id, span) in replied {
+                    let (from_host, to_host) = (from_host.clone(), main_host.clone());
+                    w.soak.ops.push(Op { tool: "bridge_reply", text, seen, outcome, span, msg_id, from_host, to_host });
                 }
                 continue;
             }
@@ -332,6 +366,7 @@ async fn soak(
             Strike::NodeKill | Strike::LeaderKill | Strike::Partition => {
                 strike_node(w, strike, &mut rng, every, &main).await
             }
+            Strike::Rotate | Strike::RevokeRestore => strike_trust(w, strike, &mut rng, every).await,
         };
         let took = t0.elapsed();
         println!(
