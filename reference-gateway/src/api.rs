@@ -143,6 +143,7 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
             "connected": gw.is_connected(),
             "entities": entities,
             "error": gw.setup_error.lock().ok().and_then(|e| e.clone()),
+            "certificate": gw.membership.unready(),
         })),
     )
         .into_response()

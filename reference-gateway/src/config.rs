@@ -135,6 +135,10 @@ pub struct Config {
     pub queue_type: QueueType,
     pub signing_key_file: PathBuf,
     pub peers_file: PathBuf,
+    /// SPEC §18 (`membership`), each optional: trusted CA keys, this host's certificate, the KRL.
+    pub trust_ca_file: Option<PathBuf>,
+    pub host_cert_file: Option<PathBuf>,
+    pub revoked_file: Option<PathBuf>,
     pub herdr_socket: PathBuf,
     pub listen: SocketAddr,
     pub admin_token: String,
@@ -187,6 +191,10 @@ impl Source {
             Some(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
             _ => Err(ConfigError::Missing { var }),
         }
+    }
+
+    fn path(&self, var: &'static str) -> Option<PathBuf> {
+        self.get(var).filter(|v| !v.trim().is_empty()).map(|v| v.trim().into())
     }
 
     fn number<T: std::str::FromStr>(&self, var: &'static str, default: T) -> Result<T, ConfigError>
@@ -274,6 +282,9 @@ impl Config {
             queue_type,
             signing_key_file: src.required("FLEET_SIGNING_KEY_FILE")?.into(),
             peers_file: src.required("FLEET_PEERS_FILE")?.into(),
+            trust_ca_file: src.path("FLEET_TRUST_CA_FILE"),
+            host_cert_file: src.path("FLEET_HOST_CERT_FILE"),
+            revoked_file: src.path("FLEET_REVOKED_FILE"),
             herdr_socket: src.required("FLEET_HERDR_SOCKET")?.into(),
             listen,
             admin_token,
@@ -354,6 +365,13 @@ impl Config {
         }
         line("FLEET_SIGNING_KEY_FILE", self.signing_key_file.display().to_string());
         line("FLEET_PEERS_FILE", self.peers_file.display().to_string());
+        for (var, p) in [
+            ("FLEET_TRUST_CA_FILE", &self.trust_ca_file),
+            ("FLEET_HOST_CERT_FILE", &self.host_cert_file),
+            ("FLEET_REVOKED_FILE", &self.revoked_file),
+        ] {
+            line(var, p.as_ref().map_or("(unset)".into(), |p| p.display().to_string()));
+        }
         line("FLEET_HERDR_SOCKET", self.herdr_socket.display().to_string());
         line("FLEET_LISTEN", self.listen.to_string());
         line("FLEET_ADMIN_TOKEN", "********".into());

@@ -46,7 +46,7 @@ impl Gateway {
         let reason = death_reason(d.properties.headers().as_ref()).unwrap_or_default();
         let report = match Envelope::from_headers(d.properties.headers().as_ref()) {
             Ok(env) if matches!(env.kind, Kind::Send | Kind::Spawn) => match reason.as_str() {
-                "maxlen" | "expired" if self.keyring.verify(&env, &d.data).is_ok() => Some(env),
+                "maxlen" | "expired" if self.membership.trust.verify(&env, &d.data).is_ok() => Some(env),
                 _ => None,
             },
             _ => None,

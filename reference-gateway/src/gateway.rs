@@ -25,7 +25,6 @@ use crate::presence::Roster;
 use crate::publish::Publisher;
 use crate::pull::PullState;
 use crate::registry::{Entity, Registry};
-use crate::signing::{Keyring, Signer};
 use crate::topology;
 use crate::verify::{Rejection, SeenSet};
 
@@ -35,8 +34,8 @@ use crate::entity_state::EntityStates;
 /// The gateway.
 pub struct Gateway {
     pub cfg: Config,
-    pub signer: Arc<Signer>,
-    pub keyring: Keyring,
+    /// SPEC §18: the live trust state and this gateway's own key and certificate.
+    pub membership: crate::membership::Membership,
     pub herdr: Herdr,
     pub publisher: Publisher,
     pub registry: Registry,
@@ -80,12 +79,9 @@ impl Gateway {
     /// Builds the gateway from its configuration: reads the keys and the registry.
     pub fn new(cfg: Config) -> anyhow::Result<Arc<Gateway>> {
         use anyhow::Context as _;
-        let signer = Arc::new(Signer::from_file(&cfg.signing_key_file)?);
-        let mut keyring = Keyring::from_file(&cfg.peers_file)?;
-        if !keyring.contains(&cfg.host_id) {
-            // A gateway always trusts its own key (its own messages come back to it).
-            keyring.insert(&cfg.host_id, signer.verifying_key());
-        }
+        // A gateway always trusts its own key (its own messages come back to it).
+        let membership = crate::membership::Membership::load(&cfg)?;
+        let signer = membership.own.identity().signer.clone();
         let registry =
             Registry::open(&cfg.state_dir).with_context(|| format!("FLEET_STATE_DIR {}", cfg.state_dir.display()))?;
         let metrics = Arc::new(Metrics::default());
@@ -95,8 +91,7 @@ impl Gateway {
         let (shutdown_tx, _) = watch::channel(false);
         Ok(Arc::new(Gateway {
             herdr: Herdr::new(cfg.herdr_socket.clone()),
-            signer,
-            keyring,
+            membership,
             publisher,
             registry,
             pending: PendingSends::default(),
@@ -122,11 +117,13 @@ impl Gateway {
         }))
     }
 
-    /// `/readyz`: topology declared, connected, and every entity's consumer attached.
+    /// `/readyz`: topology declared, connected, every entity's consumer attached, and the own
+    /// certificate (if any) neither expired nor revoked (MEM-4).
     pub fn readiness(&self) -> (bool, Vec<(String, EntityHealth)>) {
         let health = self.local.health();
         let all_ok = health.iter().all(|(_, h)| *h == EntityHealth::Ready);
-        (self.ready.load(Ordering::SeqCst) && all_ok, health)
+        let certified = self.membership.unready().is_none();
+        (self.ready.load(Ordering::SeqCst) && all_ok && certified, health)
     }
 
     pub fn is_connected(&self) -> bool {
@@ -293,6 +290,8 @@ impl Gateway {
         self.start_roster(&conn)
             .await
             .context("declaring and consuming the roster queue (TOP-3)")?;
+        // MEM-5: the host (and its certificate) is known before any of its entities.
+        self.announce_host().await;
         if let Err(e) = self.start_control(&conn).await {
             let control = topology::control_queue(&self.cfg.host_id);
             let refused = e.downcast_ref::<lapin::Error>().and_then(topology::amqp_code) == Some(406);
@@ -571,46 +570,6 @@ impl Gateway {
         }
     }
 
-    /// SIG-2 step 2 with the [C-7] grace, counted as [C-10] says: an unknown `from` is waited for
-    /// up to one heartbeat from the moment the roster consumer has applied everything that was
-    /// queued when the message was judged (a frozen or slow gateway may first have a backlog of
-    /// stale presence), and never before the view has heard two heartbeat rounds ([C-14]).
-    pub async fn from_lives_on_host(&self, env: &Envelope) -> bool {
-        if self.roster.lived_on(&env.from, &env.host, env.ts) {
-            return true;
-        }
-        let t0 = tokio::time::Instant::now();
-        // A view younger than two heartbeats is still being rebuilt (PRS-2, after a (re)start).
-        let warm = self
-            .roster_since
-            .lock()
-            .ok()
-            .and_then(|t| *t)
-            .map(|t| t + 2 * self.cfg.heartbeat);
-        // Catching up is bounded by progress: a roster consumer that handled nothing for a
-        // presence TTL is stuck, and the grace then counts from now.
-        let catch_up = tokio::select! {
-            caught = self.roster_caught_up(t0, 3 * self.cfg.heartbeat) => caught,
-            _ = self.until_lives_on(env) => return true,
-        };
-        if !catch_up {
-            warn!(from = %env.from, host = %env.host, "the roster consumer made no progress for a presence TTL; judging with the plain grace");
-        }
-        let start = tokio::time::Instant::now();
-        let deadline = (start + self.cfg.heartbeat).max(warm.unwrap_or(start));
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => self.roster.lived_on(&env.from, &env.host, env.ts),
-            _ = self.until_lives_on(env) => true,
-        }
-    }
-
-    /// Resolves once `env.from` lives on `env.host` in the view (polled: the view is a map).
-    async fn until_lives_on(&self, env: &Envelope) {
-        while !self.roster.lived_on(&env.from, &env.host, env.ts) {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-
     /// A tracing span carrying the envelope's ids, for every step of a flow.
     pub fn span(env: &Envelope) -> tracing::Span {
         info_span!("msg", traceId = %env.trace_id, msgId = %env.msg_id, kind = %env.kind)
@@ -756,17 +715,7 @@ impl Gateway {
             for e in self.entities() {
                 let _ = self.announce_entity(&e, "down").await;
             }
-            let body = crate::presence::PresenceBody {
-                state: "down".into(),
-                role: "gateway".into(),
-                groups: vec![],
-                agent_status: "unknown".into(),
-                ttl_ms: 3 * self.cfg.heartbeat.as_millis() as u64,
-                profiles: None,
-                parent: None,
-                capabilities: None,
-                entities: None,
-            };
+            let body = self.gateway_presence("down", None);
             let _ = self.announce(crate::envelope::GATEWAY_FROM, &body).await;
             drop(departed);
         };

@@ -75,7 +75,7 @@ impl Gateway {
     /// The verification chain, in SPEC order.
     async fn verify(&self, env: &Envelope, d: &Delivery, owner: &str, groups: &[String]) -> Result<(), Rejection> {
         verify::check_size(&d.data, self.cfg.max_body_bytes)?;
-        self.keyring.verify(env, &d.data)?;
+        self.check_signature(env, &d.data).await?;
         if !self.from_lives_on_host(env).await {
             return Err(Rejection::FromNotOnHost {
                 from: env.from.clone(),

@@ -6,11 +6,13 @@
 //! - [`topology`], [`publish`] — SPEC §1 and §4: exchanges and queues, confirmed publishing
 //! - [`forward`] — SPEC §5, briefs into workers (at-most-once + INJECTED)
 //! - [`pull`] — SPEC §6, held messages for mains (at-least-once)
+//! - [`grace`] — the [C-7]/[C-10] wait before an unknown sender is rejected
 //! - [`presence`] — SPEC §8, heartbeats and the roster view; [`departures`] orders `down` after them
 //! - [`entities`], [`registry`] — entity life cycle and the durable registry
 //! - [`inbox`] — verification and routing of every inbox delivery
 //! - [`herdr`] — the herdr socket client
 //! - [`mcp`], [`api`] — the MCP tools and the local HTTP API
+//! - [`membership`] — SPEC §18, host certificates, revocation, live trust files (MEM)
 //! - [`metrics`] — Prometheus counters
 //! - [`migration`] — SPEC §13, moving v1.0.0 legacy queues into v2 inboxes (MIG, TOP-5)
 //! - [`convert`] — SPEC §16 (CLU-7), converting classic inboxes to quorum (`convert-inboxes`)
@@ -27,9 +29,11 @@ pub mod entity_state;
 pub mod envelope;
 pub mod forward;
 pub mod gateway;
+pub mod grace;
 pub mod herdr;
 pub mod inbox;
 pub mod mcp;
+pub mod membership;
 pub mod metrics;
 pub mod migration;
 pub mod presence;

@@ -152,6 +152,8 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             tracing::error!(error = %e, "http server failed");
         }
     });
+    // SPEC §18: trust files re-read on change and on SIGHUP, rotation, expiry (MEM-1, MEM-3, MEM-4).
+    fleet_gateway::membership::watch::spawn(gw.clone());
     let runner = {
         let gw = Arc::clone(&gw);
         tokio::spawn(async move { gw.run().await })

@@ -101,6 +101,12 @@ pub struct Metrics {
     pub last_inject_ms: Gauge,
     /// `fleet_stage_seconds{stage}`.
     pub stages: HistogramFamily,
+    /// `fleet_gateway_trust_reload_errors_total{file}`: a trust file changed but could not be
+    /// applied (MEM-1); `file` is its variable (`FLEET_PEERS_FILE`, …).
+    pub trust_reload_errors: Family<Labels, Counter>,
+    /// `fleet_gateway_cert_expiry_seconds`: seconds the own certificate has left (MEM-4); no
+    /// series without a certificate or for one valid forever.
+    pub cert_expiry_seconds: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -130,6 +136,8 @@ impl Metrics {
             roster_entries: Gauge::default(),
             last_inject_ms: Gauge::default(),
             stages: Family::new_with_constructor(stage_histogram),
+            trust_reload_errors: Family::default(),
+            cert_expiry_seconds: Family::default(),
         };
         let mut r = m.registry;
         // Counters are registered without `_total`: the crate appends it.
@@ -205,6 +213,16 @@ impl Metrics {
             "fleet_stage_seconds",
             "Time a message spends in each stage of a path",
             m.stages.clone(),
+        );
+        r.register(
+            "fleet_gateway_trust_reload_errors",
+            "Trust file changes not applied because the file does not parse, by file variable (MEM-1)",
+            m.trust_reload_errors.clone(),
+        );
+        r.register(
+            "fleet_gateway_cert_expiry_seconds",
+            "Seconds until this gateway's own host certificate expires (MEM-4)",
+            m.cert_expiry_seconds.clone(),
         );
         Metrics { registry: r, ..m }
     }

@@ -39,6 +39,9 @@ pub struct PresenceBody {
     /// batching host with no entities left: all of them are `down`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entities: Option<Vec<BatchEntry>>,
+    /// MEM-2: the sending gateway's OpenSSH host certificate (`_gateway` entry only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
 }
 
 /// The capability a batching gateway declares on its `_gateway` heartbeat (SPEC §17).
@@ -88,6 +91,7 @@ impl BatchEntry {
             parent: self.parent.clone(),
             capabilities: None,
             entities: None,
+            cert: None,
         }
     }
 }
@@ -156,7 +160,7 @@ pub struct BatchApplied {
 #[derive(Default)]
 pub struct Roster {
     /// gid → entry, plus one `_gateway` entry per host under key `_gateway@<host>`.
-    entries: Mutex<BTreeMap<String, RosterEntry>>,
+    pub(crate) entries: Mutex<BTreeMap<String, RosterEntry>>,
     /// gid → (host, `ts` of its signed `down`): what an entity sent before it left still counts
     /// as sent from that host (its last FAILED or ABANDONED may arrive after its `down`).
     departed: Mutex<BTreeMap<String, (String, u64)>>,
@@ -443,6 +447,7 @@ impl Gateway {
             parent: e.parent.clone(),
             capabilities: None,
             entities: None,
+            cert: None,
         }
     }
 
@@ -450,8 +455,10 @@ impl Gateway {
     /// `presence-batch` and lists `entities`, every live local entity: the caller builds that list
     /// under [`crate::departures::Departures`], so a stopped entity is never listed after its
     /// `down`.
-    fn gateway_presence(&self, state: &str, entities: Option<Vec<BatchEntry>>) -> PresenceBody {
+    pub(crate) fn gateway_presence(&self, state: &str, entities: Option<Vec<BatchEntry>>) -> PresenceBody {
         let batch = self.cfg.presence_batch;
+        let mut capabilities = vec![crate::membership::CAPABILITY.to_string()];
+        capabilities.extend(batch.then(|| PRESENCE_BATCH.to_string()));
         PresenceBody {
             state: state.into(),
             role: "gateway".into(),
@@ -460,8 +467,9 @@ impl Gateway {
             ttl_ms: self.ttl_ms(),
             profiles: Some(self.cfg.profiles.keys().cloned().collect()),
             parent: None,
-            capabilities: batch.then(|| vec![PRESENCE_BATCH.to_string()]),
+            capabilities: Some(capabilities),
             entities: if batch { entities } else { None },
+            cert: self.membership.own.cert_text(),
         }
     }
 
@@ -507,7 +515,7 @@ impl Gateway {
     }
 
     /// The PRESENCE about `gid` to publish, applied to the local view at once.
-    fn presence_outgoing(&self, gid: &str, body: &PresenceBody) -> Outgoing {
+    pub(crate) fn presence_outgoing(&self, gid: &str, body: &PresenceBody) -> Outgoing {
         let host = &self.cfg.host_id;
         let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
         let mut out = Outgoing::new(Kind::Presence, ROSTER_EXCHANGE, roster_key(host, gid), gid, bytes);
@@ -778,7 +786,7 @@ impl Gateway {
         if env.kind != Kind::Presence {
             return Err(Rejection::Presence(format!("a {} on bridge.roster", env.kind)));
         }
-        self.keyring.verify(env, &d.data)?;
+        self.check_presence_signature(env, &d.data)?;
         let key = d.routing_key.as_str();
         let Some((host, gid)) = parse_roster_key(key) else {
             return Err(Rejection::Presence(format!(
@@ -818,6 +826,7 @@ mod tests {
             parent: None,
             capabilities: None,
             entities: None,
+            cert: None,
         }
     }
 

@@ -60,6 +60,8 @@ pub struct Outgoing {
     pub body: Vec<u8>,
     /// PUB-2: every kind but BROADCAST is published `mandatory`.
     pub mandatory: bool,
+    /// MEM-3: sign with this key instead of the publisher's (a rotation's first presence).
+    pub signer: Option<Arc<Signer>>,
 }
 
 impl Outgoing {
@@ -83,6 +85,7 @@ impl Outgoing {
             expires_at: None,
             body,
             mandatory: kind != Kind::Broadcast,
+            signer: None,
         }
     }
 }
@@ -159,7 +162,8 @@ impl Kind {
 /// The confirm-mode publishing channel (PUB-1), replaced on every reconnect.
 pub struct Publisher {
     host: String,
-    signer: Arc<Signer>,
+    /// Swapped by a rotation (MEM-3) once the new key's presence is confirmed.
+    signer: std::sync::RwLock<Arc<Signer>>,
     default_ttl_ms: u64,
     channel: RwLock<Option<Channel>>,
     /// [C-19]: who may publish on the current channel.
@@ -178,7 +182,7 @@ impl Publisher {
     pub fn new(host: String, signer: Arc<Signer>, default_ttl_ms: u64) -> Publisher {
         Publisher {
             host,
-            signer,
+            signer: std::sync::RwLock::new(signer),
             default_ttl_ms,
             channel: RwLock::new(None),
             announced: Announced::default(),
@@ -198,6 +202,16 @@ impl Publisher {
     pub fn with_confirm_timeout(mut self, t: std::time::Duration) -> Publisher {
         self.confirm_timeout = t;
         self
+    }
+
+    /// The key every publish is signed with.
+    pub fn signer(&self) -> Arc<Signer> {
+        Arc::clone(&self.signer.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// MEM-3: signs everything from now on with `signer` (after its presence was confirmed).
+    pub fn set_signer(&self, signer: Arc<Signer>) {
+        *self.signer.write().unwrap_or_else(std::sync::PoisonError::into_inner) = signer;
     }
 
     /// Opens a fresh confirm-mode channel on `conn` and makes it the publishing channel. Nobody
@@ -378,7 +392,7 @@ impl Publisher {
             expires_at: out.expires_at.unwrap_or(ts + self.default_ttl_ms),
             sig: String::new(),
         };
-        self.signer.sign(&mut env, &out.body);
+        out.signer.unwrap_or_else(|| self.signer()).sign(&mut env, &out.body);
         Prepared {
             announces: is_up(env.kind, &out.body),
             env,

@@ -50,6 +50,13 @@ pub struct Signer {
     key: SigningKey,
 }
 
+impl std::fmt::Debug for Signer {
+    /// The public half only: a secret never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Signer({})", self.public_base64())
+    }
+}
+
 impl Signer {
     pub fn from_seed(seed: [u8; 32]) -> Signer {
         Signer {

@@ -179,7 +179,7 @@ impl Gateway {
     }
 
     async fn check_control(&self, env: &Envelope, d: &lapin::message::Delivery) -> Result<(), Rejection> {
-        self.keyring.verify(env, &d.data)?;
+        self.check_signature(env, &d.data).await?;
         if !self.from_lives_on_host(env).await {
             return Err(Rejection::FromNotOnHost {
                 from: env.from.clone(),

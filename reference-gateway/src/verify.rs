@@ -4,6 +4,8 @@
 //! (ENV-2) → signature under `host`'s pinned key (SIG-2.1) → `from` lives on `host` (SIG-2.2,
 //! decided by the caller with the [C-7] grace) → `to` equals the routing key (SIG-2.3) → the inbox
 //! owner (SIG-4) → replay bounds (SIG-3). A failure is never acted on: it is rejected to the DLX.
+//! Under SPEC §18 the signature check may also fail on a certificate (`revoked`, `cert_expired`,
+//! `certificate`: see `membership::trust`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -42,6 +44,15 @@ pub enum Rejection {
         holder: String,
         claimant: String,
     },
+    /// MEM-4: the signing key, or the certificate over it, is revoked by FLEET_REVOKED_FILE.
+    #[error("revoked: {0}")]
+    Revoked(String),
+    /// MEM-4: the certificate over the signing key is past its validity.
+    #[error("certificate expired: {0}")]
+    CertExpired(String),
+    /// MEM-2: any other failed check of a certificate the message relies on.
+    #[error("certificate: {0}")]
+    Certificate(String),
 }
 
 impl Rejection {
@@ -59,6 +70,9 @@ impl Rejection {
             Rejection::Oversized { .. } => "oversized",
             Rejection::WrongKind { .. } => "wrong_kind",
             Rejection::Conflict { .. } => "presence_conflict",
+            Rejection::Revoked(_) => "revoked",
+            Rejection::CertExpired(_) => "cert_expired",
+            Rejection::Certificate(_) => "certificate",
         }
     }
 }

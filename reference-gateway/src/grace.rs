@@ -1,0 +1,62 @@
+//! The [C-7] / [C-10] grace: what a gateway does before it rejects a message about someone its
+//! roster view does not know yet.
+//!
+//! Presence and messages race: a fresh entity's first message may overtake its first presence,
+//! and a gateway that was frozen or slow may hold a backlog of presence that would make the sender
+//! known. The same holds for a host that joined with a certificate (MEM-2): its key is learned
+//! from its `_gateway` presence, which a message of its may overtake. So a message about an
+//! unknown `from` — or from a host with no key yet — is held (unacked) until the roster consumer
+//! has caught up and one heartbeat more has passed, and only then rejected.
+
+use std::time::Duration;
+
+use tracing::warn;
+
+use crate::envelope::Envelope;
+use crate::gateway::Gateway;
+
+impl Gateway {
+    /// SIG-2 step 2 with the [C-7] grace, counted as [C-10] says: an unknown `from` is waited for
+    /// up to one heartbeat from the moment the roster consumer has applied everything that was
+    /// queued when the message was judged (a frozen or slow gateway may first have a backlog of
+    /// stale presence), and never before the view has heard two heartbeat rounds ([C-14]).
+    pub async fn from_lives_on_host(&self, env: &Envelope) -> bool {
+        let lives = || self.roster.lived_on(&env.from, &env.host, env.ts);
+        lives() || self.roster_grace(&env.from, &env.host, lives).await
+    }
+
+    /// Waits, as [`Gateway::from_lives_on_host`] does, until `known()` holds (true) or the grace
+    /// is over (`known()` then). `from` and `host` only name the wait in a log line.
+    pub async fn roster_grace(&self, from: &str, host: &str, known: impl Fn() -> bool) -> bool {
+        let t0 = tokio::time::Instant::now();
+        // A view younger than two heartbeats is still being rebuilt (PRS-2, after a (re)start).
+        let warm = self
+            .roster_since
+            .lock()
+            .ok()
+            .and_then(|t| *t)
+            .map(|t| t + 2 * self.cfg.heartbeat);
+        // Catching up is bounded by progress: a roster consumer that handled nothing for a
+        // presence TTL is stuck, and the grace then counts from now.
+        let catch_up = tokio::select! {
+            caught = self.roster_caught_up(t0, 3 * self.cfg.heartbeat) => caught,
+            _ = until(&known) => return true,
+        };
+        if !catch_up {
+            warn!(%from, %host, "the roster consumer made no progress for a presence TTL; judging with the plain grace");
+        }
+        let start = tokio::time::Instant::now();
+        let deadline = (start + self.cfg.heartbeat).max(warm.unwrap_or(start));
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => known(),
+            _ = until(&known) => true,
+        }
+    }
+}
+
+/// Resolves once `known()` holds (polled: the view and the trust state are maps).
+async fn until(known: &impl Fn() -> bool) {
+    while !known() {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

@@ -1,0 +1,332 @@
+//! OpenSSH host certificates (MEM-2): read and checked with RustCrypto's `ssh-key`, never by hand.
+//!
+//! A certificate is read once: [`CertInfo::parse`] decodes it, verifies its CA's signature over it
+//! and takes out what the checks need (the certified ed25519 key, the CA's SHA-256 fingerprint,
+//! type, principals, validity, serial, key id). That part never changes for a given text, so the
+//! trust state caches it by the certificate's text and a heartbeat never pays for it again. What
+//! can change — the trusted CAs, the KRL, the clock — is checked by [`CertInfo::check`] with map
+//! lookups and integer compares only.
+
+use ed25519_dalek::VerifyingKey;
+use ssh_key::{Certificate, Fingerprint, HashAlg};
+
+use super::ca::CaSet;
+use super::krl::Krl;
+use crate::verify::Rejection;
+
+/// Why a certificate does not make its key a host's key. `check()` is the check name of the
+/// rejection line (CONTRACT §12): `revoked`, `cert_expired` or `certificate`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertProblem {
+    #[error("the certificate cannot be read: {0}")]
+    Unreadable(String),
+    #[error("the certificate's CA signature does not verify")]
+    BadSignature,
+    #[error("the certificate certifies a {0} key; a gateway's key is ed25519")]
+    NotEd25519(String),
+    #[error("the certificate's CA {0} is not in FLEET_TRUST_CA_FILE")]
+    UntrustedCa(String),
+    #[error("the certificate is a user certificate, not a host certificate")]
+    NotHost,
+    #[error("host {host:?} is not among the certificate's principals {principals:?}")]
+    WrongPrincipal { host: String, principals: Vec<String> },
+    #[error("the certificate is not valid before {0}")]
+    NotYetValid(String),
+    #[error("the certificate expired at {0}")]
+    Expired(String),
+    #[error("the certificate is revoked by FLEET_REVOKED_FILE ({0})")]
+    Revoked(String),
+    #[error("the presence carrying the certificate does not verify under the certificate's key")]
+    NotSignedByKey,
+}
+
+impl CertProblem {
+    /// The check name of CONTRACT §12.
+    pub fn check(&self) -> &'static str {
+        match self {
+            CertProblem::Revoked(_) => "revoked",
+            CertProblem::Expired(_) => "cert_expired",
+            _ => "certificate",
+        }
+    }
+}
+
+impl From<CertProblem> for Rejection {
+    fn from(p: CertProblem) -> Rejection {
+        let text = p.to_string();
+        match p.check() {
+            "revoked" => Rejection::Revoked(text),
+            "cert_expired" => Rejection::CertExpired(text),
+            _ => Rejection::Certificate(text),
+        }
+    }
+}
+
+/// Where `now` lies in a certificate's validity window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    NotYet,
+    Valid,
+    Expired,
+}
+
+/// What a certificate says, read and signature-checked once.
+#[derive(Debug, Clone)]
+pub struct CertInfo {
+    /// The certificate line as given (whitespace at either end removed).
+    pub text: String,
+    /// The certified key: the gateway's signing key.
+    pub key: VerifyingKey,
+    /// SHA-256 fingerprint of the certified key (KRL `key:` and `hash:`).
+    pub key_fingerprint: Fingerprint,
+    /// SHA-256 fingerprint of the CA key that signed it.
+    pub ca_fingerprint: Fingerprint,
+    pub host: bool,
+    pub principals: Vec<String>,
+    pub key_id: String,
+    pub serial: u64,
+    /// Seconds since the epoch (`valid after`); 0 = always.
+    pub valid_after: u64,
+    /// Seconds since the epoch (`valid before`); `u64::MAX` = forever.
+    pub valid_before: u64,
+}
+
+impl CertInfo {
+    /// Reads an OpenSSH certificate line and verifies its CA's signature over it.
+    pub fn parse(text: &str) -> Result<CertInfo, CertProblem> {
+        let text = text.trim();
+        let cert = Certificate::from_openssh(text).map_err(|e| CertProblem::Unreadable(e.to_string()))?;
+        cert.verify_signature().map_err(|_| CertProblem::BadSignature)?;
+        let ed = cert
+            .public_key()
+            .ed25519()
+            .ok_or_else(|| CertProblem::NotEd25519(cert.public_key().algorithm().to_string()))?;
+        let key = VerifyingKey::try_from(ed).map_err(|e| CertProblem::Unreadable(format!("certified key: {e}")))?;
+        Ok(CertInfo {
+            text: text.to_string(),
+            key,
+            key_fingerprint: cert.public_key().fingerprint(HashAlg::Sha256),
+            ca_fingerprint: cert.signature_key().fingerprint(HashAlg::Sha256),
+            host: cert.cert_type().is_host(),
+            principals: cert.valid_principals().to_vec(),
+            key_id: cert.key_id().to_string(),
+            serial: cert.serial(),
+            valid_after: cert.valid_after(),
+            valid_before: cert.valid_before(),
+        })
+    }
+
+    /// Reads a certificate file (`FLEET_HOST_CERT_FILE`, `cert check`): its first meaningful line.
+    pub fn parse_file_text(text: &str) -> Result<CertInfo, CertProblem> {
+        let line = super::files::meaningful_lines(text)
+            .next()
+            .map(|(_, l)| l)
+            .ok_or_else(|| CertProblem::Unreadable("the file holds no certificate".into()))?;
+        CertInfo::parse(line)
+    }
+
+    /// Where `now_ms` lies in the validity window, widened by `skew_ms` at both ends (MEM-2).
+    pub fn window(&self, now_ms: u64, skew_ms: u64) -> Window {
+        let after = self.valid_after.saturating_mul(1000).saturating_sub(skew_ms);
+        let before = self.valid_before.saturating_mul(1000).saturating_add(skew_ms);
+        if now_ms < after {
+            Window::NotYet
+        } else if now_ms >= before {
+            Window::Expired
+        } else {
+            Window::Valid
+        }
+    }
+
+    /// When the certificate stops being valid here (Unix ms, skew included); None = never.
+    pub fn expires_at_ms(&self, skew_ms: u64) -> Option<u64> {
+        (self.valid_before != u64::MAX).then(|| self.valid_before.saturating_mul(1000).saturating_add(skew_ms))
+    }
+
+    /// The checks that do not depend on the clock: the CA is trusted, it is a host certificate for
+    /// `host`, and neither it nor its key nor its CA is revoked.
+    pub fn check_standing(&self, host: &str, cas: &CaSet, krl: &Krl) -> Result<(), CertProblem> {
+        if !cas.trusts(&self.ca_fingerprint) {
+            return Err(CertProblem::UntrustedCa(self.ca_fingerprint.to_string()));
+        }
+        if !self.host {
+            return Err(CertProblem::NotHost);
+        }
+        if !self.principals.iter().any(|p| p == host) {
+            return Err(CertProblem::WrongPrincipal {
+                host: host.to_string(),
+                principals: self.principals.clone(),
+            });
+        }
+        if let Some(why) = krl.revokes(self) {
+            return Err(CertProblem::Revoked(why));
+        }
+        Ok(())
+    }
+
+    /// The clock's part of the check.
+    pub fn check_time(&self, now_ms: u64, skew_ms: u64) -> Result<(), CertProblem> {
+        match self.window(now_ms, skew_ms) {
+            Window::Valid => Ok(()),
+            Window::NotYet => Err(CertProblem::NotYetValid(utc(self.valid_after))),
+            Window::Expired => Err(CertProblem::Expired(utc(self.valid_before))),
+        }
+    }
+
+    /// The whole MEM-2 check of the certificate for `host` at `now_ms`.
+    pub fn check(&self, host: &str, cas: &CaSet, krl: &Krl, now_ms: u64, skew_ms: u64) -> Result<(), CertProblem> {
+        self.check_standing(host, cas, krl)?;
+        self.check_time(now_ms, skew_ms)
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds; `always` / `forever` for OpenSSH's open ends.
+pub fn utc(secs: u64) -> String {
+    if secs == 0 {
+        return "always".into();
+    }
+    if secs == u64::MAX {
+        return "forever".into();
+    }
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's days-from-civil inverse.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::signing::Signer;
+
+    /// A fixture of `tests/fixtures/membership` (made by `scripts/gen-cert-fixtures`).
+    pub(crate) fn fixture(name: &str) -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/membership/");
+        std::fs::read_to_string(format!("{path}{name}")).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+    }
+
+    pub(crate) fn cert(name: &str) -> CertInfo {
+        CertInfo::parse(&fixture(&format!("{name}-cert.pub"))).expect("the fixture parses")
+    }
+
+    pub(crate) fn seed_signer(name: &str) -> Signer {
+        use base64::Engine as _;
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(fixture(&format!("{name}.key")).trim())
+            .expect("base64");
+        Signer::from_seed(raw.try_into().expect("32 bytes"))
+    }
+
+    fn trusted() -> CaSet {
+        CaSet::parse(&fixture("trust-ca.txt")).expect("CA file")
+    }
+
+    const NOW: u64 = 1_767_225_600_000; // 2026-01-01
+
+    #[test]
+    fn a_host_certificate_over_the_hosts_key_passes() {
+        let c = cert("a");
+        assert_eq!(c.key, seed_signer("a").verifying_key());
+        assert!(c.host);
+        assert_eq!(c.principals, vec!["a".to_string()]);
+        assert_eq!((c.serial, c.key_id.as_str()), (11, "a-key-1"));
+        assert_eq!(c.check("a", &trusted(), &Krl::default(), NOW, 30_000), Ok(()));
+        assert_eq!(c.text, fixture("a-cert.pub").trim());
+    }
+
+    #[test]
+    fn each_bad_certificate_is_named() {
+        let (cas, krl) = (trusted(), Krl::default());
+        let check = |name: &str, host: &str| cert(name).check(host, &cas, &krl, NOW, 30_000).map_err(|p| p.check());
+        assert!(matches!(
+            cert("a-other-ca").check("a", &cas, &krl, NOW, 0),
+            Err(CertProblem::UntrustedCa(_))
+        ));
+        assert!(matches!(
+            cert("a-user").check("a", &cas, &krl, NOW, 0),
+            Err(CertProblem::NotHost)
+        ));
+        assert!(matches!(
+            cert("a-wrong-principal").check("a", &cas, &krl, NOW, 0),
+            Err(CertProblem::WrongPrincipal { .. })
+        ));
+        assert!(matches!(
+            cert("a-future").check("a", &cas, &krl, NOW, 0),
+            Err(CertProblem::NotYetValid(_))
+        ));
+        assert_eq!(check("a-future", "a"), Err("certificate"));
+        assert_eq!(check("a-expired", "a"), Err("cert_expired"));
+        assert_eq!(check("a", "b"), Err("certificate"), "a's certificate is not b's");
+        assert_eq!(check("b", "b"), Ok(()));
+        let revoking = Krl::parse("serial: 11\n").expect("krl");
+        assert_eq!(
+            cert("a").check("a", &cas, &revoking, NOW, 0).map_err(|p| p.check()),
+            Err("revoked")
+        );
+    }
+
+    #[test]
+    fn garbage_and_truncated_certificates_are_unreadable() {
+        assert!(matches!(CertInfo::parse("garbage"), Err(CertProblem::Unreadable(_))));
+        let text = fixture("a-cert.pub");
+        let half = &text[..text.len() / 2];
+        assert!(matches!(CertInfo::parse(half), Err(CertProblem::Unreadable(_))));
+        assert!(matches!(
+            CertInfo::parse(&fixture("a.pub")),
+            Err(CertProblem::Unreadable(_))
+        ));
+    }
+
+    #[test]
+    fn a_tampered_certificate_fails_its_ca_signature() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let text = fixture("a-cert.pub");
+        let mut parts = text.split_whitespace();
+        let (alg, blob) = (parts.next().expect("alg"), parts.next().expect("blob"));
+        let mut raw = b64.decode(blob).expect("base64");
+        // The principal "a" sits near the middle of the signed part; flip a byte of the key id.
+        let at = raw
+            .windows(7)
+            .position(|w| w == b"a-key-1")
+            .expect("the key id is in the certificate");
+        raw[at + 6] = b'9';
+        let forged = format!("{alg} {}", b64.encode(&raw));
+        assert_eq!(CertInfo::parse(&forged).map(|_| ()), Err(CertProblem::BadSignature));
+    }
+
+    #[test]
+    fn the_window_widens_by_the_skew() {
+        let mut c = cert("a");
+        c.valid_after = 100;
+        c.valid_before = 200;
+        assert_eq!(c.window(99_000, 0), Window::NotYet);
+        assert_eq!(c.window(99_000, 1_000), Window::Valid);
+        assert_eq!(c.window(200_000, 0), Window::Expired);
+        assert_eq!(c.window(200_000, 1), Window::Valid);
+        assert_eq!(c.expires_at_ms(5), Some(200_005));
+        assert_eq!(cert("a").expires_at_ms(5), None, "forever");
+    }
+
+    #[test]
+    fn times_print_in_utc() {
+        assert_eq!(utc(0), "always");
+        assert_eq!(utc(u64::MAX), "forever");
+        assert_eq!(utc(1_767_225_600), "2026-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400 + 3_723), "2000-02-29T01:02:03Z");
+    }
+}

@@ -1,0 +1,100 @@
+//! SPEC §18, fleet membership and key lifecycle (capability `membership`): hosts join, leave and
+//! re-key while the fleet runs, with OpenSSH host certificates, key revocation lists and trust
+//! files re-read without a restart.
+//!
+//! One file per concept:
+//! - [`files`] — which variable names each file; errors that name the file and the line (MEM-1)
+//! - [`peers`], [`ca`], [`krl`] — the three trust files' formats (MEM-1, MEM-2, MEM-4)
+//! - [`cert`] — an OpenSSH host certificate, read once and checked (MEM-2)
+//! - [`trust`] — the live trust state: which keys are host h's now (MEM-2, MEM-3)
+//! - [`own`] — this gateway's key and certificate, its expiry and readiness (MEM-3, MEM-4)
+//! - [`gate`] — where verification meets the trust state (inbox, control, roster, DLQ)
+//! - [`rotate`] — the own `_gateway` presence, and switching to a new key without a flag day
+//!   (MEM-3, MEM-5)
+//! - [`sweep`] — dropping a host's roster entries once it has no valid key (MEM-1, MEM-4)
+//! - [`watch`] — re-reading the files on change and on SIGHUP, within 2 s (MEM-1, MEM-3)
+
+pub mod ca;
+pub mod cert;
+pub mod files;
+pub mod gate;
+pub mod krl;
+pub mod own;
+pub mod peers;
+pub mod rotate;
+pub mod sweep;
+pub mod trust;
+pub mod watch;
+
+use crate::config::Config;
+use files::{FileError, TrustFile};
+
+/// The capability this module implements (declared on the `_gateway` presence).
+pub const CAPABILITY: &str = "membership";
+
+/// Everything SPEC §18 adds to a gateway.
+pub struct Membership {
+    pub trust: trust::Trust,
+    pub own: own::Own,
+    /// host → the certificate last WARNed about ([`Membership::first_warning`]).
+    warned: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl Membership {
+    /// Reads every file at start; a file that cannot be read or parsed refuses the start with
+    /// the file and the line named.
+    pub fn load(cfg: &Config) -> anyhow::Result<Membership> {
+        let id = own::OwnIdentity::load(&cfg.host_id, &cfg.signing_key_file, cfg.host_cert_file.as_deref())?;
+        let files = read_trust_files(cfg)?;
+        let trust = trust::Trust::new(
+            &cfg.host_id,
+            cfg.clock_skew.as_millis() as u64,
+            files,
+            id.signer.verifying_key(),
+        );
+        let own = own::Own::new(
+            &cfg.host_id,
+            cfg.signing_key_file.clone(),
+            cfg.host_cert_file.clone(),
+            id,
+        );
+        Ok(Membership {
+            trust,
+            own,
+            warned: Default::default(),
+        })
+    }
+
+    /// Whether `cert` is news for `host`'s WARN (a bad certificate on every heartbeat is logged
+    /// once, not every interval).
+    pub fn first_warning(&self, host: &str, cert: &str) -> bool {
+        let mut w = self.warned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.get(host).is_some_and(|c| c == cert) {
+            return false;
+        }
+        if w.len() >= 4096 {
+            w.clear();
+        }
+        w.insert(host.to_string(), cert.to_string());
+        true
+    }
+
+    /// MEM-4: why the gateway is not ready on account of its own certificate, if it is not.
+    pub fn unready(&self) -> Option<String> {
+        self.own.unready(&self.trust.files().krl, crate::envelope::now_ms())
+    }
+}
+
+/// The three trust files (`FLEET_TRUST_CA_FILE` and `FLEET_REVOKED_FILE` only when set).
+pub fn read_trust_files(cfg: &Config) -> Result<trust::TrustFiles, FileError> {
+    let peers = files::load(TrustFile::Peers, &cfg.peers_file, peers::Peers::parse)?;
+    let cas = match &cfg.trust_ca_file {
+        Some(p) => files::load(TrustFile::TrustCa, p, ca::CaSet::parse)?,
+        None => ca::CaSet::default(),
+    };
+    let krl = match &cfg.revoked_file {
+        Some(p) => files::load(TrustFile::Revoked, p, krl::Krl::parse)?,
+        None => krl::Krl::default(),
+    };
+    Ok(trust::TrustFiles { peers, cas, krl })
+}

@@ -1,0 +1,365 @@
+//! Re-reading the files of SPEC §18 while the gateway runs: on change and on SIGHUP, applied
+//! within 2 s (MEM-1), and the gateway's own key and certificate (MEM-3).
+//!
+//! Files are replaced by rename (configuration managers write beside and rename over: the path
+//! stays, the inode changes), so the *directories* are watched (`notify`: inotify on Linux), and
+//! a poll every [`POLL`] compares each file's (device, inode, size, mtime, ctime) for volumes
+//! that deliver no events (some network and container mounts). A changed stamp makes the file be
+//! read; content equal to what was last seen changes nothing. Content that does not parse is not
+//! applied: the last good content stays in force, an ERROR names the file and the line, and
+//! `fleet_gateway_trust_reload_errors_total{file}` counts it — once per bad content, not once per
+//! poll. SIGHUP re-reads every file at once.
+//!
+//! The key and certificate files are read together [`DEBOUNCE`] after the last change of either
+//! (a rotation replaces both, a few milliseconds apart), or at once on SIGHUP; see
+//! [`super::rotate`]. The same task sweeps the roster of hosts that lost their last key
+//! ([`super::sweep`]) and watches the own certificate's expiry (MEM-4).
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tracing::{debug, error, info, warn};
+
+use super::ca::CaSet;
+use super::files::{FileError, LineError, TrustFile, line_at};
+use super::krl::Krl;
+use super::peers::Peers;
+use super::rotate::Rotation;
+use super::sweep::Sweeper;
+use crate::envelope::now_ms;
+use crate::gateway::Gateway;
+use crate::metrics::Metrics;
+
+/// The poll fallback's period (also the sweep's and the expiry check's).
+pub const POLL: Duration = Duration::from_millis(500);
+
+/// How long after the last change of the key or certificate file both are read (MEM-3).
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// How long after a directory event the files are looked at (a rename burst settles).
+const EVENT_SETTLE: Duration = Duration::from_millis(20);
+
+/// How often certified keys long expired are forgotten.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// A file's identity and size/time, as the poll compares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        })
+    }
+}
+
+/// One watched file.
+struct Watched {
+    file: TrustFile,
+    path: PathBuf,
+    stamp: Option<Stamp>,
+    /// The content last looked at (applied or refused), or the last read error.
+    seen: Option<Result<Vec<u8>, String>>,
+}
+
+impl Watched {
+    fn new(file: TrustFile, path: &Path) -> Watched {
+        Watched {
+            file,
+            path: path.to_path_buf(),
+            stamp: None,
+            seen: None,
+        }
+    }
+
+    /// Whether the stamp moved since the last look (always when `force`).
+    fn moved(&mut self, force: bool) -> bool {
+        let stamp = Stamp::of(&self.path);
+        let moved = force || stamp != self.stamp || stamp.is_none();
+        self.stamp = stamp;
+        moved
+    }
+
+    /// The file's new content, if it differs from what was last seen; a read error that differs
+    /// from the last one is returned as `Err`.
+    fn fresh(&mut self) -> Option<Result<Vec<u8>, String>> {
+        let now = std::fs::read(&self.path).map_err(|e| e.to_string());
+        if self.seen.as_ref() == Some(&now) {
+            return None;
+        }
+        self.seen = Some(now.clone());
+        Some(now)
+    }
+}
+
+/// Starts the watcher task for the life of the process.
+pub fn spawn(gw: Arc<Gateway>) {
+    tokio::spawn(async move { run(gw).await });
+}
+
+async fn run(gw: Arc<Gateway>) {
+    let cfg = &gw.cfg;
+    let mut trust = vec![Watched::new(TrustFile::Peers, &cfg.peers_file)];
+    if let Some(p) = &cfg.trust_ca_file {
+        trust.push(Watched::new(TrustFile::TrustCa, p));
+    }
+    if let Some(p) = &cfg.revoked_file {
+        trust.push(Watched::new(TrustFile::Revoked, p));
+    }
+    let mut identity = vec![Watched::new(TrustFile::SigningKey, &cfg.signing_key_file)];
+    if let Some(p) = &cfg.host_cert_file {
+        identity.push(Watched::new(TrustFile::HostCert, p));
+    }
+    let wake = Arc::new(Notify::new());
+    let paths: Vec<&Path> = trust.iter().chain(&identity).map(|w| w.path.as_path()).collect();
+    let _events = watch_dirs(&paths, Arc::clone(&wake));
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!(error = %e, "cannot listen for SIGHUP; trust files are re-read on change only");
+            None
+        }
+    };
+    let mut shutdown = gw.shutdown_signal();
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sweeper = Sweeper::default();
+    let mut last_prune = Instant::now();
+    let mut unready: Option<String> = None;
+    // The first look takes the files as the start read them (quietly: nothing changed).
+    for w in &mut trust {
+        w.moved(true);
+        if let Some(Ok(text)) = w.fresh() {
+            let _ = apply(&gw, w.file, &text);
+        }
+    }
+    for w in &mut identity {
+        w.moved(true);
+    }
+    let mut identity_due: Option<Instant> = None;
+    loop {
+        let mut force = false;
+        let debounce = async {
+            match identity_due {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = wake.notified() => tokio::time::sleep(EVENT_SETTLE).await,
+            Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                info!("SIGHUP: re-reading the trust files, the signing key and the host certificate");
+                force = true;
+            }
+            _ = debounce => {}
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => if *shutdown.borrow() { return; },
+        }
+        for w in &mut trust {
+            if w.moved(force)
+                && let Some(content) = w.fresh()
+            {
+                reload(&gw, w, content);
+            }
+        }
+        if identity.iter_mut().fold(false, |any, w| w.moved(false) | any) {
+            identity_due = Some(Instant::now() + DEBOUNCE);
+        }
+        if force || identity_due.is_some_and(|t| t <= Instant::now()) {
+            identity_due = rotate(&gw, &mut identity).await;
+        }
+        sweeper.sweep(&gw);
+        watch_own_cert(&gw, &mut unready);
+        if last_prune.elapsed() >= PRUNE_EVERY {
+            gw.membership.trust.prune(now_ms());
+            last_prune = Instant::now();
+        }
+    }
+}
+
+/// Reads and applies one changed trust file, or reports why not.
+fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>) {
+    let path = w.path.display().to_string();
+    let applied = match content {
+        Ok(bytes) => apply(gw, w.file, &bytes).map_err(|e| FileError::at(w.file, &w.path, e)),
+        Err(reason) => Err(FileError::Read {
+            var: w.file.var(),
+            path: path.clone(),
+            reason,
+        }),
+    };
+    match applied {
+        Ok(what) => info!(file = w.file.var(), %path, "{what}: re-read and applied"),
+        Err(e) => {
+            error!(file = w.file.var(), %path, "{e}: not applied; the last good content stays in force");
+            Metrics::count(&gw.metrics.trust_reload_errors, &[("file", w.file.var())]);
+        }
+    }
+}
+
+/// Parses `bytes` as `file` and puts it in force; says what it holds.
+fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let lossy = String::from_utf8_lossy(bytes);
+        LineError::new(line_at(&lossy, e.valid_up_to()), "not UTF-8 text")
+    })?;
+    let trust = &gw.membership.trust;
+    Ok(match file {
+        TrustFile::Peers => {
+            let peers = Peers::parse(text)?;
+            let what = format!("peers file: {} host(s)", peers.hosts().count());
+            trust.set_peers(peers);
+            what
+        }
+        TrustFile::TrustCa => {
+            let cas = CaSet::parse(text)?;
+            let what = format!("CA file: {} CA key(s)", cas.len());
+            trust.set_cas(cas);
+            what
+        }
+        TrustFile::Revoked => {
+            let krl = Krl::parse(text)?;
+            let what = format!("revocation list: {} entrie(s)", krl.len());
+            trust.set_krl(krl);
+            what
+        }
+        TrustFile::SigningKey | TrustFile::HostCert => String::new(),
+    })
+}
+
+/// Tries the rotation (MEM-3); returns when to try again (a publish that could not be made).
+async fn rotate(gw: &Gateway, identity: &mut [Watched]) -> Option<Instant> {
+    match gw.rotate_identity().await {
+        Rotation::Unchanged => None,
+        Rotation::Rotated(what) => {
+            info!("{what}");
+            None
+        }
+        Rotation::Refused { file, error } => {
+            // Logged once per content: looked at again when a file changes or on SIGHUP.
+            error!(
+                file = file.var(),
+                "{error}: the gateway keeps signing with its current key and certificate"
+            );
+            Metrics::count(&gw.metrics.trust_reload_errors, &[("file", file.var())]);
+            for w in identity.iter_mut() {
+                w.moved(true);
+            }
+            None
+        }
+        Rotation::Pending(why) => {
+            warn!(reason = %why, "rotation waits: the new key's presence could not be published yet; retrying");
+            Some(Instant::now() + POLL)
+        }
+    }
+}
+
+/// MEM-4: the seconds-left gauge, the WARN within 7 days, and not-ready once expired or revoked.
+fn watch_own_cert(gw: &Gateway, unready: &mut Option<String>) {
+    let now = now_ms();
+    let own = &gw.membership.own;
+    if let Some(left) = own.seconds_left(now) {
+        Metrics::gauge(&gw.metrics.cert_expiry_seconds, &[], left);
+    }
+    if let Some(text) = own.expiry_warning_due(now) {
+        warn!("{text}");
+    }
+    let now_unready = gw.membership.unready();
+    if now_unready != *unready {
+        match &now_unready {
+            Some(why) => warn!("{why}: reporting not ready (/readyz 503)"),
+            None => info!("own certificate valid again: ready as far as membership goes"),
+        }
+        *unready = now_unready;
+    }
+}
+
+/// Watches the directories of `paths` (non-recursively) and wakes `wake` on an event about one of
+/// their files. None (polling only) when the platform's watcher cannot be set up.
+fn watch_dirs(paths: &[&Path], wake: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher as _;
+    let names: BTreeSet<OsString> = paths.iter().filter_map(|p| p.file_name().map(OsString::from)).collect();
+    let dirs: BTreeSet<PathBuf> = paths
+        .iter()
+        .map(|p| match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        })
+        .collect();
+    let handler = move |res: notify::Result<notify::Event>| {
+        let ours = match &res {
+            Ok(ev) => {
+                ev.paths.is_empty()
+                    || ev
+                        .paths
+                        .iter()
+                        .any(|p| p.file_name().is_some_and(|n| names.contains(n)))
+            }
+            Err(_) => true,
+        };
+        if ours {
+            wake.notify_one();
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(e) => {
+            warn!(error = %e, "cannot watch the trust files' directories; polling every {POLL:?}");
+            return None;
+        }
+    };
+    for dir in &dirs {
+        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+            warn!(dir = %dir.display(), error = %e, "cannot watch a trust file's directory; polling it every {POLL:?}");
+        } else {
+            debug!(dir = %dir.display(), "watching for trust file changes");
+        }
+    }
+    Some(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rename_over_the_file_moves_its_stamp() {
+        let d = std::env::temp_dir().join(format!("fleet-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("dir");
+        let path = d.join("peers.toml");
+        std::fs::write(&path, "[peers]\n").expect("write");
+        let mut w = Watched::new(TrustFile::Peers, &path);
+        assert!(w.moved(false), "first look");
+        assert_eq!(w.fresh(), Some(Ok(b"[peers]\n".to_vec())));
+        assert!(!w.moved(false), "nothing changed");
+        let tmp = d.join("peers.toml.new");
+        std::fs::write(&tmp, "[peers]\n").expect("write");
+        std::fs::rename(&tmp, &path).expect("rename");
+        assert!(w.moved(false), "a new inode");
+        assert_eq!(w.fresh(), None, "the same content changes nothing");
+        std::fs::remove_file(&path).expect("rm");
+        assert!(w.moved(false));
+        assert!(matches!(w.fresh(), Some(Err(_))), "a read error is news once");
+        assert!(w.moved(false));
+        assert_eq!(w.fresh(), None);
+    }
+}
