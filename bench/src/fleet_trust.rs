@@ -196,14 +196,62 @@ pub const MEM4_BOUND_MS: f64 = 2_000.0;
 /// What a simulated host publishes each round: (routing key, body, properties).
 pub type Round = Vec<(String, Vec<u8>, lapin::BasicProperties)>;
 
-/// Which real gateway's roster queue a dead letter came from, if it is one of `host`'s messages
-/// rejected there.
-fn rejected_by(d: &Captured, host: &str) -> Option<usize> {
-    if d.header_str("host").as_deref() != Some(host) || d.death_reason().as_deref() != Some("rejected") {
+/// Which real gateway's roster queue a dead letter came from, if it is a message rejected there
+/// (SIG-5) and `host`'s (any host's with `None`).
+fn rejected_by(d: &Captured, host: Option<&str>) -> Option<usize> {
+    if host.is_some_and(|h| d.header_str("host").as_deref() != Some(h))
+        || d.death_reason().as_deref() != Some("rejected")
+    {
         return None;
     }
     let queue = d.death_queue()?;
     REAL.iter().position(|g| queue == format!("roster.{g}"))
+}
+
+fn captured(d: &lapin::message::Delivery) -> Captured {
+    Captured {
+        exchange: d.exchange.to_string(),
+        routing_key: d.routing_key.to_string(),
+        properties: d.properties.clone(),
+        body: d.data.clone(),
+    }
+}
+
+/// Counts the presence messages each real gateway rejects (dead letters from its `roster.<host>`
+/// queue, `x-death` reason `rejected`), whoever sent them: a run's window must have none, or the
+/// gateway's CPU would be that of refusing, not of trusting.
+pub struct Rejections {
+    conn: Connection,
+    counts: Arc<[AtomicU64; 2]>,
+    reading: tokio::task::JoinHandle<()>,
+}
+
+impl Rejections {
+    pub async fn start(amqp_url: &str) -> anyhow::Result<Rejections> {
+        let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
+        let ch = conn.create_channel().await?;
+        let mut dead = super::scale::tap(&ch, "bridge.dlx", "", "bench-rejections").await?;
+        let counts: Arc<[AtomicU64; 2]> = Arc::default();
+        let c = Arc::clone(&counts);
+        let reading = tokio::spawn(async move {
+            while let Some(Ok(d)) = dead.next().await {
+                if let Some(i) = rejected_by(&captured(&d), None) {
+                    c[i].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        Ok(Rejections { conn, counts, reading })
+    }
+
+    /// Rejections by real gateway a + b so far.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    pub async fn stop(self) {
+        self.reading.abort();
+        let _ = self.conn.close(200, "done".into()).await;
+    }
 }
 
 /// Revokes `key.host`'s certificate and times, on each real gateway, its first message rejected
@@ -234,13 +282,7 @@ pub async fn time_revocation(
     let h = host.clone();
     let reading = tokio::spawn(async move {
         while let Some(Ok(d)) = dead.next().await {
-            let c = Captured {
-                exchange: d.exchange.to_string(),
-                routing_key: d.routing_key.to_string(),
-                properties: d.properties.clone(),
-                body: d.data.clone(),
-            };
-            if let Some(i) = rejected_by(&c, &h) {
+            if let Some(i) = rejected_by(&captured(&d), Some(&h)) {
                 let ms = t0.elapsed().as_secs_f64() * 1e3;
                 seen.lock().await[i].get_or_insert(ms);
             }
@@ -336,6 +378,10 @@ pub struct TrustComparison {
     /// Rename → rejected on every real gateway, worst over the certificate runs (`None` when
     /// some run never saw it rejected everywhere, or none was timed).
     pub revocation_to_reject_worst_ms: Option<f64>,
+    /// Presence messages the real gateways rejected during the windows, peers runs and
+    /// certificate runs (`None` where not counted): both should be 0.
+    #[serde(default)]
+    pub rejected_in_windows: [Option<u64>; 2],
 }
 
 /// The certificate run's CPU may exceed the peers-file run's by this share, per gateway.
@@ -392,6 +438,7 @@ pub fn compare(r: &FleetResult) -> Vec<TrustComparison> {
             ]
         };
         let busy = |runs: &[&FleetRun]| mean(&runs.iter().map(|x| x.measured.machine_busy).collect::<Vec<_>>());
+        let rejected = |runs: &[&FleetRun]| runs.iter().map(|x| x.measured.real_rejected).sum::<Option<u64>>();
         let (p, c) = (cpu(&peers), cpu(&certs));
         let ratio = [c[0] / p[0], c[1] / p[1]];
         let revocations: Vec<Option<f64>> = certs
@@ -419,6 +466,7 @@ pub fn compare(r: &FleetResult) -> Vec<TrustComparison> {
             within_tolerance: ratio.iter().all(|x| *x <= 1.0 + CPU_TOLERANCE),
             under_ceiling: c.iter().all(|x| *x <= CPU_CEILING_PCT),
             revocation_to_reject_worst_ms: worst,
+            rejected_in_windows: [rejected(&peers), rejected(&certs)],
         });
     }
     out
@@ -436,7 +484,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
         vec!["  with certificates (SPEC §18) beside the peers file, same invocation, runs interleaved:".to_string()];
     for c in &cmp {
         out.push(format!(
-            "  {} N = {} × {}, H = {} ms: gateway a/b CPU peers {:.2}/{:.2} % ({} runs, machine {:.0} % busy) · certs {:.2}/{:.2} % ({} runs, machine {:.0} % busy) · certs÷peers {:.2}/{:.2}× — within {:.0} %: {} · ≤ {CPU_CEILING_PCT} % of a core: {}",
+            "  {} N = {} × {}, H = {} ms: gateway a/b CPU peers {:.2}/{:.2} % (runs: {}, machine {:.0} % busy) · certs {:.2}/{:.2} % (runs: {}, machine {:.0} % busy) · certs÷peers {:.2}/{:.2}× — within {:.0} %: {} · ≤ {CPU_CEILING_PCT} % of a core: {} · rejected in the windows peers/certs: {}/{}",
             c.form.label(),
             c.hosts,
             c.entities,
@@ -454,6 +502,8 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
             100.0 * CPU_TOLERANCE,
             if c.within_tolerance { "yes" } else { "NO" },
             if c.under_ceiling { "yes" } else { "NO" },
+            c.rejected_in_windows[0].map_or("-".into(), |n| n.to_string()),
+            c.rejected_in_windows[1].map_or("-".into(), |n| n.to_string()),
         ));
     }
     for x in revoked {
@@ -591,10 +641,27 @@ mod tests {
                 body: Vec::new(),
             }
         };
-        assert_eq!(rejected_by(&dead("sim-3", "roster.gw-a", "rejected"), "sim-3"), Some(0));
-        assert_eq!(rejected_by(&dead("sim-3", "roster.gw-b", "rejected"), "sim-3"), Some(1));
-        assert_eq!(rejected_by(&dead("sim-3", "roster.sim-1", "rejected"), "sim-3"), None);
-        assert_eq!(rejected_by(&dead("sim-3", "roster.gw-a", "expired"), "sim-3"), None);
-        assert_eq!(rejected_by(&dead("sim-4", "roster.gw-a", "rejected"), "sim-3"), None);
+        assert_eq!(
+            rejected_by(&dead("sim-3", "roster.gw-a", "rejected"), Some("sim-3")),
+            Some(0)
+        );
+        assert_eq!(
+            rejected_by(&dead("sim-3", "roster.gw-b", "rejected"), Some("sim-3")),
+            Some(1)
+        );
+        assert_eq!(
+            rejected_by(&dead("sim-3", "roster.sim-1", "rejected"), Some("sim-3")),
+            None
+        );
+        assert_eq!(
+            rejected_by(&dead("sim-3", "roster.gw-a", "expired"), Some("sim-3")),
+            None
+        );
+        assert_eq!(
+            rejected_by(&dead("sim-4", "roster.gw-a", "rejected"), Some("sim-3")),
+            None
+        );
+        assert_eq!(rejected_by(&dead("sim-4", "roster.gw-b", "rejected"), None), Some(1));
+        assert_eq!(rejected_by(&dead("sim-4", "roster.gw-b", "maxlen"), None), None);
     }
 }

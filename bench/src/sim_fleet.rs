@@ -175,6 +175,10 @@ pub struct Measured {
     pub real_backlog: Option<u64>,
     /// The most messages ready in any simulated host's queue at the end of the window.
     pub sim_backlog_max: Option<u64>,
+    /// Presence messages the real gateways rejected during the window (dead letters from their
+    /// roster queues, SIG-5): any is a bug of the bench's credentials or of the gateway.
+    #[serde(default)]
+    pub real_rejected: Option<u64>,
     /// Start of one more simulated host → its `_gateway` listed by gateway a, b; and both.
     pub new_host_listed_a_ms: Option<f64>,
     pub new_host_listed_b_ms: Option<f64>,
@@ -235,6 +239,11 @@ impl FleetRun {
             reasons.push(format!(
                 "real gateways {} msgs behind at the end (a round is {round})",
                 m.real_backlog.unwrap_or_default()
+            ));
+        }
+        if let Some(n) = m.real_rejected.filter(|n| *n > 0) {
+            reasons.push(format!(
+                "the real gateways rejected {n} presence messages in the window"
             ));
         }
         if behind_sim {
@@ -760,9 +769,14 @@ async fn one(
             counters.verified.load(Ordering::Relaxed),
             counters.published.load(Ordering::Relaxed),
         );
+        let rejections = fleet_trust::Rejections::start(&url_of(0)).await.ok();
         let a = probe.snapshot();
         tokio::time::sleep(s.window).await;
         let spent = a.until(&probe.snapshot());
+        let real_rejected = rejections.as_ref().map(fleet_trust::Rejections::total);
+        if let Some(r) = rejections {
+            r.stop().await;
+        }
         let received = counters.received.load(Ordering::Relaxed) - r0;
         let verified = counters.verified.load(Ordering::Relaxed) - v0;
         let verifiers = s.verifying_hosts.map_or(sims, |k| k.clamp(1, sims));
@@ -800,6 +814,7 @@ async fn one(
             gateway_b_rss_mib: rss_mib(pid(REAL[1])),
             real_backlog: ready(true).map(|v| v.iter().sum()),
             sim_backlog_max: ready(false).map(|v| v.into_iter().max().unwrap_or(0)),
+            real_rejected,
             ..Measured::default()
         };
         // One more host: its first heartbeat at once; both real gateways polled.
