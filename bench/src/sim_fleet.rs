@@ -24,6 +24,7 @@
 //! from the management API, says whether they did), the broker's, the real gateways' and this
 //! process's CPU (`/proc/<pid>/stat`), the real gateways' RSS, then the time for one more
 //! simulated host to be listed (its `_gateway` entry) in both real gateways' `GET /v1/roster`.
+//! With certificates ([`super::fleet_trust`]) no key is pinned: every host carries its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
