@@ -360,9 +360,13 @@ pub struct TrustComparison {
     pub heartbeat_ms: u64,
     pub hosts: usize,
     pub entities: usize,
-    /// Runs of each mode that measured both gateways' CPU.
+    /// Runs of each mode that measured both gateways' CPU, kept up and rejected nothing in
+    /// their window: the means are theirs.
     pub peers_runs: usize,
     pub certs_runs: usize,
+    /// Runs left out of the means (fell behind, or rejected presence in the window).
+    #[serde(default)]
+    pub left_out: usize,
     /// Mean CPU of real gateway a, b over those runs, % of one core.
     pub peers_cpu_pct: [f64; 2],
     pub certs_cpu_pct: [f64; 2],
@@ -397,6 +401,15 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
+/// The runs that measured the cost of trusting: a run that fell behind, or whose gateways
+/// rejected presence in its window, measured the machine or a refusal, and is left out.
+fn sound<'a>(runs: &[&'a FleetRun]) -> Vec<&'a FleetRun> {
+    runs.iter()
+        .copied()
+        .filter(|x| x.keeps_up && x.measured.real_rejected.unwrap_or(0) == 0)
+        .collect()
+}
+
 /// Both trust modes side by side, for every (form, H, N, E) that ran in both.
 pub fn compare(r: &FleetResult) -> Vec<TrustComparison> {
     let mut keys: Vec<(Form, u64, usize, usize)> = r
@@ -417,7 +430,14 @@ pub fn compare(r: &FleetResult) -> Vec<TrustComparison> {
                 .filter(|x| x.measured.gateway_a_cpu_pct.is_some() && x.measured.gateway_b_cpu_pct.is_some())
                 .collect()
         };
-        let (peers, certs) = (of(Trust::Peers), of(Trust::Certs));
+        let (all_peers, all_certs) = (of(Trust::Peers), of(Trust::Certs));
+        let (peers, certs) = (sound(&all_peers), sound(&all_certs));
+        let left_out = all_peers.len() + all_certs.len() - peers.len() - certs.len();
+        let revocations: Vec<Option<f64>> = all_certs
+            .iter()
+            .filter_map(|x| x.measured.revocation.as_ref())
+            .map(Revocation::rejected_everywhere_ms)
+            .collect();
         if peers.is_empty() || certs.is_empty() {
             continue;
         }
@@ -441,11 +461,6 @@ pub fn compare(r: &FleetResult) -> Vec<TrustComparison> {
         let rejected = |runs: &[&FleetRun]| runs.iter().map(|x| x.measured.real_rejected).sum::<Option<u64>>();
         let (p, c) = (cpu(&peers), cpu(&certs));
         let ratio = [c[0] / p[0], c[1] / p[1]];
-        let revocations: Vec<Option<f64>> = certs
-            .iter()
-            .filter_map(|x| x.measured.revocation.as_ref())
-            .map(Revocation::rejected_everywhere_ms)
-            .collect();
         let worst = if revocations.is_empty() || revocations.iter().any(Option::is_none) {
             None
         } else {
@@ -456,6 +471,7 @@ pub fn compare(r: &FleetResult) -> Vec<TrustComparison> {
             heartbeat_ms,
             hosts,
             entities,
+            left_out,
             peers_runs: peers.len(),
             certs_runs: certs.len(),
             peers_cpu_pct: p,
@@ -484,7 +500,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
         vec!["  with certificates (SPEC §18) beside the peers file, same invocation, runs interleaved:".to_string()];
     for c in &cmp {
         out.push(format!(
-            "  {} N = {} × {}, H = {} ms: gateway a/b CPU peers {:.2}/{:.2} % (runs: {}, machine {:.0} % busy) · certs {:.2}/{:.2} % (runs: {}, machine {:.0} % busy) · certs÷peers {:.2}/{:.2}× — within {:.0} %: {} · ≤ {CPU_CEILING_PCT} % of a core: {} · rejected in the windows peers/certs: {}/{}",
+            "  {} N = {} × {}, H = {} ms: gateway a/b CPU peers {:.2}/{:.2} % (runs: {}, machine {:.0} % busy) · certs {:.2}/{:.2} % (runs: {}, machine {:.0} % busy) · certs÷peers {:.2}/{:.2}× — within {:.0} %: {} · ≤ {CPU_CEILING_PCT} % of a core: {} · rejected in the windows peers/certs: {}/{}{}",
             c.form.label(),
             c.hosts,
             c.entities,
@@ -504,6 +520,10 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
             if c.under_ceiling { "yes" } else { "NO" },
             c.rejected_in_windows[0].map_or("-".into(), |n| n.to_string()),
             c.rejected_in_windows[1].map_or("-".into(), |n| n.to_string()),
+            match c.left_out {
+                0 => String::new(),
+                n => format!(" · {n} runs left out (fell behind, or rejected presence in the window)"),
+            },
         ));
     }
     for x in revoked {
@@ -545,6 +565,7 @@ mod tests {
         };
         let mut r = FleetRun::judge(Form::Batched, 5_000, 200, 50, m, Predicted::default());
         r.trust = trust;
+        r.keeps_up = true;
         r
     }
 
@@ -602,6 +623,21 @@ mod tests {
         ]);
         let c = &compare(&r)[0];
         assert!(c.within_tolerance && !c.under_ceiling);
+        // A run that fell behind or rejected in its window is left out of the means.
+        let mut behind = run(Trust::Certs, 2.0, 2.0, None);
+        behind.keeps_up = false;
+        let mut refusing = run(Trust::Certs, 2.0, 2.0, None);
+        refusing.measured.real_rejected = Some(17);
+        let r = result(vec![
+            run(Trust::Peers, 4.0, 4.0, None),
+            behind,
+            refusing,
+            run(Trust::Certs, 4.2, 4.2, None),
+        ]);
+        let c = &compare(&r)[0];
+        assert_eq!((c.certs_runs, c.left_out, c.certs_cpu_pct), (1, 2, [4.2, 4.2]));
+        assert_eq!(c.rejected_in_windows, [None, None], "not every run counted");
+        assert!(lines(&r).join("\n").contains("2 runs left out"));
         // One mode alone: nothing to compare.
         assert!(compare(&result(vec![run(Trust::Certs, 1.0, 1.0, None)])).is_empty());
     }
