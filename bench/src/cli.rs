@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::fleet_trust::Trust;
 use super::raw::QueueKind;
 use super::sim_fleet::{self, Form};
 use super::{Options, SECTIONS, cluster, default_baseline, migration, paths, raw, scale};
@@ -124,6 +125,15 @@ pub struct BenchCli {
     /// the real gateways [default: all].
     #[arg(long, value_name = "K", requires = "fleet")]
     pub fleet_verifying_hosts: Option<usize>,
+    /// How the real gateways trust the other hosts: peers (every key in their peers file), certs
+    /// (no host in a peers file; each its own OpenSSH host certificate from a fleet CA, made by
+    /// ssh-keygen, SPEC §18; a revocation timed after each run) or both (each size in both,
+    /// interleaved, compared).
+    #[arg(long, default_value = "peers", value_name = "TRUST")]
+    pub fleet_trust: String,
+    /// Rounds of --fleet-trust per size, their order alternating (peers certs, certs peers, …).
+    #[arg(long, default_value_t = 1, value_name = "N", requires = "fleet")]
+    pub fleet_repeat: usize,
     /// The cluster profile (SPEC §16): the forward and pull paths and the raw envelope echo on a
     /// single node (--broker) and on a cluster (--cluster-broker) with quorum queues, as ratios,
     /// then node kill → every gateway ready again (CLU-5(c)). Alone, it runs only this; with
@@ -226,6 +236,8 @@ impl BenchCli {
                 window: Duration::from_secs(self.fleet_window_s.unwrap_or(q(10, 20) as u64).max(1)),
                 connections: self.fleet_connections.max(1),
                 verifying_hosts: self.fleet_verifying_hosts,
+                trusts: Trust::parse_list(&self.fleet_trust)?,
+                repeats: self.fleet_repeat.max(1),
             })
         } else {
             None
@@ -349,6 +361,11 @@ mod tests {
         assert_eq!(f.forms, vec![Form::Batched, Form::PerEntity]);
         assert!(parse_args(&["--fleet", "--fleet-form", "nope"]).is_err());
         assert!(parse_args(&["--fleet", "--fleet-hosts", "2"]).is_err());
+        assert_eq!((f.trusts.clone(), f.repeats), (vec![Trust::Peers], 1));
+        let o = parse_args(&["--fleet", "--fleet-trust", "both", "--fleet-repeat", "3"]).expect("valid");
+        let f = o.fleet.expect("fleet");
+        assert_eq!((f.trusts, f.repeats), (vec![Trust::Peers, Trust::Certs], 3));
+        assert!(parse_args(&["--fleet", "--fleet-trust", "keys"]).is_err());
         assert!(parse_args(&[]).expect("valid").fleet.is_none());
     }
 

@@ -2,7 +2,7 @@
 //!
 //! The same pieces a scenario wires (`steps/world.rs`), without cucumber: one key per host, every
 //! host's key pinned in every peers file (so hosts started later — the presence probe's — are
-//! trusted from the start), a fake herdr per host, and entities registered through the local API
+//! trusted from the start; [`Fleet::pin_only`] narrows that for certificates), a fake herdr per host, and entities registered through the local API
 //! on agent panes of that herdr.
 
 use std::collections::BTreeMap;
@@ -38,6 +38,8 @@ pub struct Fleet {
     /// Variables every host's gateway gets (the run's tunables, e.g. `FLEET_HEARTBEAT_MS`).
     env: BTreeMap<String, String>,
     keys: BTreeMap<String, HostKey>,
+    /// The hosts whose keys the peers files list (`None`: every host's).
+    pinned: Option<Vec<String>>,
     pub hosts: BTreeMap<String, BenchHost>,
 }
 
@@ -58,8 +60,15 @@ impl Fleet {
             gateway_cmd,
             env,
             keys,
+            pinned: None,
             hosts: BTreeMap::new(),
         }
+    }
+
+    /// From now on the peers files list only these hosts' keys (none: `[peers]` alone) — a fleet
+    /// whose hosts are trusted through certificates (SPEC §18).
+    pub fn pin_only(&mut self, hosts: &[&str]) {
+        self.pinned = Some(hosts.iter().map(|h| h.to_string()).collect());
     }
 
     async fn prepare(&self, host: &str, env: &BTreeMap<String, String>) -> anyhow::Result<(GatewaySpec, FakeHerdr)> {
@@ -79,7 +88,12 @@ impl Fleet {
             herdr_socket: herdr.socket_path().to_path_buf(),
             dir: hdir,
             key,
-            peers: self.keys.clone(),
+            peers: self
+                .keys
+                .iter()
+                .filter(|(h, _)| self.pinned.as_ref().is_none_or(|p| p.contains(h)))
+                .map(|(h, k)| (h.clone(), k.clone()))
+                .collect(),
             extra_env: self
                 .env
                 .iter()

@@ -16,6 +16,9 @@
 //! | migration move (registration → legacy queue gone) | ≥ 1,000 replies/s |
 //! | `--fleet` 200 hosts × 50 agents, H = 5 s, batched: each real gateway's CPU | ≤ 5 % of one core |
 //! | same run: a new host listed by both real gateways | ≤ 2H |
+//! | same size with certificates (SPEC §18): each real gateway's CPU ÷ the peers-file run's | ≤ 1.10× |
+//! | same: each real gateway's CPU | ≤ 5 % of one core |
+//! | same: revocation-list change → the revoked host's messages rejected on every real gateway | ≤ 2 s (MEM-4) |
 //!
 //! Beside the fleet goals, not a goal: the per-entity form at the same size, and the largest N
 //! at which the per-entity form kept up ([`super::sim_fleet::FleetRun::keeps_up`]).
@@ -25,6 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::fleet_trust;
 use super::report::{Ratios, Sections};
 use super::scale::{ScalePoint, ScaleResult};
 use super::sim_fleet::{self, Form};
@@ -53,6 +57,8 @@ pub const GOAL_FLEET_HEARTBEAT_MS: u64 = 5_000;
 pub const GOAL_FLEET_GATEWAY_CPU_PCT: f64 = 5.0;
 /// A new host listed by both real gateways, in heartbeat intervals, at most.
 pub const GOAL_FLEET_LISTED_OF_H: f64 = 2.0;
+/// With certificates, each real gateway's CPU over the peers-file run's of the same invocation.
+pub const GOAL_FLEET_CERTS_CPU_RATIO: f64 = 1.0 + super::fleet_trust::CPU_TOLERANCE;
 
 /// Which side of the goal a figure has to be on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +149,18 @@ pub struct Goals {
     /// ran; `Some(0)` when none did.
     #[serde(default)]
     pub fleet_per_entity_largest_keeping_up: Option<usize>,
+    /// `--fleet-trust both` at the fleet goals' size, batched: the worse real gateway's mean CPU
+    /// with certificates over its mean in the peers-file runs of the same invocation.
+    #[serde(default)]
+    pub fleet_certs_cpu_ratio: Option<Goal>,
+    /// Same: the worse real gateway's mean CPU with certificates, % of one core.
+    #[serde(default)]
+    pub fleet_certs_gateway_cpu_pct: Option<Goal>,
+    /// Same size with certificates: revocation-list rename → the revoked host's messages rejected
+    /// (dead-lettered) on every real gateway, ms, worst run; a revocation never rejected
+    /// everywhere counts as the wait.
+    #[serde(default)]
+    pub fleet_certs_revocation_to_reject_ms: Option<Goal>,
     /// `--cluster`: the worst kill-to-ready over the node kills, ms, against CLU-5(c)'s bound
     /// (2H + 2 AMQP heartbeats of the run); a kill never ready counts as the wait.
     #[serde(default)]
@@ -218,7 +236,36 @@ impl Goals {
             })
         });
         let kills = sections.cluster.as_ref().and_then(|c| c.kill_to_ready.as_ref());
+        let at_goal_size = |form: Form, hosts: usize, entities: usize, h: u64| {
+            (form, hosts, entities, h)
+                == (
+                    Form::Batched,
+                    GOAL_FLEET_HOSTS,
+                    GOAL_FLEET_ENTITIES,
+                    GOAL_FLEET_HEARTBEAT_MS,
+                )
+        };
+        let trust = fleet.and_then(|f| {
+            fleet_trust::compare(f)
+                .into_iter()
+                .find(|c| at_goal_size(c.form, c.hosts, c.entities, c.heartbeat_ms))
+        });
+        let revocation = fleet.and_then(|f| {
+            f.runs
+                .iter()
+                .filter(|r| at_goal_size(r.form, r.hosts, r.entities, r.heartbeat_ms))
+                .filter_map(|r| r.measured.revocation.as_ref())
+                .map(|v| v.rejected_everywhere_ms().unwrap_or(v.waited_ms))
+                .reduce(f64::max)
+        });
         Goals {
+            fleet_certs_cpu_ratio: trust
+                .as_ref()
+                .map(|c| Goal::at_most(c.ratio[0].max(c.ratio[1]), GOAL_FLEET_CERTS_CPU_RATIO)),
+            fleet_certs_gateway_cpu_pct: trust
+                .as_ref()
+                .map(|c| Goal::at_most(c.certs_cpu_pct[0].max(c.certs_cpu_pct[1]), GOAL_FLEET_GATEWAY_CPU_PCT)),
+            fleet_certs_revocation_to_reject_ms: revocation.map(|ms| Goal::at_most(ms, fleet_trust::MEM4_BOUND_MS)),
             cluster_kill_to_ready_worst_ms: kills.and_then(|k| Some(Goal::at_most(k.worst_ms?, k.bound_ms))),
             fleet_batched_gateway_cpu_pct: batched.and_then(|r| {
                 let m = &r.measured;

@@ -26,6 +26,10 @@
 //!   the machine was quiet enough to trust them
 //! - [`report`] — the typed report (sections, ratios), written as JSON; [`goals`] — what it is
 //!   judged against; [`table`] — the report as text
+//! - [`fleet_trust`] — `--fleet-trust`: the fleet with certificates (SPEC §18) beside the peers
+//!   file in the same invocation, and a revocation timed to rejected everywhere; [`fleet_certs`] —
+//!   the fleet CA, host certificates and revocation list, made by `ssh-keygen`; [`fleet_table`] —
+//!   the fleet's lines
 //! - [`fleet`] — the hosts (gateway processes + fake herdrs) the paths run through
 //! - [`cli`] — the command line
 //!
@@ -37,6 +41,9 @@ pub mod decomposition;
 #[cfg(test)]
 mod fixtures;
 pub mod fleet;
+pub mod fleet_certs;
+pub mod fleet_table;
+pub mod fleet_trust;
 pub mod floor;
 pub mod gate;
 pub mod goals;

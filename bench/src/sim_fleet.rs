@@ -24,6 +24,7 @@
 //! from the management API, says whether they did), the broker's, the real gateways' and this
 //! process's CPU (`/proc/<pid>/stat`), the real gateways' RSS, then the time for one more
 //! simulated host to be listed (its `_gateway` entry) in both real gateways' `GET /v1/roster`.
+//! With certificates ([`super::fleet_trust`]) no key is pinned: every host carries its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -44,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::fleet::Fleet;
+use super::fleet_trust::{self, Credentials, Revocation, Trust};
 use super::presence_model::{self, Model};
 use super::stats::{CpuProbe, process_memory};
 use fleet_conformance::broker::Broker;
@@ -106,6 +108,10 @@ pub struct FleetSettings {
     /// On one machine every simulated host's verifications share the cores with the broker and
     /// the real gateways, which a real fleet spreads over N machines.
     pub verifying_hosts: Option<usize>,
+    /// How the real gateways trust the other hosts: one run of each per (form, H, N) and round.
+    pub trusts: Vec<Trust>,
+    /// Rounds of `trusts` per (form, H, N), their order alternating ([`Trust::interleaved`]).
+    pub repeats: usize,
 }
 
 /// Everything `--fleet` measured.
@@ -125,6 +131,9 @@ pub struct FleetResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FleetRun {
     pub form: Form,
+    /// Peers file or certificates (SPEC §18).
+    #[serde(default)]
+    pub trust: Trust,
     pub heartbeat_ms: u64,
     /// N, the two real gateways included.
     pub hosts: usize,
@@ -167,6 +176,10 @@ pub struct Measured {
     pub real_backlog: Option<u64>,
     /// The most messages ready in any simulated host's queue at the end of the window.
     pub sim_backlog_max: Option<u64>,
+    /// Presence messages the real gateways rejected during the window (dead letters from their
+    /// roster queues, SIG-5): any is a bug of the bench's credentials or of the gateway.
+    #[serde(default)]
+    pub real_rejected: Option<u64>,
     /// Start of one more simulated host → its `_gateway` listed by gateway a, b; and both.
     pub new_host_listed_a_ms: Option<f64>,
     pub new_host_listed_b_ms: Option<f64>,
@@ -176,6 +189,9 @@ pub struct Measured {
     pub new_entity_send_outcome: Option<String>,
     /// … and when, ms from the new host's start (`None` when nothing came back).
     pub new_entity_send_ms: Option<f64>,
+    /// A certificate run's revocation, timed after the window and the new host.
+    #[serde(default)]
+    pub revocation: Option<Revocation>,
 }
 
 /// [`presence_model`]'s prediction for the same N, E, H.
@@ -226,6 +242,11 @@ impl FleetRun {
                 m.real_backlog.unwrap_or_default()
             ));
         }
+        if let Some(n) = m.real_rejected.filter(|n| *n > 0) {
+            reasons.push(format!(
+                "the real gateways rejected {n} presence messages in the window"
+            ));
+        }
         if behind_sim {
             reasons.push(format!(
                 "a simulated host {} msgs behind (this process cannot verify the rate)",
@@ -256,6 +277,7 @@ impl FleetRun {
         }
         FleetRun {
             form,
+            trust: Trust::Peers,
             heartbeat_ms,
             hosts,
             entities,
@@ -268,18 +290,20 @@ impl FleetRun {
 }
 
 impl FleetResult {
-    /// The run at exactly this size, if there was one.
+    /// The first peers-file run at exactly this size, if there was one.
     pub fn at(&self, form: Form, hosts: usize, entities: usize, heartbeat_ms: u64) -> Option<&FleetRun> {
-        self.runs
-            .iter()
-            .find(|r| r.form == form && r.hosts == hosts && r.entities == entities && r.heartbeat_ms == heartbeat_ms)
+        self.runs.iter().find(|r| {
+            (r.form, r.trust, r.hosts, r.entities, r.heartbeat_ms)
+                == (form, Trust::Peers, hosts, entities, heartbeat_ms)
+        })
     }
 
     /// The largest N of `form` with E `entities` at H that kept up, if any did.
     pub fn largest_keeping_up_at(&self, form: Form, entities: usize, heartbeat_ms: u64) -> Option<usize> {
         self.runs
             .iter()
-            .filter(|r| r.form == form && r.entities == entities && r.heartbeat_ms == heartbeat_ms && r.keeps_up)
+            .filter(|r| r.form == form && r.trust == Trust::Peers && r.entities == entities)
+            .filter(|r| r.heartbeat_ms == heartbeat_ms && r.keeps_up)
             .map(|r| r.hosts)
             .max()
     }
@@ -339,6 +363,8 @@ struct Beat {
     heartbeat_ms: u64,
     peers: Peers,
     counters: Arc<Counters>,
+    /// A certificate run: every host's certificate line, carried in its `_gateway` presence.
+    certs: Option<Arc<BTreeMap<String, String>>>,
 }
 
 /// A simulated host: its key, its entities, its channel and tasks.
@@ -368,13 +394,23 @@ fn presence(key: &HostKey, gid: &str, body: &Value, ttl_ms: u64) -> (String, Vec
     (to, bytes, props)
 }
 
-/// One heartbeat round of a simulated host: the messages to publish.
-fn round(key: &HostKey, gids: &[String], form: Form, heartbeat_ms: u64) -> Vec<(String, Vec<u8>, BasicProperties)> {
+/// One heartbeat round of a simulated host: the messages to publish; `cert` (MEM-2) in its
+/// `_gateway` presence when it has one.
+pub(crate) fn round(
+    key: &HostKey,
+    gids: &[String],
+    form: Form,
+    heartbeat_ms: u64,
+    cert: Option<&str>,
+) -> fleet_trust::Round {
     let ttl = 3 * heartbeat_ms;
     let entity = |gid: &str| json!({"gid": gid, "state": "up", "role": "worker", "groups": [], "agentStatus": "idle"});
     let mut gateway = json!({
         "state": "up", "role": "gateway", "groups": [], "agentStatus": "unknown", "ttlMs": ttl, "profiles": [],
     });
+    if let Some(c) = cert {
+        gateway["cert"] = json!(c);
+    }
     match form {
         Form::Batched => {
             gateway["capabilities"] = json!(["presence-batch"]);
@@ -412,6 +448,7 @@ impl SimHost {
             heartbeat_ms,
             peers,
             counters,
+            certs,
         } = beat.clone();
         let ch = conn.create_channel().await?;
         ch.basic_qos(PREFETCH, BasicQosOptions::default()).await?;
@@ -469,9 +506,10 @@ impl SimHost {
             };
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + phase, h);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let cert = certs.as_ref().and_then(|c| c.get(&pkey.host)).map(String::as_str);
             loop {
                 tick.tick().await;
-                for (to, body, props) in round(&pkey, &pgids, form, heartbeat_ms) {
+                for (to, body, props) in round(&pkey, &pgids, form, heartbeat_ms, cert) {
                     let published = pch
                         .basic_publish(
                             "bridge.roster".into(),
@@ -513,7 +551,7 @@ pub fn listing_wait_ms(heartbeat_ms: u64) -> f64 {
 }
 
 /// Whether `gateway`'s roster lists `host`'s `_gateway` entry.
-async fn listed(fleet: &Fleet, gateway: &str, host: &str) -> bool {
+pub(crate) async fn listed(fleet: &Fleet, gateway: &str, host: &str) -> bool {
     let Ok(g) = fleet.host(gateway) else {
         return false;
     };
@@ -553,51 +591,25 @@ pub async fn run(on: &On<'_>, s: &FleetSettings, model: Option<&Model>) -> anyho
     let mut runs = Vec::new();
     for &h in &s.heartbeats_ms {
         for &form in &s.forms {
-            for &n in &s.hosts {
-                eprintln!(
-                    "fleet-bench: fleet: {n} hosts × {} entities, H = {h} ms, {} …",
-                    s.entities,
-                    form.label()
-                );
-                let dir = on.work.join(format!("fleet-{}-{h}-{n}", form.label()));
-                // A broker that enters a memory alarm while the hosts start stops reading their
-                // connections: such a run never ends on its own, and a larger N only sooner.
-                let limit = Duration::from_millis(listing_wait_ms(h) as u64 + 5 * h + 200_000) + s.window;
-                let Ok(m) = tokio::time::timeout(limit, one(on, dir, s, form, h, n)).await else {
-                    eprintln!(
-                        "fleet-bench: fleet: {n} hosts {} did not finish within {} s (the broker stopped \
-                         answering: a memory alarm?); larger fleets of this form are skipped",
-                        form.label(),
-                        limit.as_secs()
-                    );
-                    break;
-                };
-                let m = m?;
-                let p = Predicted::of(form, n, s.entities, h, model);
-                let r = FleetRun::judge(form, h, n, s.entities, m, p);
-                eprintln!(
-                    "fleet-bench: fleet: {:.0} deliveries/s (model {:.0}), {:.0} verified/s per host (model {:.0}), \
-                     gateways {:?}/{:?} % CPU, listed in {:?} ms{}",
-                    r.measured.deliveries_per_s,
-                    r.model.deliveries_per_s,
-                    r.measured.verified_per_host_per_s,
-                    r.model.per_gateway_msgs_per_s,
-                    r.measured.gateway_a_cpu_pct.map(|x| x.round()),
-                    r.measured.gateway_b_cpu_pct.map(|x| x.round()),
-                    r.measured.new_host_listed_ms.map(|x| x.round()),
-                    if r.keeps_up { "" } else { " — does not keep up" }
-                );
-                runs.push(r);
-                // Each run's line as it ends, so a run cut short still leaves its figures.
-                let so_far = FleetResult {
-                    entities: s.entities,
-                    verifying_hosts: s.verifying_hosts,
-                    window_s: s.window.as_secs_f64(),
-                    deliveries_counted_as: String::new(),
-                    runs: runs.last().cloned().into_iter().collect(),
-                };
-                for l in lines(&so_far).iter().skip(2) {
-                    eprintln!("fleet-bench: {l}");
+            'sizes: for &n in &s.hosts {
+                for turn in 0..s.repeats.max(1) {
+                    for trust in Trust::interleaved(&s.trusts, turn) {
+                        match measure(on, s, model, (form, h, n, trust, turn)).await? {
+                            Some(r) => runs.push(r),
+                            None => break 'sizes,
+                        }
+                        // Each run's line as it ends, so a run cut short still leaves its figures.
+                        let so_far = FleetResult {
+                            entities: s.entities,
+                            verifying_hosts: s.verifying_hosts,
+                            window_s: s.window.as_secs_f64(),
+                            deliveries_counted_as: String::new(),
+                            runs: runs.last().cloned().into_iter().collect(),
+                        };
+                        for l in super::fleet_table::lines(&so_far).iter().skip(2) {
+                            eprintln!("fleet-bench: {l}");
+                        }
+                    }
                 }
             }
         }
@@ -614,14 +626,61 @@ pub async fn run(on: &On<'_>, s: &FleetSettings, model: Option<&Model>) -> anyho
     })
 }
 
+/// One run of (form, H, N, trust, turn), judged; `None` when it did not finish (larger fleets of
+/// that form are then skipped).
+async fn measure(
+    on: &On<'_>,
+    s: &FleetSettings,
+    model: Option<&Model>,
+    (form, h, n, trust, turn): (Form, u64, usize, Trust, usize),
+) -> anyhow::Result<Option<FleetRun>> {
+    eprintln!(
+        "fleet-bench: fleet: {n} hosts × {} entities, H = {h} ms, {}, trust {} (round {}) …",
+        s.entities,
+        form.label(),
+        trust.label(),
+        turn + 1
+    );
+    let dir = on
+        .work
+        .join(format!("fleet-{}-{}-{h}-{n}-{turn}", form.label(), trust.label()));
+    // A broker that enters a memory alarm while the hosts start stops reading their
+    // connections: such a run never ends on its own, and a larger N only sooner.
+    let certs = if trust == Trust::Certs { 60_000 } else { 0 };
+    let limit = Duration::from_millis(listing_wait_ms(h) as u64 + 5 * h + 200_000 + certs) + s.window;
+    let Ok(m) = tokio::time::timeout(limit, one(on, dir, s, (form, h, n, trust))).await else {
+        eprintln!(
+            "fleet-bench: fleet: {n} hosts {} did not finish within {} s (the broker stopped \
+             answering: a memory alarm?); larger fleets of this form are skipped",
+            form.label(),
+            limit.as_secs()
+        );
+        return Ok(None);
+    };
+    let p = Predicted::of(form, n, s.entities, h, model);
+    let mut r = FleetRun::judge(form, h, n, s.entities, m?, p);
+    r.trust = trust;
+    eprintln!(
+        "fleet-bench: fleet: {:.0} deliveries/s (model {:.0}), {:.0} verified/s per host (model {:.0}), \
+         gateways {:?}/{:?} % CPU, listed in {:?} ms{}",
+        r.measured.deliveries_per_s,
+        r.model.deliveries_per_s,
+        r.measured.verified_per_host_per_s,
+        r.model.per_gateway_msgs_per_s,
+        r.measured.gateway_a_cpu_pct.map(|x| (x * 10.0).round() / 10.0),
+        r.measured.gateway_b_cpu_pct.map(|x| (x * 10.0).round() / 10.0),
+        r.measured.new_host_listed_ms.map(|x| x.round()),
+        if r.keeps_up { "" } else { " — does not keep up" }
+    );
+    Ok(Some(r))
+}
+
 /// One run: the real gateways with E entities each, N−2 simulated hosts, the window, the newcomer.
 async fn one(
     on: &On<'_>,
     dir: std::path::PathBuf,
     s: &FleetSettings,
-    form: Form,
-    heartbeat_ms: u64,
-    hosts: usize,
+    (form, heartbeat_ms, hosts, trust): (Form, u64, usize, Trust),
 ) -> anyhow::Result<Measured> {
     let On {
         broker,
@@ -644,12 +703,26 @@ async fn one(
     if form == Form::PerEntity {
         env.insert("FLEET_PRESENCE_BATCH".into(), "off".into());
     }
+    let trust_dir = dir.join("trust");
     let mut fleet = Fleet::new(dir, url_of(0), gateway_cmd.to_string(), env, &names);
+    // With certificates no host is in a peers file (`[peers]` alone), each has its certificate.
+    let creds = match trust {
+        Trust::Certs => {
+            fleet.pin_only(&[]);
+            let keys: Vec<HostKey> = names.iter().filter_map(|h| fleet.key(h).cloned()).collect();
+            Some(tokio::task::spawn_blocking(move || Credentials::issue(&trust_dir, &keys)).await??)
+        }
+        Trust::Peers => None,
+    };
     let mut sim_hosts = Vec::new();
     let mut conns = Vec::new();
     let outcome = async {
         for g in REAL {
-            fleet.start_host(g, real_env.get(g).unwrap_or(&BTreeMap::new())).await?;
+            let mut env = real_env.get(g).cloned().unwrap_or_default();
+            if let Some(c) = &creds {
+                env.extend(c.gateway_env(g)?);
+            }
+            fleet.start_host(g, &env).await?;
         }
         let mut workers = Vec::new();
         for g in REAL {
@@ -676,6 +749,7 @@ async fn one(
             heartbeat_ms,
             peers: Arc::clone(&peers),
             counters: Arc::clone(&counters),
+            certs: creds.as_ref().map(Credentials::certs),
         };
         for (i, h) in names.iter().skip(REAL.len()).take(sims).enumerate() {
             let key = fleet.key(h).ok_or_else(|| anyhow!("no key for {h}"))?.clone();
@@ -696,9 +770,14 @@ async fn one(
             counters.verified.load(Ordering::Relaxed),
             counters.published.load(Ordering::Relaxed),
         );
+        let rejections = fleet_trust::Rejections::start(&url_of(0)).await.ok();
         let a = probe.snapshot();
         tokio::time::sleep(s.window).await;
         let spent = a.until(&probe.snapshot());
+        let real_rejected = rejections.as_ref().map(fleet_trust::Rejections::total);
+        if let Some(r) = rejections {
+            r.stop().await;
+        }
         let received = counters.received.load(Ordering::Relaxed) - r0;
         let verified = counters.verified.load(Ordering::Relaxed) - v0;
         let verifiers = s.verifying_hosts.map_or(sims, |k| k.clamp(1, sims));
@@ -736,6 +815,7 @@ async fn one(
             gateway_b_rss_mib: rss_mib(pid(REAL[1])),
             real_backlog: ready(true).map(|v| v.iter().sum()),
             sim_backlog_max: ready(false).map(|v| v.into_iter().max().unwrap_or(0)),
+            real_rejected,
             ..Measured::default()
         };
         // One more host: its first heartbeat at once; both real gateways polled.
@@ -796,6 +876,17 @@ async fn one(
                 }
                 Ok(Err(e)) => eprintln!("fleet-bench: fleet: no [C-7] probe: {e:#}"),
                 Err(e) => eprintln!("fleet-bench: fleet: no [C-7] probe: {e}"),
+            }
+        }
+        // With certificates: one simulated host revoked, timed until rejected everywhere.
+        if let (Some(c), Some(victim)) = (&creds, sim_hosts.first()) {
+            let (key, gids) = (victim.key.clone(), victim.gids.clone());
+            let (k, cert) = (key.clone(), c.certs().get(&key.host).cloned());
+            let beat_once = move || round(&k, &gids, form, heartbeat_ms, cert.as_deref());
+            let wait = Duration::from_millis(heartbeat_ms + 10_000);
+            match fleet_trust::time_revocation(&fleet, c, &url_of(0), &key, beat_once, wait).await {
+                Ok(r) => m.revocation = Some(r),
+                Err(e) => eprintln!("fleet-bench: fleet: no revocation timed: {e:#}"),
             }
         }
         anyhow::Ok(m)
@@ -889,122 +980,6 @@ async fn first_send(
     Ok(outcome)
 }
 
-/// The runs of one H as text lines: measured beside the model.
-pub fn lines(r: &FleetResult) -> Vec<String> {
-    let mut hs: Vec<u64> = r.runs.iter().map(|x| x.heartbeat_ms).collect();
-    hs.sort_unstable();
-    hs.dedup();
-    let opt = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or_else(|| "-".into());
-    let delta = |m: f64, p: f64| {
-        if p > 0.0 {
-            format!("{:+.0}%", 100.0 * (m - p) / p)
-        } else {
-            "-".into()
-        }
-    };
-    let mut out = vec![format!(
-        "fleet of simulated hosts + 2 real gateways, {} entities per host, {:.0} s windows, {} simulated hosts \
-         verifying; deliveries: {}",
-        r.entities,
-        r.window_s,
-        r.verifying_hosts.map_or("all".to_string(), |k| k.to_string()),
-        r.deliveries_counted_as
-    )];
-    for h in hs {
-        out.push(format!("  H = {h} ms"));
-        out.push(format!(
-            "  {:<11} {:>5} {:>10} {:>10} {:>6} {:>9} {:>9} {:>6} {:>7} {:>11} {:>8} {:>9} {:>12} {:>8} {:>5}  reason",
-            "form",
-            "N",
-            "deliv/s",
-            "model",
-            "Δ",
-            "verif/s",
-            "model",
-            "Δ",
-            "brk %",
-            "gw a/b %",
-            "gw MiB",
-            "listed ms",
-            "C-7 ms",
-            "backlog",
-            "ok"
-        ));
-        for x in r.runs.iter().filter(|x| x.heartbeat_ms == h) {
-            let m = &x.measured;
-            let mark = |a: f64, b: f64| if off(a, b) { "!" } else { "" };
-            out.push(format!(
-                "  {:<11} {:>5} {:>10.0} {:>10.0} {:>6} {:>9.0} {:>9.0} {:>6} {:>7} {:>11} {:>8} {:>9} {:>12} {:>8} {:>5}  {}",
-                x.form.label(),
-                x.hosts,
-                m.deliveries_per_s,
-                x.model.deliveries_per_s,
-                format!(
-                    "{}{}",
-                    delta(m.deliveries_per_s, x.model.deliveries_per_s),
-                    mark(m.deliveries_per_s, x.model.deliveries_per_s)
-                ),
-                m.verified_per_host_per_s,
-                x.model.per_gateway_msgs_per_s,
-                format!(
-                    "{}{}",
-                    delta(m.verified_per_host_per_s, x.model.per_gateway_msgs_per_s),
-                    mark(m.verified_per_host_per_s, x.model.per_gateway_msgs_per_s)
-                ),
-                opt(m.broker_cpu_pct),
-                format!(
-                    "{:.1}/{:.1}",
-                    m.gateway_a_cpu_pct.unwrap_or(f64::NAN),
-                    m.gateway_b_cpu_pct.unwrap_or(f64::NAN)
-                ),
-                format!(
-                    "{:.0}/{:.0}",
-                    m.gateway_a_rss_mib.unwrap_or(f64::NAN),
-                    m.gateway_b_rss_mib.unwrap_or(f64::NAN)
-                ),
-                opt(m.new_host_listed_ms),
-                match (&m.new_entity_send_outcome, m.new_entity_send_ms) {
-                    (Some(o), Some(ms)) if o == "injected" => format!("{ms:.0}"),
-                    (Some(o), Some(ms)) => format!("{ms:.0} {o}"),
-                    (Some(o), None) => o.clone(),
-                    _ => "-".into(),
-                },
-                format!(
-                    "{}/{}",
-                    m.real_backlog.map_or("-".into(), |b| b.to_string()),
-                    m.sim_backlog_max.map_or("-".into(), |b| b.to_string())
-                ),
-                if x.keeps_up { "yes" } else { "NO" },
-                if x.reasons.is_empty() {
-                    "-".to_string()
-                } else {
-                    x.reasons.join("; ")
-                },
-            ));
-            let (gw, brk) = (x.model.gateway_cpu_pct, x.model.broker_cpu_pct);
-            if gw.is_some() || brk.is_some() || m.verify_failures > 0 {
-                out.push(format!(
-                    "  {:<17} model CPU: gateway {} %, broker {} % (scale-run constants) · bench {} % · machine {:.0} % busy · {} verification failures",
-                    "",
-                    gw.map_or("-".into(), |v| format!("{v:.1}")),
-                    brk.map_or("-".into(), |v| format!("{v:.0}")),
-                    opt(m.bench_cpu_pct),
-                    100.0 * m.machine_busy,
-                    m.verify_failures
-                ));
-            } else {
-                out.push(format!(
-                    "  {:<17} bench {} % CPU · machine {:.0} % busy · 0 verification failures",
-                    "",
-                    opt(m.bench_cpu_pct),
-                    100.0 * m.machine_busy
-                ));
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1018,7 +993,7 @@ mod tests {
         .expect("key");
         let peers = HashMap::from([("sim-0".to_string(), vk)]);
         let gids: Vec<String> = (0..3).map(|_| uuid::Uuid::new_v4().to_string()).collect();
-        let batch = round(&key, &gids, Form::Batched, 5_000);
+        let batch = round(&key, &gids, Form::Batched, 5_000, None);
         assert_eq!(batch.len(), 1);
         let (to, body, props) = &batch[0];
         assert_eq!(to, "roster.sim-0._gateway");
@@ -1033,7 +1008,7 @@ mod tests {
         let mut tampered = body.clone();
         tampered.push(b' ');
         assert!(!verify(&peers, to, props.headers().as_ref(), &tampered));
-        let each = round(&key, &gids, Form::PerEntity, 5_000);
+        let each = round(&key, &gids, Form::PerEntity, 5_000, None);
         assert_eq!(each.len(), 4, "one per entity and the _gateway one");
         assert!(
             each.iter()
@@ -1043,6 +1018,26 @@ mod tests {
             !verify(&HashMap::new(), to, props.headers().as_ref(), body),
             "unknown host"
         );
+        assert!(v.get("cert").is_none(), "no certificate without one");
+        // With a certificate (MEM-2): in the `_gateway` presence only, whatever the form.
+        for form in [Form::Batched, Form::PerEntity] {
+            let with = round(
+                &key,
+                &gids,
+                form,
+                5_000,
+                Some("ssh-ed25519-cert-v01@openssh.com AAAA x"),
+            );
+            for (to, body, props) in &with {
+                assert!(verify(&peers, to, props.headers().as_ref(), body));
+                let v: Value = serde_json::from_slice(body).expect("json");
+                let cert = v.get("cert").and_then(Value::as_str);
+                match to.as_str() {
+                    "roster.sim-0._gateway" => assert_eq!(cert, Some("ssh-ed25519-cert-v01@openssh.com AAAA x")),
+                    _ => assert_eq!(cert, None, "{to}"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use super::decomposition::Decomposition;
 use super::gate;
 use super::goals::{
-    GOAL_CPU_MS_PER_BRIEF, GOAL_FLEET_ENTITIES, GOAL_FLEET_GATEWAY_CPU_PCT, GOAL_FLEET_HEARTBEAT_MS, GOAL_FLEET_HOSTS,
-    GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_ENVELOPE_ECHO, GOAL_MIGRATION_REPLIES_PER_S, GOAL_PULL_TO_ENVELOPE_ECHO,
-    GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, Goals, verdict,
+    GOAL_CPU_MS_PER_BRIEF, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_ENVELOPE_ECHO, GOAL_MIGRATION_REPLIES_PER_S,
+    GOAL_PULL_TO_ENVELOPE_ECHO, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, Goals, verdict,
 };
 use super::migration::MigrationResult;
 use super::presence::PresenceResult;
@@ -110,7 +109,7 @@ pub fn table(r: &Report) -> String {
         t.lines(presence_model::lines(m));
     }
     if let Some(f) = &s.fleet {
-        t.lines(crate::sim_fleet::lines(f));
+        t.lines(crate::fleet_table::lines(f));
     }
     if let Some(c) = &s.cluster {
         t.lines(crate::cluster::lines(c));
@@ -524,52 +523,7 @@ fn goal_rows(t: &mut Table, r: &Report) {
         verdict(mig),
         String::new(),
     );
-    let size = format!("{GOAL_FLEET_HOSTS} hosts × {GOAL_FLEET_ENTITIES}, H = {GOAL_FLEET_HEARTBEAT_MS} ms");
-    let cpu = g.fleet_batched_gateway_cpu_pct.as_ref();
-    line(
-        format!("fleet {size}, batched: real gateway CPU"),
-        cpu.map(|x| format!("{:.1} %", x.value)),
-        format!("≤ {GOAL_FLEET_GATEWAY_CPU_PCT} %"),
-        verdict(cpu),
-        String::new(),
-    );
-    let listed = g.fleet_batched_new_host_listed_ms.as_ref();
-    line(
-        "  same run: a new host listed by both real gateways".into(),
-        ms(listed, 0),
-        listed
-            .map(|x| format!("≤ {:.0} ms", x.goal))
-            .unwrap_or_else(|| "≤ 2H".into()),
-        verdict(listed),
-        String::new(),
-    );
-    if let Some(f) = &s.fleet {
-        let at = f.at(
-            crate::sim_fleet::Form::PerEntity,
-            GOAL_FLEET_HOSTS,
-            GOAL_FLEET_ENTITIES,
-            GOAL_FLEET_HEARTBEAT_MS,
-        );
-        if let Some(r) = at {
-            let m = &r.measured;
-            t.line(format!(
-                "  (not a goal) per-entity at {size}: gateways {:.1}/{:.1} % CPU, broker {} % CPU, {:.0} deliveries/s, \
-                 new host listed in {}, {}",
-                m.gateway_a_cpu_pct.unwrap_or(f64::NAN),
-                m.gateway_b_cpu_pct.unwrap_or(f64::NAN),
-                m.broker_cpu_pct.map_or("-".into(), |b| format!("{b:.0}")),
-                m.deliveries_per_s,
-                m.new_host_listed_ms.map_or("(never)".into(), |x| format!("{x:.0} ms")),
-                if r.keeps_up { "keeps up" } else { "does NOT keep up" }
-            ));
-        }
-        if let Some(n) = g.fleet_per_entity_largest_keeping_up {
-            t.line(format!(
-                "  (not a goal) largest per-entity fleet that kept up (E = {GOAL_FLEET_ENTITIES}, H = {GOAL_FLEET_HEARTBEAT_MS} ms): {}",
-                if n == 0 { "none measured".to_string() } else { format!("{n} hosts") }
-            ));
-        }
-    }
+    t.lines(crate::fleet_table::goal_rows(r));
     cluster_goal_rows(t, r);
 }
 
