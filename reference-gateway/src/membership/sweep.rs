@@ -4,21 +4,15 @@
 //! expired or was revoked, is gone: its messages are rejected by the trust state at once, and its
 //! roster entries — its entities and its `_gateway` — are dropped together, within 2 s of the
 //! change (CONTRACT §12), rather than left to their `ttlMs`. The sweep compares the hosts holding
-//! a valid key with the previous sweep's; a host that lost its last one is dropped again on the
-//! sweeps of the next few seconds, since a presence verified just before the change may be
-//! applied just after it.
+//! a valid key with the hosts the roster lists, every round (500 ms).
 
-use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
 
 use tracing::{info, warn};
 
 use crate::envelope::now_ms;
 use crate::gateway::Gateway;
 use crate::presence::Roster;
-
-/// How long a host that lost its last key keeps being dropped.
-const DROP_AGAIN_FOR: Duration = Duration::from_secs(3);
 
 impl Roster {
     /// Removes every entry of `host`, its `_gateway` included; returns the gids removed.
@@ -34,32 +28,43 @@ impl Roster {
         });
         removed
     }
+
+    /// Every host with at least one entry (live or not yet swept by its ttl).
+    pub fn hosts(&self) -> BTreeSet<String> {
+        let m = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.values().map(|e| e.host.clone()).collect()
+    }
 }
 
-/// The sweep's memory between two rounds.
+/// The sweep's memory between two rounds: the hosts already dropped (to log each loss once).
 #[derive(Default)]
 pub struct Sweeper {
-    valid: BTreeSet<String>,
-    lost: HashMap<String, Instant>,
+    dropped: BTreeSet<String>,
 }
 
 impl Sweeper {
-    /// One round: hosts that lost their last valid key since the last round are dropped.
+    /// One round: every host the roster lists that holds no valid key now is dropped. Judged on
+    /// the roster itself, not on a difference with the last round: a host whose key was learned
+    /// and lost between two rounds (a certificate seen just before its CA left the trust file)
+    /// is dropped too, and a presence verified just before a change but applied after it is
+    /// dropped again on the next round.
     pub fn sweep(&mut self, gw: &Gateway) {
-        let valid = gw.membership.trust.valid_hosts(now_ms());
-        for host in self.valid.difference(&valid) {
-            warn!(%host, "host has no valid key left (peers file, certificate expiry or revocation): its messages are rejected and its roster entries dropped");
-            self.lost.insert(host.clone(), Instant::now());
-        }
-        self.lost
-            .retain(|host, since| !valid.contains(host) && since.elapsed() < DROP_AGAIN_FOR);
-        for host in self.lost.keys() {
-            let dropped = gw.roster.drop_host(host);
-            if !dropped.is_empty() {
+        let now = now_ms();
+        let trust = &gw.membership.trust;
+        let listed = gw.roster.hosts();
+        self.dropped.retain(|h| listed.contains(h) || !trust.has_valid_key(h, now));
+        for host in listed {
+            if host == gw.cfg.host_id || trust.has_valid_key(&host, now) {
+                self.dropped.remove(&host);
+                continue;
+            }
+            let dropped = gw.roster.drop_host(&host);
+            if self.dropped.insert(host.clone()) {
+                warn!(%host, entries = dropped.len(), "host has no valid key left (peers file, certificate expiry or revocation): its messages are rejected and its roster entries dropped");
+            } else if !dropped.is_empty() {
                 info!(%host, entries = dropped.len(), "roster entries of a host without a valid key dropped");
             }
         }
-        self.valid = valid;
     }
 }
 
