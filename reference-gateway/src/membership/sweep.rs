@@ -52,7 +52,8 @@ impl Sweeper {
         let now = now_ms();
         let trust = &gw.membership.trust;
         let listed = gw.roster.hosts();
-        self.dropped.retain(|h| listed.contains(h) || !trust.has_valid_key(h, now));
+        self.dropped
+            .retain(|h| listed.contains(h) || !trust.has_valid_key(h, now));
         for host in listed {
             if host == gw.cfg.host_id || trust.has_valid_key(&host, now) {
                 self.dropped.remove(&host);
