@@ -316,7 +316,7 @@ async fn nothing_lost(w: &mut FleetWorld) -> anyhow::Result<()> {
         },
     )
     .await?;
-    finish(w);
+    finish(w).await;
     Ok(())
 }
 
@@ -369,14 +369,22 @@ async fn nothing_after(w: &mut FleetWorld, main: String, host: String) -> anyhow
         },
     )
     .await?;
-    finish(w);
+    finish(w).await;
     Ok(())
 }
 
-/// The drainer stops with the judgement.
-fn finish(w: &mut FleetWorld) {
+/// The drainer stops with the judgement, and is waited for: it ends once the poll it has in
+/// flight returns, so a message the scenario publishes afterwards (a valid message it then
+/// drains itself) can never be taken by the traffic's drainer.
+async fn finish(w: &mut FleetWorld) {
     if let Some(t) = w.membership.traffic.as_mut() {
         let _ = t.drain_stop.send(true);
+        if let Some(drainer) = t.drainer.take() {
+            let bound = fleet_conformance::timing::scaled(Duration::from_secs(30));
+            if tokio::time::timeout(bound, drainer).await.is_err() {
+                tracing::warn!("the traffic's drainer did not end within {bound:?} of its stop");
+            }
+        }
     }
 }
 
