@@ -10,7 +10,7 @@ pub(super) const OPS_VAR: &str = "FLEET_SOAK_OPS";
 /// The nemesis cycle, e.g. `kill,pause,cut,close,restart` (on a cluster also `node-kill`,
 /// `leader-kill`, `partition`; with gateways that declare `membership` also `rotate`,
 /// `revoke-restore`). `default` stands for the default cycle ([`DEFAULT_CYCLE`], on a cluster
-/// [`CLUSTER_CYCLE`]), so `default,rotate,revoke-restore` adds the two to it.
+/// [`CLUSTER_CYCLE`]), so `rotate,revoke-restore,default` adds the two to it.
 pub(super) const NEMESIS_VAR: &str = "FLEET_SOAK_NEMESIS";
 /// The seed of the nemesis' random picks (which host, which connection).
 pub(super) const SEED_VAR: &str = "FLEET_SOAK_SEED";
@@ -22,7 +22,7 @@ pub(super) const SEED_VAR: &str = "FLEET_SOAK_SEED";
 /// declares `membership`: they put the whole run on certificates instead of the peers file, and a
 /// revocation cuts a host off by design (its operations end failed or unknown for a period), so
 /// they would change what the default soak measures (the transport nemesis' unknowns, issue 28)
-/// and make runs incomparable with earlier ones. Ask for them: `default,rotate,revoke-restore`
+/// and make runs incomparable with earlier ones. Ask for them: `rotate,revoke-restore,default`
 /// (`scripts/soak --membership`).
 pub(super) const DEFAULT_CYCLE: [Strike; 9] = [
     Strike::Kill,
