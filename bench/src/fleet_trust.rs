@@ -31,7 +31,7 @@ use tokio::sync::Mutex;
 
 use super::fleet::Fleet;
 use super::fleet_certs::{FleetCa, krl_spec, replace_file};
-use super::sim_fleet::{FleetResult, FleetRun, Form, REAL};
+use super::sim_fleet::{FleetResult, FleetRun, Form, REAL, off};
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::Captured;
 
@@ -364,7 +364,7 @@ pub struct TrustComparison {
     /// their window: the means are theirs.
     pub peers_runs: usize,
     pub certs_runs: usize,
-    /// Runs left out of the means (fell behind, or rejected presence in the window).
+    /// Runs left out of the means (fell behind, off the model, or rejected in the window).
     #[serde(default)]
     pub left_out: usize,
     /// Mean CPU of real gateway a, b over those runs, % of one core.
@@ -401,12 +401,15 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
-/// The runs that measured the cost of trusting: a run that fell behind, or whose gateways
-/// rejected presence in its window, measured the machine or a refusal, and is left out.
+/// The runs that measured the cost of trusting in a steady fleet: a run that fell behind, whose
+/// deliveries were off the model by more than 25 % (a backlog caught up in the window, or a
+/// starved broker), or whose gateways rejected presence in its window measured the machine or a
+/// refusal, and is left out.
 fn sound<'a>(runs: &[&'a FleetRun]) -> Vec<&'a FleetRun> {
     runs.iter()
         .copied()
         .filter(|x| x.keeps_up && x.measured.real_rejected.unwrap_or(0) == 0)
+        .filter(|x| !off(x.measured.deliveries_per_s, x.model.deliveries_per_s))
         .collect()
 }
 
@@ -522,7 +525,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
             c.rejected_in_windows[1].map_or("-".into(), |n| n.to_string()),
             match c.left_out {
                 0 => String::new(),
-                n => format!(" · {n} runs left out (fell behind, or rejected presence in the window)"),
+                n => format!(" · {n} runs left out (fell behind, off the model by > 25 %, or rejected in the window)"),
             },
         ));
     }
@@ -628,16 +631,22 @@ mod tests {
         behind.keeps_up = false;
         let mut refusing = run(Trust::Certs, 2.0, 2.0, None);
         refusing.measured.real_rejected = Some(17);
+        let mut catching_up = run(Trust::Certs, 3.0, 3.0, None);
+        (
+            catching_up.model.deliveries_per_s,
+            catching_up.measured.deliveries_per_s,
+        ) = (8_000.0, 17_000.0);
         let r = result(vec![
             run(Trust::Peers, 4.0, 4.0, None),
             behind,
             refusing,
+            catching_up,
             run(Trust::Certs, 4.2, 4.2, None),
         ]);
         let c = &compare(&r)[0];
-        assert_eq!((c.certs_runs, c.left_out, c.certs_cpu_pct), (1, 2, [4.2, 4.2]));
+        assert_eq!((c.certs_runs, c.left_out, c.certs_cpu_pct), (1, 3, [4.2, 4.2]));
         assert_eq!(c.rejected_in_windows, [None, None], "not every run counted");
-        assert!(lines(&r).join("\n").contains("2 runs left out"));
+        assert!(lines(&r).join("\n").contains("3 runs left out"));
         // One mode alone: nothing to compare.
         assert!(compare(&result(vec![run(Trust::Certs, 1.0, 1.0, None)])).is_empty());
     }
