@@ -164,7 +164,7 @@ pub struct Revocation {
     pub dropped_b_ms: Option<f64>,
     /// How long the bench waited, ms.
     pub waited_ms: f64,
-    /// Heartbeats the revoked host sent from the rename on (one every [`PROBE_EVERY`]).
+    /// Presence messages the revoked host sent from the rename on (one every [`PROBE_EVERY`]).
     pub sent: u64,
     /// Whether both real gateways listed the host before the rename (else `dropped_*` say nothing).
     pub listed_before: bool,
@@ -187,9 +187,10 @@ impl Revocation {
     }
 }
 
-/// How often the revoked host heartbeats after the rename: the time to the first rejection is
-/// then the gateways' own (to this resolution), not the phase of the host's next heartbeat in H.
-pub const PROBE_EVERY: Duration = Duration::from_millis(25);
+/// How often the revoked host sends a presence after the rename: the time to the first rejection
+/// is then the fleet's own (to this resolution), not the phase of the host's next heartbeat in H.
+/// Each one fans out to every roster queue (N deliveries), so not more often.
+pub const PROBE_EVERY: Duration = Duration::from_millis(100);
 /// MEM-4's bound: a revoked certificate stops verifying within 2 s of the file change.
 pub const MEM4_BOUND_MS: f64 = 2_000.0;
 
@@ -255,9 +256,9 @@ impl Rejections {
 }
 
 /// Revokes `key.host`'s certificate and times, on each real gateway, its first message rejected
-/// and its roster entry dropped. From the rename on the host heartbeats every [`PROBE_EVERY`]
-/// (`round` makes one heartbeat); the bench waits up to `wait`. The dead letters are read, and the
-/// heartbeats sent, on a connection of its own (`amqp_url`), not one the simulated hosts share.
+/// and its roster entry dropped. From the rename on the host sends a presence every
+/// [`PROBE_EVERY`] (`round` makes it); the bench waits up to `wait`. The dead letters are read, and the
+/// probes sent, on a connection of its own (`amqp_url`), not one the simulated hosts share.
 pub async fn time_revocation(
     fleet: &Fleet,
     creds: &Credentials,
@@ -330,7 +331,7 @@ pub async fn time_revocation(
     })
 }
 
-/// One heartbeat (`round()`) every [`PROBE_EVERY`] on `ch` until `stop`.
+/// `round()`'s messages every [`PROBE_EVERY`] on `ch` until `stop`.
 async fn probe_heartbeats(ch: Channel, round: impl Fn() -> Round, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) {
     let mut tick = tokio::time::interval(PROBE_EVERY);
     while !stop.load(Ordering::Relaxed) {
@@ -532,7 +533,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
     for x in revoked {
         let Some(v) = &x.measured.revocation else { continue };
         out.push(format!(
-            "  {} N = {}: revoked {} (serial {}) → first message rejected (dead letter, x-death rejected) on a {} / b {} (everywhere {}; MEM-4 ≤ {MEM4_BOUND_MS:.0} ms: {}) · dropped from the roster a {} / b {} · {} heartbeats sent{}",
+            "  {} N = {}: revoked {} (serial {}) → first message rejected (dead letter, x-death rejected) on a {} / b {} (everywhere {}; MEM-4 ≤ {MEM4_BOUND_MS:.0} ms: {}) · dropped from the roster a {} / b {} · {} probes sent{}",
             x.form.label(),
             x.hosts,
             v.host,
