@@ -758,6 +758,8 @@ async fn one(
             let host = SimHost::start(c, key, &beat, false, verifying).await?;
             sim_hosts.push(host);
         }
+        // Rejections tapped before settling: connecting to a busy broker must not cut the window.
+        let rejections = fleet_trust::Rejections::start(&url_of(0)).await.ok();
         // Every host heartbeats once (rosters fill), then the window.
         tokio::time::sleep(Duration::from_millis(heartbeat_ms + heartbeat_ms / 2)).await;
         let pid = |g: &str| fleet.host(g).ok().and_then(|h| h.gateway.pid());
@@ -765,23 +767,24 @@ async fn one(
             .with("gateway_a", pid(REAL[0]))
             .with("gateway_b", pid(REAL[1]))
             .with("bench", Some(std::process::id()));
-        let (r0, v0, p0) = (
+        let rejected = || rejections.as_ref().map(fleet_trust::Rejections::total);
+        let (r0, v0, p0, j0) = (
             counters.received.load(Ordering::Relaxed),
             counters.verified.load(Ordering::Relaxed),
             counters.published.load(Ordering::Relaxed),
+            rejected(),
         );
-        let rejections = fleet_trust::Rejections::start(&url_of(0)).await.ok();
         let a = probe.snapshot();
         tokio::time::sleep(s.window).await;
         let spent = a.until(&probe.snapshot());
-        let real_rejected = rejections.as_ref().map(fleet_trust::Rejections::total);
+        let received = counters.received.load(Ordering::Relaxed) - r0;
+        let verified = counters.verified.load(Ordering::Relaxed) - v0;
+        let published = counters.published.load(Ordering::Relaxed) - p0;
+        let real_rejected = rejected().zip(j0).map(|(n, n0)| n - n0);
         if let Some(r) = rejections {
             r.stop().await;
         }
-        let received = counters.received.load(Ordering::Relaxed) - r0;
-        let verified = counters.verified.load(Ordering::Relaxed) - v0;
         let verifiers = s.verifying_hosts.map_or(sims, |k| k.clamp(1, sims));
-        let published = counters.published.load(Ordering::Relaxed) - p0;
         let wall = spent.wall_s.max(1e-9);
         let queues = tokio::time::timeout(Duration::from_secs(20), broker.management().queues(vhost))
             .await
