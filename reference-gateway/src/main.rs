@@ -3,7 +3,10 @@
 //! ```text
 //! fleet-gateway [run] [--config FILE]     serve (env FLEET_* wins over the file)
 //! fleet-gateway check-config [--config FILE]
-//! fleet-gateway keygen --out FILE         write a signing key (0600), print the peers line
+//! fleet-gateway keygen --out FILE         write a signing key (0600) and FILE.pub (OpenSSH line
+//!                                         a CA signs), print the peers line
+//! fleet-gateway cert check FILE [--ca-file F] [--revoked-file F] [--host H]
+//!                                         what a host certificate is, and whether it is accepted
 //! fleet-gateway ready [--config FILE]     exit 0 iff this host's gateway answers /readyz 200
 //! fleet-gateway convert-inboxes [--config FILE] QUEUE...
 //!                                         convert classic queues to quorum (SPEC §16, CLU-7)
@@ -51,6 +54,11 @@ enum Cmd {
     },
     /// Exit 0 when this host's gateway answers /readyz with 200 (the container health check).
     Ready,
+    /// OpenSSH host certificates (SPEC §18, membership).
+    Cert {
+        #[command(subcommand)]
+        cmd: CertCmd,
+    },
     /// Convert classic queues to quorum queues with the arguments a gateway declares with
     /// FLEET_QUEUE_TYPE=quorum (SPEC §16, CLU-7); finishes an interrupted conversion. Reads
     /// FLEET_AMQP_URL (the first node that answers), the TLS variables and FLEET_INBOX_* /
@@ -60,6 +68,40 @@ enum Cmd {
         #[arg(required = true, value_name = "QUEUE")]
         queues: Vec<String>,
     },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum CertCmd {
+    /// Print a certificate's principals, type, key id, serial, validity (UTC), the CA it chains
+    /// to and whether that CA is trusted, and whether the revocation list revokes it; exit 1
+    /// when a gateway would not accept it.
+    Check {
+        /// The certificate file (`<key>-cert.pub` of `ssh-keygen -s`).
+        #[arg(value_name = "CERT")]
+        file: PathBuf,
+        /// Trusted CA keys (default: FLEET_TRUST_CA_FILE).
+        #[arg(long, value_name = "FILE", env = "FLEET_TRUST_CA_FILE")]
+        ca_file: Option<PathBuf>,
+        /// The KRL specification (default: FLEET_REVOKED_FILE).
+        #[arg(long, value_name = "FILE", env = "FLEET_REVOKED_FILE")]
+        revoked_file: Option<PathBuf>,
+        /// The host the certificate must name (default: FLEET_HOST_ID).
+        #[arg(long, value_name = "ID", env = "FLEET_HOST_ID")]
+        host: Option<String>,
+    },
+}
+
+/// `cert check`: the report on stdout; an error (exit 1) when the certificate is not accepted.
+fn cert_check(req: fleet_gateway::membership::cli::CheckRequest) -> anyhow::Result<()> {
+    let report = fleet_gateway::membership::cli::check(&req, fleet_gateway::envelope::now_ms())?;
+    print!("{}", report.text);
+    if !report.accepted {
+        bail!(
+            "{}: a gateway would not accept this certificate",
+            req.cert_file.display()
+        );
+    }
+    Ok(())
 }
 
 /// Drops [`fleet_gateway::topology::is_probe_noise`] events. Decided per event (a probe runs for
@@ -111,6 +153,10 @@ fn keygen(out: PathBuf, host: Option<String>) -> anyhow::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let signer = Signer::generate().map_err(|e| anyhow::anyhow!("no randomness available: {e}"))?;
+    let pub_file = fleet_gateway::membership::cli::pub_path(&out);
+    if pub_file.exists() {
+        bail!("{} exists already (it would not match the new key)", pub_file.display());
+    }
     let mut f = std::fs::OpenOptions::new()
         .create_new(true)
         .write(true)
@@ -118,6 +164,19 @@ fn keygen(out: PathBuf, host: Option<String>) -> anyhow::Result<()> {
         .open(&out)
         .with_context(|| format!("cannot create {} (it must not exist yet)", out.display()))?;
     writeln!(f, "{}", signer.seed_base64())?;
+    // SPEC §18: the OpenSSH line a fleet CA signs (`ssh-keygen -s CA -h -I <id> -n <host> FILE.pub`).
+    let line = fleet_gateway::membership::cli::openssh_public_line(
+        &signer.verifying_key(),
+        host.as_deref().unwrap_or("fleet-gateway"),
+    )?;
+    std::fs::write(&pub_file, format!("{line}\n")).with_context(|| format!("cannot write {}", pub_file.display()))?;
+    eprintln!("{line}");
+    eprintln!(
+        "wrote {}: certify it with ssh-keygen -s <ca> -h -I <key id> -n {} -V <window> {}",
+        pub_file.display(),
+        host.as_deref().unwrap_or("<host-id>"),
+        pub_file.display()
+    );
     println!(
         "{} = \"{}\"",
         host.as_deref().unwrap_or("<host-id>"),
@@ -255,6 +314,20 @@ fn main() -> std::process::ExitCode {
     let config = cli.config.as_deref();
     let result = match cli.cmd.unwrap_or(Cmd::Run) {
         Cmd::Keygen { out, host } => keygen(out, host),
+        Cmd::Cert {
+            cmd:
+                CertCmd::Check {
+                    file,
+                    ca_file,
+                    revoked_file,
+                    host,
+                },
+        } => cert_check(fleet_gateway::membership::cli::CheckRequest {
+            cert_file: file,
+            ca_file,
+            revoked_file,
+            host,
+        }),
         Cmd::Ready => Config::load(config)
             .map_err(anyhow::Error::from)
             .and_then(|c| probe_ready(c.listen)),

@@ -523,6 +523,38 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
+    #[test]
+    fn a_rotation_signs_its_presence_with_the_new_key_then_everything() {
+        use crate::signing::Keyring;
+        let (old, new) = (
+            Arc::new(Signer::from_seed([1; 32])),
+            Arc::new(Signer::from_seed([2; 32])),
+        );
+        let p = Publisher::new("a".into(), old.clone(), 60_000);
+        let verifies = |prepared: &Prepared, key: &Signer| {
+            let mut ring = Keyring::default();
+            ring.insert("a", key.verifying_key());
+            ring.verify(&prepared.env, &prepared.body).is_ok()
+        };
+        let out = || {
+            Outgoing::new(
+                Kind::Presence,
+                "bridge.roster",
+                "roster.a._gateway",
+                "_gateway",
+                b"{}".to_vec(),
+            )
+        };
+        assert!(verifies(&p.prepare(out()), &old));
+        let mut first = out();
+        first.signer = Some(new.clone());
+        let first = p.prepare(first);
+        assert!(verifies(&first, &new) && !verifies(&first, &old), "the override signs");
+        assert!(verifies(&p.prepare(out()), &old), "the rest still with the old key");
+        p.set_signer(new.clone());
+        assert!(verifies(&p.prepare(out()), &new), "switched");
+    }
+
     #[tokio::test]
     async fn in_order_starts_every_future_in_order_and_answers_in_order() {
         let started = Arc::new(Mutex::new(Vec::new()));

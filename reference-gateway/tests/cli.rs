@@ -238,3 +238,97 @@ fn convert_inboxes_needs_queues_and_a_broker_url() {
     assert!(stderr.contains("no node of FLEET_AMQP_URL answered"), "{stderr}");
     assert!(!stderr.contains("s3cret-pass"), "{stderr}");
 }
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/membership")).join(name)
+}
+
+#[test]
+fn keygen_also_writes_the_openssh_line_a_ca_signs() {
+    let d = dir("keygen-pub");
+    let key = d.join("signing.key");
+    let out = bin()
+        .args(["keygen", "--host", "b", "--out"])
+        .arg(&key)
+        .output()
+        .expect("run");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.starts_with("b = \""), "stdout stays the peers line: {stdout}");
+    let line = std::fs::read_to_string(d.join("signing.key.pub")).expect("the .pub file");
+    assert!(
+        line.starts_with("ssh-ed25519 AAAA") && line.trim_end().ends_with(" b"),
+        "{line}"
+    );
+    assert!(stderr.contains(line.trim()), "{stderr}");
+}
+
+#[test]
+fn cert_check_says_whether_a_gateway_would_accept_it() {
+    let check = |cert: &str, host: &str| {
+        bin()
+            .args(["cert", "check"])
+            .arg(fixture(cert))
+            .arg("--ca-file")
+            .arg(fixture("trust-ca.txt"))
+            .arg("--revoked-file")
+            .arg(fixture("krl.txt"))
+            .args(["--host", host])
+            .output()
+            .expect("run")
+    };
+    let ok = check("a-cert.pub", "a");
+    let (stdout, stderr) = text(&ok);
+    assert!(ok.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("serial       11") && stdout.contains("trusted by"),
+        "{stdout}"
+    );
+    for (cert, host, why) in [
+        ("a-other-ca-cert.pub", "a", "CA not trusted"),
+        ("a-id-cert.pub", "a", "revoked"),
+        ("a-expired-cert.pub", "a", "expired"),
+        ("a-cert.pub", "b", "host not among the principals"),
+    ] {
+        let o = check(cert, host);
+        let (stdout, stderr) = text(&o);
+        assert!(!o.status.success(), "{cert}: {stdout}");
+        assert!(stdout.contains(why), "{cert}: {stdout}");
+        assert!(stderr.contains("would not accept"), "{stderr}");
+    }
+    let ca_from_env = bin()
+        .env("FLEET_TRUST_CA_FILE", fixture("ca2.pub"))
+        .args(["cert", "check"])
+        .arg(fixture("a-cert.pub"))
+        .output()
+        .expect("run");
+    assert!(
+        !ca_from_env.status.success(),
+        "FLEET_TRUST_CA_FILE is the default --ca-file"
+    );
+}
+
+#[test]
+fn a_broken_trust_file_refuses_the_start_naming_file_and_line() {
+    let d = dir("broken-trust");
+    let key = d.join("a.key");
+    std::fs::copy(fixture("a.key"), &key).expect("key");
+    let peers = d.join("peers.toml");
+    std::fs::write(&peers, "[peers]\n").expect("peers");
+    let krl = d.join("krl.txt");
+    std::fs::write(&krl, "# revoked\nserial: 1\nrevoke everything\n").expect("krl");
+    let out = base(&mut bin())
+        .env("FLEET_SIGNING_KEY_FILE", &key)
+        .env("FLEET_PEERS_FILE", &peers)
+        .env("FLEET_REVOKED_FILE", &krl)
+        .env("FLEET_STATE_DIR", d.join("state"))
+        .env("FLEET_LISTEN", "127.0.0.1:0")
+        .output()
+        .expect("run");
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: line 3", krl.display())),
+        "names the file and the line: {stderr}"
+    );
+}

@@ -36,6 +36,8 @@ pub enum CertProblem {
     Expired(String),
     #[error("the certificate is revoked by FLEET_REVOKED_FILE ({0})")]
     Revoked(String),
+    #[error("the key {0} is revoked by FLEET_REVOKED_FILE")]
+    KeyRevoked(String),
     #[error("the presence carrying the certificate does not verify under the certificate's key")]
     NotSignedByKey,
 }
@@ -44,7 +46,7 @@ impl CertProblem {
     /// The check name of CONTRACT §12.
     pub fn check(&self) -> &'static str {
         match self {
-            CertProblem::Revoked(_) => "revoked",
+            CertProblem::Revoked(_) | CertProblem::KeyRevoked(_) => "revoked",
             CertProblem::Expired(_) => "cert_expired",
             _ => "certificate",
         }

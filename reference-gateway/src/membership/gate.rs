@@ -1,7 +1,9 @@
 //! Where verification meets the trust state of SPEC §18: the signature check of every consumer.
 //!
 //! - inbox and control messages ([`Gateway::check_signature`]): a host with no key yet is waited
-//!   for like an unknown `from` (MEM-2 → [C-7], [C-10]), then rejected `signature`;
+//!   for like an unknown `from` (MEM-2 → [C-7], [C-10]), then rejected `signature`; a signature
+//!   that no key of a known host verifies is judged again once the roster consumer has caught up
+//!   (the host may have rotated to a key its queued presence carries, MEM-3);
 //! - presence ([`Gateway::check_presence_signature`]): a `_gateway` PRESENCE may carry the host's
 //!   certificate, which makes its key known (MEM-2, MEM-5); no grace there (the roster consumer
 //!   is what makes hosts known, it must not wait on itself);
@@ -33,6 +35,14 @@ impl Gateway {
             Err(Rejection::Signature(SigError::UnknownHost(_))) => {
                 let known = || trust.has_valid_key(&env.host, now_ms());
                 self.roster_grace(&env.from, &env.host, known).await;
+                trust.verify(env, body).map(|_| ())
+            }
+            Err(Rejection::Signature(SigError::BadSignature(_))) => {
+                // MEM-3: a host that rotated published its new key's presence, confirmed, before
+                // this message; the presence may still be queued on the roster consumer. Judged
+                // again once everything queued before now was applied ([C-10]'s marker).
+                self.roster_caught_up(tokio::time::Instant::now(), 3 * self.cfg.heartbeat)
+                    .await;
                 trust.verify(env, body).map(|_| ())
             }
             Err(why) => Err(why),

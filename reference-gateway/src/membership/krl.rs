@@ -94,6 +94,16 @@ impl Krl {
         self.keys.contains(fp)
     }
 
+    /// Whether a plain ed25519 key (a peers-file key, the gateway's own) is revoked by a `key:`
+    /// or `hash:` line. Free when the KRL names no key (the fingerprint is not even computed).
+    pub fn revokes_ed25519(&self, key: &ed25519_dalek::VerifyingKey) -> Option<Fingerprint> {
+        if self.keys.is_empty() {
+            return None;
+        }
+        let fp = ssh_key::public::KeyData::Ed25519(key.into()).fingerprint(HashAlg::Sha256);
+        self.keys.contains(&fp).then_some(fp)
+    }
+
     /// Why `cert` is revoked, if it is: its serial or key id, its key, or its CA's key.
     pub fn revokes(&self, cert: &CertInfo) -> Option<String> {
         if let Some((a, b)) = self.serials.iter().find(|(a, b)| (*a..=*b).contains(&cert.serial)) {
@@ -198,6 +208,10 @@ mod tests {
                 .revokes(&cert("a-other-ca"))
                 .is_some_and(|w| w.starts_with("its CA"))
         );
+        let a = crate::membership::cert::tests::seed_signer("a").verifying_key();
+        assert_eq!(krl.revokes_ed25519(&a), None);
+        let by_key = Krl::parse(&format!("key: {}", fixture("a.pub"))).expect("parses");
+        assert!(by_key.revokes_ed25519(&a).is_some(), "a plain (peers-file) key");
         let by_cert = Krl::parse(&format!("key: {}", fixture("a-cert.pub"))).expect("parses");
         assert_eq!(
             by_cert.revokes(&cert("a")).map(|w| w.starts_with("serial 11 of CA")),

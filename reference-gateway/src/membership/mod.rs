@@ -13,9 +13,11 @@
 //!   (MEM-3, MEM-5)
 //! - [`sweep`] — dropping a host's roster entries once it has no valid key (MEM-1, MEM-4)
 //! - [`watch`] — re-reading the files on change and on SIGHUP, within 2 s (MEM-1, MEM-3)
+//! - [`cli`] — `fleet-gateway cert check`, and the OpenSSH line `keygen` writes
 
 pub mod ca;
 pub mod cert;
+pub mod cli;
 pub mod files;
 pub mod gate;
 pub mod krl;

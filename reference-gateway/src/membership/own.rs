@@ -130,6 +130,11 @@ impl Own {
     /// the operator's to renew now.
     pub fn unready(&self, krl: &Krl, now_ms: u64) -> Option<String> {
         let id = self.identity();
+        if let Some(fp) = krl.revokes_ed25519(&id.signer.verifying_key()) {
+            return Some(format!(
+                "own signing key {fp} (FLEET_SIGNING_KEY_FILE) is revoked by FLEET_REVOKED_FILE"
+            ));
+        }
         let cert = id.cert.as_ref()?;
         if let Some(why) = krl.revokes(cert) {
             return Some(format!(

@@ -210,6 +210,14 @@ impl Trust {
         if let Some(k) = held {
             return Ok(k);
         }
+        let files = self.files();
+        for k in files.peers.keys(host) {
+            if let Some(fp) = files.krl.revokes_ed25519(k)
+                && k.verify_strict(input, sig).is_ok()
+            {
+                return Err(CertProblem::KeyRevoked(fp.to_string()).into());
+            }
+        }
         if let Some(keys) = self.learned_of(host) {
             for l in keys.iter() {
                 if let Err(problem) = l.status(now, self.skew_ms)
@@ -231,6 +239,9 @@ impl Trust {
         let mut known = false;
         let files = self.files();
         for k in files.peers.keys(host) {
+            if files.krl.revokes_ed25519(k).is_some() {
+                continue;
+            }
             known = true;
             if k.verify_strict(input, sig).is_ok() {
                 return (Some(*k), true);
@@ -257,8 +268,13 @@ impl Trust {
 
     /// Whether `host` holds a valid key now (peers file, own key, or a valid certificate).
     pub fn has_valid_key(&self, host: &str, now: u64) -> bool {
+        let files = self.files();
         host == self.host_id
-            || !self.files().peers.keys(host).is_empty()
+            || files
+                .peers
+                .keys(host)
+                .iter()
+                .any(|k| files.krl.revokes_ed25519(k).is_none())
             || self
                 .learned_of(host)
                 .is_some_and(|keys| keys.iter().any(|l| l.status(now, self.skew_ms).is_ok()))
@@ -266,7 +282,19 @@ impl Trust {
 
     /// Every host that holds a valid key now.
     pub fn valid_hosts(&self, now: u64) -> BTreeSet<String> {
-        let mut hosts: BTreeSet<String> = self.files().peers.hosts().map(str::to_string).collect();
+        let files = self.files();
+        let mut hosts: BTreeSet<String> = files
+            .peers
+            .hosts()
+            .filter(|h| {
+                files
+                    .peers
+                    .keys(h)
+                    .iter()
+                    .any(|k| files.krl.revokes_ed25519(k).is_none())
+            })
+            .map(str::to_string)
+            .collect();
         hosts.insert(self.host_id.clone());
         for (host, keys) in read(&self.learned).iter() {
             if keys.iter().any(|l| l.status(now, self.skew_ms).is_ok()) {
@@ -566,6 +594,21 @@ mod tests {
         );
         t.set_peers(Peers::default());
         assert!(t.has_valid_key("a", now_ms()), "still certified");
+    }
+
+    #[test]
+    fn a_revoked_peers_key_stops_verifying() {
+        let t = receiver("");
+        let a = seed_signer("a");
+        let mut peers = Peers::default();
+        peers.insert("a", a.verifying_key());
+        t.set_peers(peers);
+        let msg = signed(&a, "a", b"m");
+        assert_eq!(reason(t.verify(&msg, b"m")), "ok");
+        t.set_krl(Krl::parse(&format!("key: {}", fixture("a.pub"))).expect("krl"));
+        assert_eq!(reason(t.verify(&msg, b"m")), "revoked");
+        assert!(!t.has_valid_key("a", now_ms()));
+        assert!(!t.valid_hosts(now_ms()).contains("a"));
     }
 
     #[test]

@@ -147,8 +147,8 @@ async fn run(gw: Arc<Gateway>) {
     // The first look takes the files as the start read them (quietly: nothing changed).
     for w in &mut trust {
         w.moved(true);
-        if let Some(Ok(text)) = w.fresh() {
-            let _ = apply(&gw, w.file, &text);
+        if let Some(content) = w.fresh() {
+            reload(&gw, w, content, true);
         }
     }
     for w in &mut identity {
@@ -177,7 +177,7 @@ async fn run(gw: Arc<Gateway>) {
             if w.moved(force)
                 && let Some(content) = w.fresh()
             {
-                reload(&gw, w, content);
+                reload(&gw, w, content, false);
             }
         }
         if identity.iter_mut().fold(false, |any, w| w.moved(false) | any) {
@@ -195,8 +195,8 @@ async fn run(gw: Arc<Gateway>) {
     }
 }
 
-/// Reads and applies one changed trust file, or reports why not.
-fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>) {
+/// Applies one changed trust file, or reports why not (`quiet`: no INFO line when applied).
+fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>, quiet: bool) {
     let path = w.path.display().to_string();
     let applied = match content {
         Ok(bytes) => apply(gw, w.file, &bytes).map_err(|e| FileError::at(w.file, &w.path, e)),
@@ -207,6 +207,7 @@ fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>) {
         }),
     };
     match applied {
+        Ok(what) if quiet => debug!(file = w.file.var(), %path, "{what}: in force"),
         Ok(what) => info!(file = w.file.var(), %path, "{what}: re-read and applied"),
         Err(e) => {
             error!(file = w.file.var(), %path, "{e}: not applied; the last good content stays in force");
@@ -237,7 +238,7 @@ fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineErro
         }
         TrustFile::Revoked => {
             let krl = Krl::parse(text)?;
-            let what = format!("revocation list: {} entrie(s)", krl.len());
+            let what = format!("revocation list: {} line(s) in force", krl.len());
             trust.set_krl(krl);
             what
         }
@@ -339,6 +340,72 @@ fn watch_dirs(paths: &[&Path], wake: Arc<Notify>) -> Option<notify::RecommendedW
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::membership::cert::tests::{fixture, seed_signer};
+
+    /// Writes `text` beside `path` and renames it over (as configuration managers do).
+    fn replace(path: &Path, text: &str) {
+        let tmp = path.with_extension("new");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, path).expect("rename");
+    }
+
+    async fn within_2s(what: &str, ok: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !ok() {
+            assert!(Instant::now() < deadline, "{what} within 2 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn renamed_files_are_applied_and_a_broken_one_is_kept_out() {
+        let d = std::env::temp_dir().join(format!("fleet-watch-gw-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("dir");
+        let file = |name: &str, text: &str| {
+            let p = d.join(name);
+            std::fs::write(&p, text).expect("write");
+            p.display().to_string()
+        };
+        let env: std::collections::BTreeMap<String, String> = [
+            ("FLEET_HOST_ID", "r".to_string()),
+            ("FLEET_AMQP_URL", "amqp://127.0.0.1:1/fleet".into()),
+            ("FLEET_SIGNING_KEY_FILE", file("r.key", &fixture("c.key"))),
+            ("FLEET_PEERS_FILE", file("peers.toml", "[peers]\n")),
+            ("FLEET_TRUST_CA_FILE", file("ca.txt", &fixture("trust-ca.txt"))),
+            ("FLEET_REVOKED_FILE", file("krl.txt", "# nothing\n")),
+            ("FLEET_HERDR_SOCKET", d.join("herdr.sock").display().to_string()),
+            ("FLEET_LISTEN", "127.0.0.1:0".into()),
+            ("FLEET_ADMIN_TOKEN", "admin-token-123".into()),
+            ("FLEET_STATE_DIR", d.join("state").display().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let cfg = crate::config::Config::from_sources(env, None).expect("config");
+        let gw = Gateway::new(cfg).expect("gateway");
+        spawn(Arc::clone(&gw));
+        let trust = &gw.membership.trust;
+        let b = seed_signer("b");
+        let known = || trust.has_valid_key("b", now_ms());
+        assert!(!known());
+        replace(
+            &d.join("peers.toml"),
+            &format!("[peers]\nb = \"{}\"\n", b.public_base64()),
+        );
+        within_2s("a host added to the peers file is known", known).await;
+        replace(&d.join("peers.toml"), "[peers]\nb = 1\n");
+        let counted = || {
+            gw.metrics
+                .render()
+                .contains("fleet_gateway_trust_reload_errors_total{file=\"FLEET_PEERS_FILE\"} 1")
+        };
+        within_2s("a broken peers file is counted", counted).await;
+        assert!(known(), "the last good content stays in force");
+        replace(&d.join("krl.txt"), &format!("key: {}", fixture("b.pub")));
+        within_2s("a revoked key is no longer valid", || !known()).await;
+        gw.begin_shutdown();
+    }
 
     #[test]
     fn a_rename_over_the_file_moves_its_stamp() {
