@@ -65,6 +65,24 @@ impl PendingSends {
 /// Why an inject did not land.
 struct NotInjected(FailReason, String);
 
+/// Where the brief's pane stands as the gate is waited for: a pane the gateway has just launched
+/// an agent in (a spawn's brief) shows its shell at the prompt and `unknown` until the agent's
+/// program takes the terminal, which is boot, not a gone agent ([C-20]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Launch {
+    /// A registered worker: its agent runs (or ran) in the pane.
+    Running,
+    /// A spawn's brief: the agent was just launched; no program seen in front yet.
+    Booting,
+    /// A spawn's brief whose launched program has been seen holding the terminal.
+    Booted,
+}
+
+/// The longest one `agent.wait` waits: a gate still closed then is looked at again (a pane shown
+/// `unknown` is checked for a shell in front, [C-20]). An idle or done agent answers at once, so
+/// the common inject is still one call.
+const GATE_SLICE: Duration = Duration::from_secs(1);
+
 /// Counts one inject in flight (from its ack to its reported outcome) for `graceful_stop`.
 struct InflightInject<'a>(&'a std::sync::atomic::AtomicUsize);
 
@@ -100,15 +118,25 @@ impl Gateway {
         let text = String::from_utf8_lossy(&d.data).into_owned();
         let gw = Arc::clone(self);
         let env2 = env.clone();
-        Gateway::spawn_in(&env, async move { gw.inject_and_report(worker, env2, text).await });
+        Gateway::spawn_in(&env, async move {
+            gw.inject_and_report(worker, env2, text, Launch::Running).await
+        });
     }
 
-    pub(crate) async fn inject_and_report(self: Arc<Self>, worker: Entity, env: Envelope, text: String) {
+    /// Injects a brief in the background of its caller and reports INJECTED or FAILED to its
+    /// sender. `launch` says whether the gateway has just launched the worker's agent (a spawn).
+    pub(crate) async fn inject_and_report(
+        self: Arc<Self>,
+        worker: Entity,
+        env: Envelope,
+        text: String,
+        launch: Launch,
+    ) {
         let _inflight = InflightInject::new(&self.inflight_injects);
         let lock = self.local.inject_lock(&worker.gid);
         let guard = lock.lock().await;
         let started = std::time::Instant::now();
-        let result = self.inject(&worker, &env, &text).await;
+        let result = self.inject(&worker, &env, &text, launch).await;
         // The pane is free for the next brief once this one is typed and confirmed: reporting
         // the outcome (a confirmed publish) does not hold the next inject back.
         drop(guard);
@@ -147,7 +175,7 @@ impl Gateway {
     }
 
     /// FWD-2 + FWD-7: wait for the gate, type, confirm the agent took it.
-    async fn inject(&self, worker: &Entity, env: &Envelope, text: &str) -> Result<(), NotInjected> {
+    async fn inject(&self, worker: &Entity, env: &Envelope, text: &str, launch: Launch) -> Result<(), NotInjected> {
         let confirm = self.cfg.submit_confirm;
         // [C-12]: the sender gives up at ts + inject bound, so the wait for the gate ends at
         // ts + bound − confirm bound at the latest, leaving room for the submit confirmation. A
@@ -170,7 +198,7 @@ impl Gateway {
         } else {
             let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
             tokio::select! {
-                r = self.wait_gate(&worker.pane, deadline) => r?,
+                r = self.wait_gate(&worker.pane, deadline, launch) => r?,
                 _ = stopping.wait_for(|s| *s) => {
                     return Err(NotInjected(FailReason::Stopped, "the worker's gateway is shutting down".into()));
                 }
@@ -192,6 +220,14 @@ impl Gateway {
     async fn look_at_gate(&self, pane: &str) -> Result<(), NotInjected> {
         match self.herdr.status(pane).await {
             Ok(s) if s.injectable() => Ok(()),
+            Ok(AgentStatus::Unknown) => match self.unknown_pane_gone(pane, &mut Launch::Running).await {
+                Some(gone) => Err(gone),
+                None => Err(NotInjected(
+                    FailReason::Busy,
+                    "the brief arrived after ts + bound − confirm and the pane showed no agent at its one look ([C-12])"
+                        .into(),
+                )),
+            },
             Ok(s) => Err(NotInjected(
                 FailReason::Busy,
                 format!(
@@ -211,8 +247,15 @@ impl Gateway {
     /// `agent.wait` comes first: it answers at once for an agent that is already idle or done, so
     /// the common case is one herdr call, not a `pane.get` and then a wait. A pane that is no
     /// agent (yet) makes it fail at once with `agent_not_found`; such a pane is then polled with
-    /// `pane.get` until it shows an agent (`unknown` is not injectable, FWD-2).
-    async fn wait_gate(&self, pane: &str, deadline: tokio::time::Instant) -> Result<(), NotInjected> {
+    /// `pane.get` until it shows an agent (`unknown` is not injectable, FWD-2). A pane shown
+    /// `unknown` is also asked who holds its terminal: a shell at its prompt there means the agent
+    /// is gone, FAILED `stopped` now rather than `busy` at the bound ([C-20]).
+    async fn wait_gate(
+        &self,
+        pane: &str,
+        deadline: tokio::time::Instant,
+        mut launch: Launch,
+    ) -> Result<(), NotInjected> {
         let mut last = String::from("agent never became idle");
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -220,51 +263,88 @@ impl Gateway {
                 return Err(NotInjected(FailReason::Busy, last));
             }
             let pause = left.min(Duration::from_millis(100));
-            match self.herdr.wait_idle(pane, left).await {
+            let unknown = match self.herdr.wait_idle(pane, left.min(GATE_SLICE)).await {
                 Ok(()) => return Ok(()),
                 Err(e) if e.code() == Some("pane_not_found") => {
                     return Err(NotInjected(FailReason::Stopped, e.to_string()));
                 }
                 Err(HerdrError::Api { code, .. }) if code == "timeout" => {
                     last = "agent still busy at the inject bound".into();
+                    // Still closed after a slice: an agent herdr shows `unknown` may be gone.
+                    matches!(self.herdr.status(pane).await, Ok(AgentStatus::Unknown))
                 }
                 Err(HerdrError::Api { code, .. }) if code == "agent_not_found" => {
                     // Not (yet) an agent, or herdr cannot tell: the pane's own status decides.
                     match self.herdr.status(pane).await {
                         Ok(s) if s.injectable() => return Ok(()),
-                        Ok(AgentStatus::Unknown) => last = "pane shows no agent (status unknown)".into(),
-                        Ok(_) => {}
+                        Ok(AgentStatus::Unknown) => {
+                            last = "pane shows no agent (status unknown)".into();
+                            true
+                        }
+                        Ok(_) => false,
                         Err(e) if e.code() == Some("pane_not_found") => {
                             return Err(NotInjected(FailReason::Stopped, e.to_string()));
                         }
-                        Err(e) => last = e.to_string(),
+                        Err(e) => {
+                            last = e.to_string();
+                            false
+                        }
                     }
-                    tokio::time::sleep(pause).await;
                 }
                 Err(e) => {
                     last = e.to_string();
                     tokio::time::sleep(pause).await;
+                    continue;
                 }
+            };
+            if unknown {
+                if let Some(gone) = self.unknown_pane_gone(pane, &mut launch).await {
+                    return Err(gone);
+                }
+                tokio::time::sleep(pause).await;
             }
         }
     }
 
-    /// The shell hazard: herdr keeps showing an agent's last status (`done`, `idle`) after the
-    /// agent's process died without releasing the pane, and text typed then goes to the bare
-    /// shell, which runs it as a command. So the status gate alone is not enough: right before
-    /// typing, `pane.process_info` must not show the pane's own shell in front. A dead agent is
-    /// FAILED `stopped` (FWD-4: the worker is gone, its pane is not). A herdr that cannot tell
-    /// (no such method, unreachable) leaves the decision to the gate and to the input call.
+    /// [C-20]: a pane herdr shows `unknown` while a shell at its prompt holds its terminal has no
+    /// agent and will get none: FAILED `stopped`. A spawn's pane is exempt until the launched
+    /// program has been seen in front (before that, the shell at its prompt is the agent's boot).
+    async fn unknown_pane_gone(&self, pane: &str, launch: &mut Launch) -> Option<NotInjected> {
+        match self.herdr.foreground(pane).await {
+            Ok(f) if f.is_shell() && *launch != Launch::Booting => Some(NotInjected(
+                FailReason::Stopped,
+                format!(
+                    "herdr shows no agent (status unknown) and {}: the worker's agent is gone; the brief was not typed ([C-20])",
+                    f.describe()
+                ),
+            )),
+            Ok(Foreground::Program) if *launch == Launch::Booting => {
+                *launch = Launch::Booted;
+                None
+            }
+            Err(e) if e.code() == Some("pane_not_found") => Some(NotInjected(FailReason::Stopped, e.to_string())),
+            _ => None,
+        }
+    }
+
+    /// The shell hazard ([C-20]): herdr keeps showing an agent's last status (`done`, `idle`) after
+    /// the agent's process died without releasing the pane, and text typed then goes to a shell,
+    /// which runs it as a command. So the status gate alone is not enough: right before typing,
+    /// `pane.process_info` must not show a shell at its prompt in front — the pane's own, or an
+    /// interactive one started in it. A dead agent is FAILED `stopped` (FWD-4: the worker is gone,
+    /// its pane is not). A herdr that cannot tell (no such method, unreachable) leaves the decision
+    /// to the gate and to the input call.
     async fn ensure_agent_in_front(&self, pane: &str) -> Result<(), NotInjected> {
         match self.herdr.foreground(pane).await {
-            Ok(Foreground::Shell) => Err(NotInjected(
+            Ok(f) if f.is_shell() => Err(NotInjected(
                 FailReason::Stopped,
-                "the worker's agent has exited (its shell has the pane) though herdr still shows its last \
-                 status; the brief was not typed"
-                    .into(),
+                format!(
+                    "the worker's agent is gone ({}) though herdr still shows its last status; the brief was not typed ([C-20])",
+                    f.describe()
+                ),
             )),
             Err(e) if e.code() == Some("pane_not_found") => Err(NotInjected(FailReason::Stopped, e.to_string())),
-            Ok(Foreground::Program | Foreground::Unknown) | Err(_) => Ok(()),
+            Ok(_) | Err(_) => Ok(()),
         }
     }
 

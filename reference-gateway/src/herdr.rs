@@ -112,7 +112,8 @@ struct PaneStatus {
     agent_status: Option<String>,
 }
 
-/// `pane.process_info` → `pane_process_info{process_info}`: the two pids the check compares.
+/// `pane.process_info` → `pane_process_info{process_info}`: the pids and the foreground group's
+/// processes that [C-20]'s check reads.
 #[derive(Deserialize)]
 struct ProcessInfoAnswer {
     process_info: ProcessInfo,
@@ -123,36 +124,142 @@ struct ProcessInfo {
     shell_pid: Option<u32>,
     foreground_process_group_id: Option<u32>,
     #[serde(default)]
-    foreground_processes: Vec<ProcessName>,
+    foreground_processes: Vec<ProcessEntry>,
 }
 
 #[derive(Deserialize)]
-struct ProcessName {
+struct ProcessEntry {
     pid: u32,
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    argv: Option<Vec<String>>,
 }
 
-/// Programs that are shells: a pane's own process in front under one of these names is a prompt.
+/// Programs that are shells ([C-20], README "design notes"): the POSIX family and its relatives
+/// (`sh`, `ash`, `dash`, `bash`, `ksh` and its forks, `yash`, `posh`, `zsh`), the C shells, and
+/// the interactive shells of other families a user may set as their login shell. A name here
+/// *and* an argv that names no script is a shell at its prompt.
 const SHELLS: &[&str] = &[
-    "bash", "zsh", "sh", "dash", "fish", "ksh", "mksh", "tcsh", "csh", "nu", "elvish", "xonsh",
+    "sh",
+    "ash",
+    "dash",
+    "bash",
+    "rbash",
+    "ksh",
+    "ksh93",
+    "mksh",
+    "oksh",
+    "pdksh",
+    "yash",
+    "posh",
+    "zsh",
+    "csh",
+    "tcsh",
+    "fish",
+    "nu",
+    "elvish",
+    "xonsh",
+    "pwsh",
+    "ion",
+    "rc",
+    "es",
+    "osh",
+    "oils-for-unix",
+    "murex",
 ];
 
+/// A process name as a shell would show in `ps`: a login shell's name may carry a leading `-`, and
+/// an `argv[0]` may be a path.
+fn base_name(name: &str) -> &str {
+    let name = name.rsplit('/').next().unwrap_or(name);
+    name.trim_start_matches('-')
+}
+
+fn is_shell_name(name: &str) -> bool {
+    SHELLS.contains(&base_name(name))
+}
+
+/// Options of the listed shells that take the next word as their value (so that word is no script):
+/// bash's `--rcfile`/`--init-file`, `-o`/`+o` and `-O`/`+O`, zsh's `-o`, fish's `-C`/`--init-command`
+/// (run *before* the prompt), nu's `--config`/`--env-config`.
+const OPTIONS_WITH_A_VALUE: &[&str] = &[
+    "--rcfile",
+    "--init-file",
+    "-o",
+    "+o",
+    "-O",
+    "+O",
+    "-C",
+    "--init-command",
+    "--config",
+    "--env-config",
+];
+
+/// Whether a shell's `argv` (`argv[0]` first) names no script and no command, i.e. the shell reads
+/// its commands from the terminal: `["bash"]`, `["-bash"]`, `["bash","-i"]`, `["/bin/zsh","-l"]`
+/// are interactive; `["bash","script.sh"]`, `["sh","-c","…"]`, `["bash","--","x"]` are not. An
+/// empty or missing argv names nothing.
+fn argv_names_no_script(argv: &[String]) -> bool {
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        let a = a.as_str();
+        if a == "-" || a == "-s" {
+            continue; // commands from stdin: the terminal
+        }
+        if a == "--" || !(a.starts_with('-') || a.starts_with('+')) {
+            return false; // a script (or what follows `--`)
+        }
+        if a == "--command" || (!a.starts_with("--") && a[1..].contains('c')) {
+            return false; // `-c CMD`, `-lc CMD`, `-ic CMD`: a command, not a prompt
+        }
+        if OPTIONS_WITH_A_VALUE.contains(&a) {
+            args.next();
+        }
+    }
+    true
+}
+
+impl ProcessEntry {
+    /// A shell reading commands from the terminal: a shell's name and an argv with no script.
+    fn is_interactive_shell(&self) -> bool {
+        let named_shell = match (&self.name, &self.argv) {
+            (Some(name), _) => is_shell_name(name),
+            (None, Some(argv)) => argv.first().is_some_and(|a0| is_shell_name(a0)),
+            (None, None) => false,
+        };
+        named_shell && self.argv.as_deref().is_none_or(argv_names_no_script)
+    }
+}
+
 impl ProcessInfo {
-    /// The shell has the terminal when the foreground group is the pane's own process and that
-    /// process is a shell. The name check keeps a profile that `exec`s its agent (the agent then
-    /// *is* the pane's process) from being taken for a bare shell; no name given, the pids decide.
+    /// [C-20]: who holds the pane's terminal. The foreground group's leader (the process whose pid
+    /// is the group id) decides; when herdr does not list it (a leader that exited before its
+    /// group), any listed member that is an interactive shell makes the group a shell's.
+    ///
+    /// - group = `shell_pid`: the pane's own process. A shell with no script is [`Foreground::Shell`];
+    ///   one not named like a shell (a profile that `exec`s its agent) is a program; no process
+    ///   listed, the pids decide (a shell).
+    /// - group ≠ `shell_pid`: an interactive shell started from the prompt (`bash`, `zsh -l`) is
+    ///   [`Foreground::NestedShell`]; anything else (the agent, `bash script.sh`, `sh -c …`) is a
+    ///   program.
+    ///
+    /// Only the leader is read when it is listed because an agent's own helpers (a persistent
+    /// `bash` it runs its tools in) may share its group without holding the terminal.
     fn foreground(&self) -> Foreground {
         let (Some(shell), Some(group)) = (self.shell_pid, self.foreground_process_group_id) else {
             return Foreground::Unknown;
         };
-        if shell != group {
-            return Foreground::Program;
-        }
         let leader = self.foreground_processes.iter().find(|p| p.pid == group);
-        match leader.and_then(|p| p.name.as_deref()) {
-            Some(name) if !SHELLS.contains(&name.trim_start_matches('-')) => Foreground::Program,
-            _ => Foreground::Shell,
+        let shell_in_front = match leader {
+            Some(p) => p.is_interactive_shell(),
+            None if shell == group => true,
+            None => self.foreground_processes.iter().any(ProcessEntry::is_interactive_shell),
+        };
+        match (shell_in_front, shell == group) {
+            (false, _) => Foreground::Program,
+            (true, true) => Foreground::Shell,
+            (true, false) => Foreground::NestedShell,
         }
     }
 }
@@ -160,13 +267,33 @@ impl ProcessInfo {
 /// Who has a pane's terminal, as `pane.process_info` tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Foreground {
-    /// A program other than the pane's shell (the agent, while it runs).
+    /// A program other than a shell at its prompt (the agent, while it runs; a script).
     Program,
     /// The pane's own shell: no agent runs, whatever status herdr still shows. Text typed now is
     /// run as a shell command.
     Shell,
+    /// An interactive shell started in the pane (`bash` typed at the prompt, an agent that left
+    /// one behind): as much a shell at its prompt as the pane's own.
+    NestedShell,
     /// herdr cannot tell (a herdr without `pane.process_info`, or an answer without the pids).
     Unknown,
+}
+
+impl Foreground {
+    /// [C-20]: a shell at its prompt holds the terminal: nothing may be typed.
+    pub fn is_shell(self) -> bool {
+        matches!(self, Foreground::Shell | Foreground::NestedShell)
+    }
+
+    /// Words for a log line or a FAILED detail.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Foreground::Program => "a program has the terminal",
+            Foreground::Shell => "the pane's own shell has the terminal",
+            Foreground::NestedShell => "an interactive shell started in the pane has the terminal",
+            Foreground::Unknown => "herdr cannot tell who has the terminal",
+        }
+    }
 }
 
 /// `tab.create` → `tab_created{tab, root_pane}`: the new pane's id.
@@ -376,22 +503,118 @@ mod tests {
         a.result.map_or(Foreground::Unknown, |r| r.process_info.foreground())
     }
 
+    /// Real herdr v0.8.2's answers to `pane.process_info`, verbatim, each with who holds the
+    /// terminal: the shared recordings `herdr-0.8.2/process_info.jsonl` (a shell at its prompt,
+    /// `sleep 1000` in front, after ctrl+c, a stand-in agent alive and killed, and the `extra:` rows
+    /// `exec sleep`, a nested interactive `bash`, `bash script.sh`, a ctrl+z'd job) and
+    /// `e2e-known-agent-dead.jsonl` (an agent herdr recognises, alive).
+    const RECORDED: &str = include_str!("testdata/process_info-herdr-0.8.2.jsonl");
+
     #[test]
-    fn the_shell_has_the_pane_only_when_its_own_shell_process_is_in_front() {
-        let info = |group: u32, name: &str| {
-            format!(
-                r#"{{"id":"g3","result":{{"type":"pane_process_info","process_info":{{"pane_id":"w1:p1",
-                "shell_pid":100,"foreground_process_group_id":{group},
-                "foreground_processes":[{{"pid":{group},"name":"{name}","argv0":"{name}"}}]}}}}}}"#
-            )
-        };
-        assert_eq!(foreground_of(&info(100, "bash")), Foreground::Shell);
-        assert_eq!(foreground_of(&info(100, "-zsh")), Foreground::Shell);
-        assert_eq!(foreground_of(&info(101, "claude")), Foreground::Program);
+    fn the_recorded_answers_of_real_herdr_are_classified_as_measured() {
+        let mut n = 0;
+        for line in RECORDED.lines() {
+            let row: serde_json::Value = serde_json::from_str(line).expect("a recorded row");
+            let (step, expect) = (
+                row["step"].as_str().expect("step"),
+                row["expect"].as_str().expect("expect"),
+            );
+            let want = match expect {
+                "shell" => Foreground::Shell,
+                "nested_shell" => Foreground::NestedShell,
+                "program" => Foreground::Program,
+                other => panic!("unknown expectation {other}"),
+            };
+            let answer = row["answer"].as_str().expect("answer");
+            assert_eq!(foreground_of(answer), want, "{step}: {answer}");
+            n += 1;
+        }
+        assert_eq!(n, 10, "every recorded row was read");
+    }
+
+    fn info(group: u32, procs: &str) -> String {
+        format!(
+            r#"{{"id":"g3","result":{{"type":"pane_process_info","process_info":{{"pane_id":"w1:p1",
+            "shell_pid":100,"foreground_process_group_id":{group},"foreground_processes":[{procs}]}}}}}}"#
+        )
+    }
+
+    fn proc_(pid: u32, name: &str, argv: &[&str]) -> String {
+        format!(r#"{{"pid":{pid},"name":"{name}","argv":{}}}"#, serde_json::json!(argv))
+    }
+
+    #[test]
+    fn a_shell_is_at_its_prompt_only_when_its_argv_names_no_script() {
+        let nested = |name: &str, argv: &[&str]| foreground_of(&info(200, &proc_(200, name, argv)));
+        for argv in [
+            &["bash"][..],
+            &["-bash"],
+            &["bash", "-i"],
+            &["/bin/zsh", "-l"],
+            &["bash", "--login", "-i"],
+            &["bash", "--rcfile", "my.rc"],
+            &["bash", "-o", "vi"],
+            &["sh", "-"],
+            &["fish"],
+        ] {
+            assert_eq!(nested(base_name(argv[0]), argv), Foreground::NestedShell, "{argv:?}");
+        }
+        for argv in [
+            &["bash", "script.sh"][..],
+            &["sh", "-c", "exec claude"],
+            &["bash", "-lc", "claude"],
+            &["zsh", "-i", "-c", "make"],
+            &["bash", "--", "script.sh"],
+            &["bash", "--rcfile", "my.rc", "script.sh"],
+            &["bash", "--command", "ls"],
+        ] {
+            assert_eq!(nested(argv[0], argv), Foreground::Program, "{argv:?}");
+        }
+        assert_eq!(nested("python3", &["python3", "agent.py"]), Foreground::Program);
+        assert_eq!(nested("claude", &["claude"]), Foreground::Program);
+    }
+
+    #[test]
+    fn the_pane_s_own_process_is_a_shell_unless_it_was_replaced_by_a_program() {
+        assert_eq!(
+            foreground_of(&info(100, &proc_(100, "bash", &["/bin/bash"]))),
+            Foreground::Shell
+        );
+        assert_eq!(
+            foreground_of(&info(100, &proc_(100, "-zsh", &["-zsh"]))),
+            Foreground::Shell
+        );
+        // The fake herdr's shape before it listed real argv: a name and `argv0`, no argv.
+        let old_fake = r#"{"pid":100,"name":"bash","argv0":"bash"}"#;
+        assert_eq!(foreground_of(&info(100, old_fake)), Foreground::Shell);
         // A profile that `exec`s its agent: the agent is the pane's own process.
-        assert_eq!(foreground_of(&info(100, "claude")), Foreground::Program);
+        assert_eq!(
+            foreground_of(&info(100, &proc_(100, "claude", &["claude"]))),
+            Foreground::Program
+        );
+        // No process listed: the pids decide.
+        assert_eq!(foreground_of(&info(100, "")), Foreground::Shell);
         let no_pids = r#"{"id":"g4","result":{"type":"pane_process_info","process_info":{"pane_id":"w1:p1"}}}"#;
         assert_eq!(foreground_of(no_pids), Foreground::Unknown);
+    }
+
+    #[test]
+    fn the_group_leader_decides_over_a_shell_the_agent_runs_beside_it() {
+        let agent_with_helper = format!(
+            "{},{}",
+            proc_(200, "node", &["node", "cli.js"]),
+            proc_(201, "bash", &["bash"])
+        );
+        assert_eq!(foreground_of(&info(200, &agent_with_helper)), Foreground::Program);
+        // The leader is gone and an interactive shell is left in the group.
+        assert_eq!(
+            foreground_of(&info(200, &proc_(201, "bash", &["bash"]))),
+            Foreground::NestedShell
+        );
+        assert_eq!(
+            foreground_of(&info(200, &proc_(201, "sleep", &["sleep", "9"]))),
+            Foreground::Program
+        );
     }
 
     #[test]

@@ -370,6 +370,8 @@ impl crate::gateway::Gateway {
 impl crate::gateway::Gateway {
     /// RPL-3: nudges a main that has held messages and no open waiter, with a one-line notice in
     /// its pane, repeated with backoff (`FLEET_NUDGE_INITIAL_MS`, doubling, capped) until drained.
+    /// Right before each notice, `pane.process_info` ([C-20]): while a shell at its prompt holds
+    /// the main's terminal the notice is not typed (the messages stay held).
     pub fn ensure_nudger(self: &std::sync::Arc<Self>, main: &str) {
         if !self.local.start_nudging(main) {
             return;
@@ -390,11 +392,25 @@ impl crate::gateway::Gateway {
                 let Some(pane) = gw.entity(&main).map(|e| e.pane) else {
                     break;
                 };
-                if matches!(gw.herdr.foreground(&pane).await, Ok(crate::herdr::Foreground::Shell)) {
-                    // The main's agent has exited: a notice typed now would run in its shell.
-                    tracing::debug!(gid = %main, "nudge skipped: no agent in the main's pane");
-                    delay = (delay * 2).min(gw.cfg.nudge_max);
-                    continue;
+                match gw.herdr.foreground(&pane).await {
+                    Ok(f) if f.is_shell() => {
+                        // [C-20]: the main's agent is gone; a notice typed now would run in a
+                        // shell. Nothing is typed and nothing counted; the messages stay held
+                        // for a drain, and the nudger looks again at its next interval.
+                        tracing::info!(
+                            gid = %main, pane = %pane, held,
+                            "nudge not typed: the main's agent is gone ({}) ([C-20])",
+                            f.describe()
+                        );
+                        delay = (delay * 2).min(gw.cfg.nudge_max);
+                        continue;
+                    }
+                    Err(e) if e.code() == Some("pane_not_found") => {
+                        tracing::info!(gid = %main, pane = %pane, held, "nudge not typed: the main's pane is gone");
+                        delay = (delay * 2).min(gw.cfg.nudge_max);
+                        continue;
+                    }
+                    _ => {}
                 }
                 let note = format!("[fleet] {held} message(s) waiting for you: call bridge_poll or bridge_wait");
                 match gw.herdr.send_input(&pane, &note).await {

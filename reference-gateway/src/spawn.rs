@@ -151,10 +151,10 @@ impl Gateway {
         brief_env.ts = crate::envelope::now_ms();
         brief_env.kind = Kind::Send;
         let gw = Arc::clone(self);
-        Gateway::spawn_in(
-            env,
-            async move { gw.inject_and_report(worker, brief_env, req.brief).await },
-        );
+        Gateway::spawn_in(env, async move {
+            gw.inject_and_report(worker, brief_env, req.brief, crate::forward::Launch::Booting)
+                .await
+        });
     }
 
     /// SPN-5 / [C-3]: STOP a local worker.
