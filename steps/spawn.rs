@@ -96,10 +96,12 @@ async fn new_pane(w: &mut FleetWorld, host: String, name: String, command: Strin
         .cloned()
         .filter(|t| !t.is_empty())
         .ok_or_else(|| anyhow!("no FLEET_MCP_TOKEN"))?;
-    let inputs = h.herdr.inputs(&p.pane_id);
+    // The pane's shell runs the command the gateway typed (the fake records it as run in the
+    // shell: no agent read it).
+    let inputs = h.herdr.ran_in_shell(&p.pane_id);
     ensure!(
         inputs.first() == Some(&command),
-        "the pane's first input is {inputs:?}, expected the command {command:?}"
+        "the pane's shell first ran {inputs:?}, expected the command {command:?}"
     );
     let pane = p.pane_id.clone();
     w.adopt_entity(&name, &host, &gid, &token, &pane);

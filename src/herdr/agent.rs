@@ -63,18 +63,37 @@ impl FromStr for AgentStatus {
     }
 }
 
-/// What an agent pane does when input is submitted to it while it is `idle` or `done`.
+/// Agent names herdr v0.8.2 recognises by the foreground process's name. Only `claude` was
+/// measured (`fixtures/herdr-0.8.2/agent-exit-detection.jsonl`: a copy of `sleep` named `claude`
+/// is shown as agent `claude`, and its exit turns the pane `unknown`); the others are the coding
+/// agents herdr documents integrations for, chosen here, not measured. A name is compared whole
+/// (`claude-main` is not `claude`).
+pub const RECOGNISED_AGENTS: &[&str] = &["claude", "codex", "gemini", "opencode", "amp", "cursor-agent", "droid"];
+
+/// Whether herdr recognises a process of this name as an agent ([`RECOGNISED_AGENTS`]).
+pub fn is_recognised_agent(name: &str) -> bool {
+    RECOGNISED_AGENTS.contains(&name)
+}
+
+/// What the agent program in a pane does when it reads a submitted line while it is `idle` or
+/// `done`. Typing never changes herdr's status by itself: only the agent's own report does
+/// (`pane.report_agent`), as real herdr v0.8.2 showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum InputReaction {
-    /// Starts on the task: the status turns `working` (what a real agent does).
+    /// Reads the line and reports `working` at once — what the recorded stand-in agent
+    /// (`fake-agent.py`) and a real agent's hooks do. It never reports `idle` by itself: tests
+    /// drive that ([`FakeHerdr::set_status`](super::FakeHerdr::set_status)).
     #[default]
     StartWorking,
     /// Answers `ok` but nothing is submitted: the status stays put and the text is recorded as
     /// swallowed (herdr users see this on a fresh pane's first input, or text merged into a draft).
     StayIdle,
-    /// Starts on the task and finishes it quickly: the status turns `working`, the next two status
-    /// reads (`pane.get`, `agent.get`) report `working`, and reads after that report `idle` again;
-    /// an `agent.wait` finds the brief finished at once — an agent that completes each brief by the
-    /// time anyone waits for it, without a timer in the fake.
+    /// Reports `working` on reading the line and finishes quickly: the next two status reads
+    /// (`pane.get`, `agent.get`) report `working`, and reads after that report `idle` again
+    /// (`done` in an unfocused pane); an `agent.wait` finds the brief finished at once — an agent
+    /// that completes each brief by the time anyone waits for it, without a timer in the fake.
     WorksBriefly,
+    /// Reads the line (it is recorded as submitted) but never reports: herdr keeps showing
+    /// `idle`/`done`, so a gateway's submit check (FWD-7) must end `not_submitted`.
+    NeverReports,
 }

@@ -81,8 +81,10 @@ impl FakeHerdr {
         &self.shared.socket_path
     }
 
-    /// Adds an agent pane (an agent already running) in a new tab of the first workspace,
-    /// creating workspace `wN` first if none exists. Returns its pane id `wN:pK`.
+    /// Adds an agent pane (an agent already running in front of the pane's shell, `argv
+    /// [agent]`) in a new tab of the first workspace. Without a workspace, one is created first
+    /// as `workspace.create` makes it: its root pane (a plain shell, the focused pane) stays, so
+    /// the agent's pane is never the focused one. Returns its pane id `wN:pK`.
     pub fn add_agent_pane(&self, agent: &str, status: AgentStatus) -> String {
         self.add_pane(Some(agent), status)
     }
@@ -94,15 +96,27 @@ impl FakeHerdr {
     }
 
     fn add_pane(&self, agent: Option<&str>, status: AgentStatus) -> String {
+        let home = self.shared.default_cwd.clone();
         let mut state = self.shared.state();
         let ws = match state.workspaces.first() {
             Some(ws) => ws.id.clone(),
-            None => state.create_workspace(None),
+            None => {
+                let ws = state.create_workspace(None, &home, &home, false);
+                state.create_tab(&ws, None, home.clone(), false);
+                ws
+            }
         };
-        let (_, pane_id) = state.create_tab(&ws, None, self.shared.default_cwd.clone());
-        if let Some(pane) = state.pane_mut(&pane_id) {
-            pane.agent = agent.map(str::to_string);
-            pane.status = status;
+        let (_, pane_id) = state.create_tab(&ws, None, home, false);
+        if let Some(agent) = agent {
+            state.with_pane(&pane_id, |pane, ctx| {
+                pane.jobs.push(Job {
+                    procs: vec![Proc::new(ctx.next_pid(), &[agent.to_string()])],
+                    exec: false,
+                    agent: true,
+                });
+                pane.agent = Some(agent.to_string());
+                pane.set_shown(status, ctx);
+            });
         }
         drop(state);
         self.shared.bump();
@@ -110,29 +124,42 @@ impl FakeHerdr {
     }
 
     /// Makes `pane_id` an agent pane running `agent` in `status` (e.g. after the gateway typed
-    /// the agent's command into a pane it created). Ignored, with a warning, for an unknown pane.
+    /// the agent's command into a pane it created): the program in front becomes the agent, or
+    /// the agent starts in front if a shell has the terminal. Ignored, with a warning, for an
+    /// unknown pane.
     pub fn make_agent(&self, pane_id: &str, agent: &str, status: AgentStatus) {
-        self.update_pane(pane_id, |pane, _| {
+        self.update_pane(pane_id, |pane, ctx| {
+            if pane.shell_in_front(ctx.faults) {
+                pane.start(&[agent.to_string()], false, ctx);
+            }
+            if let Some(job) = pane.jobs.last_mut() {
+                job.agent = true;
+            }
             pane.agent = Some(agent.to_string());
-            pane.status = status;
+            pane.set_shown(status, ctx);
         });
     }
 
     /// The agent in a pane reports `status` (herdr's `pane.report_agent`) and `agent.wait` callers
-    /// wake. On a shell pane a status other than `unknown` makes it an agent pane (named after the
-    /// command last submitted into it, else `agent`); `unknown` on a shell pane changes nothing.
-    /// As in herdr, `idle` after `working` shows `done`, and an agent that reports `unknown`
-    /// stays an agent (`agent.wait` waits on it); [`FakeHerdr::release_agent`] makes the pane a
-    /// shell again. Ignored, with a warning, for an unknown pane.
+    /// wake. On a shell pane a status other than `unknown` makes it an agent pane, named after the
+    /// program in front (else the command last run in it, else `agent`); `unknown` on a shell
+    /// pane changes nothing. As in herdr, `idle` after `working`, `blocked` or `unknown` shows
+    /// `done` unless the pane is focused, and an agent that reports `unknown` stays an agent
+    /// (`agent.wait` waits on it); [`FakeHerdr::release_agent`] makes the pane a shell again.
+    /// Ignored, with a warning, for an unknown pane.
     pub fn set_status(&self, pane_id: &str, status: AgentStatus) {
-        self.update_pane(pane_id, |pane, inputs| {
+        self.update_pane(pane_id, |pane, ctx| {
             if pane.agent.is_none() {
                 if status == AgentStatus::Unknown {
                     return;
                 }
-                pane.agent = Some(agent_name_from_inputs(inputs));
+                pane.agent = Some(agent_name_for(pane, ctx.faults));
+                pane.unseen_work = false;
+                if let Some(job) = pane.jobs.last_mut().filter(|j| !j.is_prompt()) {
+                    job.agent = true;
+                }
             }
-            pane.report(status);
+            pane.report(status, ctx);
         });
     }
 
@@ -140,28 +167,80 @@ impl FakeHerdr {
     /// `unknown`, and `agent.*` answers `agent_not_found` at once. Ignored, with a warning, for
     /// an unknown pane.
     pub fn release_agent(&self, pane_id: &str) {
-        self.update_pane(pane_id, |pane, _| {
-            pane.agent = None;
-            pane.status = AgentStatus::Unknown;
+        self.update_pane(pane_id, |pane, ctx| pane.release(ctx));
+    }
+
+    /// A program started from the pane's prompt takes the terminal, in a process group of its
+    /// own, as if its command line had been typed: `["sleep","1000"]`; `["bash"]` is a nested
+    /// interactive shell (a prompt again: what is typed next is run by it); `["bash","script.sh"]`
+    /// a script (its leader, named `bash`, with the script in `argv`); `["exec", …]` replaces
+    /// the shell in front (the pane's process *is* the program: `shell_pid ==
+    /// foreground_process_group_id`). A program herdr recognises by name ([`RECOGNISED_AGENTS`])
+    /// becomes the pane's agent, `unknown` until it reports. Ignored, with a warning, for an
+    /// unknown pane.
+    pub fn run_program(&self, pane_id: &str, argv: &[&str]) {
+        let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+        self.update_pane(pane_id, |pane, ctx| match argv.split_first() {
+            Some((first, rest)) if first == "exec" => pane.start(rest, true, ctx),
+            _ => pane.start(&argv, false, ctx),
         });
     }
 
-    fn update_pane(&self, pane_id: &str, change: impl FnOnce(&mut Pane, &[InputRecord])) {
-        let mut state = self.shared.state();
-        let State { panes, .. } = &mut *state;
-        match panes.iter_mut().find(|p| p.id == pane_id) {
-            Some(pane) => {
-                let inputs = std::mem::take(&mut pane.inputs);
-                change(pane, &inputs);
-                pane.inputs = inputs;
-            }
-            None => {
-                tracing::warn!(pane_id, "fake herdr: no such pane; change ignored");
+    /// Like [`FakeHerdr::run_program`] for a job of several processes: the first `argv` is the
+    /// group's leader (`["bash","script.sh"]`), the others what it runs (`["sleep","1000"]`); all
+    /// are listed by `pane.process_info`. Ignored, with a warning, for an unknown pane.
+    pub fn run_job(&self, pane_id: &str, group: &[&[&str]]) {
+        let group: Vec<Vec<String>> = group
+            .iter()
+            .map(|argv| argv.iter().map(|a| a.to_string()).collect())
+            .collect();
+        self.update_pane(pane_id, |pane, ctx| {
+            let Some((leader, rest)) = group.split_first() else {
                 return;
+            };
+            pane.start(leader, false, ctx);
+            for argv in rest {
+                let pid = ctx.next_pid();
+                if let Some(job) = pane.jobs.last_mut() {
+                    job.procs.push(Proc::new(pid, argv));
+                }
             }
+        });
+    }
+
+    /// The program in front exits; what was under it (a nested shell, the agent, the pane's
+    /// shell) has the terminal again. The agent in front exiting is [`FakeHerdr::agent_exits`];
+    /// an `exec`'d program exiting ends the pane's process: the pane closes. Ignored, with a
+    /// warning, for an unknown pane.
+    pub fn exit_program(&self, pane_id: &str) {
+        let exited = self.update_pane(pane_id, |pane, ctx| pane.exit_front(ctx));
+        if exited == Some(Exited::PaneProcess) {
+            self.close_pane(pane_id);
         }
+    }
+
+    /// The pane's agent process exits without releasing the pane (a crash, a kill); the shell
+    /// under it has the terminal, and text typed now is run by that shell
+    /// ([`InputOutcome::RanInShell`]). An agent herdr recognises by name ([`RECOGNISED_AGENTS`],
+    /// e.g. `claude`) turns the pane `unknown` at once (real herdr v0.8.2: within 2 s) and
+    /// `agent.*` answers `agent_not_found`; any other keeps showing its last status and name
+    /// ([`Fault::AgentGone`] for one pane, for good). Ignored, with a warning, for an unknown pane.
+    pub fn agent_exits(&self, pane_id: &str) {
+        let exited = self.update_pane(pane_id, |pane, ctx| pane.agent_exits(ctx));
+        if exited == Some(Exited::PaneProcess) {
+            self.close_pane(pane_id);
+        }
+    }
+
+    fn update_pane<R>(&self, pane_id: &str, change: impl FnOnce(&mut Pane, &mut Ctx<'_>) -> R) -> Option<R> {
+        let mut state = self.shared.state();
+        let result = state.with_pane(pane_id, change);
         drop(state);
-        self.shared.bump();
+        match result {
+            Some(_) => self.shared.bump(),
+            None => tracing::warn!(pane_id, "fake herdr: no such pane; change ignored"),
+        }
+        result
     }
 
     /// A pane's true status (what was set or what input caused), ignoring faults; `None` when the
@@ -218,8 +297,9 @@ impl FakeHerdr {
         self.inputs_with(pane_id, |r| r.outcome == InputOutcome::Submitted)
     }
 
-    /// Texts the bare shell ran as commands: submitted while the pane's agent was dead
-    /// ([`Fault::AgentGone`]), in order.
+    /// Texts a shell at its prompt ran as command lines: typed into a plain shell pane (an
+    /// agent's launch command), into a nested shell, or after the pane's agent died
+    /// ([`FakeHerdr::agent_exits`], [`Fault::AgentGone`]), in order.
     pub fn ran_in_shell(&self, pane_id: &str) -> Vec<String> {
         self.inputs_with(pane_id, |r| r.outcome == InputOutcome::RanInShell)
     }

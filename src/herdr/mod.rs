@@ -76,6 +76,7 @@ mod fault;
 mod handle;
 mod keys;
 mod model;
+mod process;
 mod record;
 mod server;
 mod socket_path;
@@ -83,12 +84,14 @@ mod socket_path;
 mod tests;
 mod wire;
 
-pub use agent::{AgentStatus, InputReaction, ParseAgentStatusError};
+pub use agent::{AgentStatus, InputReaction, ParseAgentStatusError, RECOGNISED_AGENTS, is_recognised_agent};
 pub use error::HerdrError;
 pub use fault::Fault;
 pub use handle::FakeHerdr;
 pub use keys::{InvalidKey, Key, NAMED_KEYS, parse_key, parse_keys};
 use model::*;
+use process::*;
+pub use process::{SHELL_PATH, SHELLS};
 pub use record::{Call, CreatedBy, CreatedPane, InputOutcome, InputRecord};
 use server::*;
 use socket_path::*;
@@ -103,6 +106,9 @@ pub const PROTOCOL_VERSION: u32 = 20;
 pub const REVISION: u64 = 0;
 /// The name of the shell the fake's panes run (`pane.process_info` when no agent is in front).
 pub const SHELL_NAME: &str = "bash";
+/// `scroll.viewport_rows` of a pane (real herdr v0.8.2: 39; 40 in `workspace.create`'s answer,
+/// before the tab bar is drawn).
+pub const VIEWPORT_ROWS: u32 = 39;
 /// Longest request line accepted, not counting its newline (herdr: 1 MiB).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 /// File name of the socket inside the directory given to [`FakeHerdr::start`].
@@ -122,4 +128,6 @@ const METHODS: &[&str] = &[
     "agent.get",
     "agent.wait",
     "pane.process_info",
+    "pane.report_agent",
+    "pane.release_agent",
 ];

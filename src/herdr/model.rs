@@ -16,8 +16,14 @@ pub(super) struct State {
     pub(super) created: Vec<CreatedPane>,
     pub(super) closed_inputs: BTreeMap<String, Vec<InputRecord>>,
     pub(super) faults: HashSet<Fault>,
-    /// The last process id handed out (a pane's shell gets the next, its agent the one after).
+    /// The last process id handed out (shells and the jobs started in panes).
     pub(super) last_pid: u32,
+    /// herdr's `state_change_seq`: one server-wide count of agent state changes (reports,
+    /// releases, exits); each agent record carries the count of its last change.
+    pub(super) state_changes: u64,
+    /// The focused workspace: the first one created (or one created with `focus: true`); when it
+    /// closes, the first workspace left.
+    pub(super) focused_workspace: Option<String>,
 }
 
 /// The first process id the fake hands out: pids look real but never collide with the suite's.
@@ -25,15 +31,17 @@ const FIRST_PID: u32 = 40_000;
 
 pub(super) struct Workspace {
     pub(super) id: String,
-    pub(super) label: Option<String>,
+    pub(super) label: String,
     pub(super) next_tab: u64,
     pub(super) next_pane: u64,
+    /// The active tab: the first one, until a tab is created with `focus: true` or it closes.
+    pub(super) active_tab: Option<String>,
 }
 
 pub(super) struct Tab {
     pub(super) id: String,
     pub(super) workspace_id: String,
-    pub(super) label: Option<String>,
+    pub(super) label: String,
 }
 
 pub(super) struct Pane {
@@ -44,8 +52,15 @@ pub(super) struct Pane {
     pub(super) cwd: String,
     pub(super) agent: Option<String>,
     pub(super) status: AgentStatus,
-    /// The pid of the pane's shell; the agent it runs, if any, is `shell_pid + 1`.
+    /// [`State::state_changes`] at this pane's last agent state change.
+    pub(super) state_change_seq: u64,
+    /// The agent reported work (or `blocked`, `unknown`) nobody has seen: its next `idle` shows
+    /// `done` unless the pane is focused.
+    pub(super) unseen_work: bool,
+    /// The pid of the pane's shell.
     pub(super) shell_pid: u32,
+    /// Jobs started from the prompt, the last one in front; empty: the shell at its prompt.
+    pub(super) jobs: Vec<Job>,
     pub(super) reaction: InputReaction,
     /// Next status a flapping read reports: `working` when true, else `idle`.
     pub(super) flap_working: bool,
@@ -54,48 +69,254 @@ pub(super) struct Pane {
     pub(super) inputs: Vec<InputRecord>,
 }
 
+/// What a change to one pane may need besides the pane: the faults, the server-wide counters,
+/// and whether the pane is the focused one.
+pub(super) struct Ctx<'a> {
+    pub(super) faults: &'a HashSet<Fault>,
+    pub(super) seq: &'a mut u64,
+    pub(super) last_pid: &'a mut u32,
+    pub(super) focused: bool,
+}
+
+impl Ctx<'_> {
+    pub(super) fn next_pid(&mut self) -> u32 {
+        *self.last_pid = (*self.last_pid).max(FIRST_PID) + 1;
+        *self.last_pid
+    }
+}
+
+/// What became of a job that exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Exited {
+    /// Nothing was running but the pane's shell.
+    Nothing,
+    /// A job exited; what was under it has the terminal again.
+    Job,
+    /// The pane's own process exited (an `exec`'d program, or the shell itself): the pane closes.
+    PaneProcess,
+}
+
 impl Pane {
     /// [`InputReaction::WorksBriefly`]: a brief still being worked on is finished now (`agent.wait`
     /// calls this: the agent completes each brief by the time anyone waits for it).
-    pub(super) fn finish_brief(&mut self) {
+    pub(super) fn finish_brief(&mut self, ctx: &mut Ctx<'_>) {
         if self.finish_after_reads.take().is_some() {
-            self.report(AgentStatus::Idle);
+            self.report(AgentStatus::Idle, ctx);
         }
     }
 
-    /// The agent reports `status`, as `pane.report_agent` does. herdr derives `done` from it: an
-    /// agent that was `working` and reports `idle` shows `done` (nobody focuses the fake's panes,
-    /// so it is never "seen"); an idle report after anything else shows `idle`.
-    pub(super) fn report(&mut self, status: AgentStatus) {
-        self.status = match (self.status, status) {
-            (AgentStatus::Working, AgentStatus::Idle) => AgentStatus::Done,
-            (_, status) => status,
+    /// The agent reports `status` (`pane.report_agent`). herdr derives `done` from it, measured
+    /// on v0.8.2: `idle` after a report of `working`, `blocked` or `unknown` (or while `done`)
+    /// shows `done` in an unfocused pane — work nobody has seen; in the focused pane, and for an
+    /// agent's first report, it shows `idle`.
+    pub(super) fn report(&mut self, status: AgentStatus, ctx: &mut Ctx<'_>) {
+        self.status = match status {
+            AgentStatus::Idle if self.unseen_work && !ctx.focused => AgentStatus::Done,
+            status => status,
         };
+        self.unseen_work = match self.status {
+            AgentStatus::Working | AgentStatus::Blocked | AgentStatus::Unknown | AgentStatus::Done => true,
+            AgentStatus::Idle => false,
+        };
+        self.changed(ctx);
     }
 
-    /// Whether an agent process runs in the foreground: an agent pane whose agent did not die
-    /// ([`Fault::AgentGone`]). Otherwise the shell has the terminal and runs what is typed.
-    pub(super) fn agent_alive(&self, faults: &HashSet<Fault>) -> bool {
-        self.agent.is_some() && !faults.contains(&Fault::AgentGone)
+    /// Sets what herdr shows for the agent without deriving anything (a test's or a detection's
+    /// word): a `done`, `working` or `blocked` agent has work nobody has seen.
+    pub(super) fn set_shown(&mut self, status: AgentStatus, ctx: &mut Ctx<'_>) {
+        self.status = status;
+        self.unseen_work = matches!(status, AgentStatus::Working | AgentStatus::Blocked | AgentStatus::Done);
+        self.changed(ctx);
+    }
+
+    /// Counts an agent state change (`state_change_seq`).
+    pub(super) fn changed(&mut self, ctx: &mut Ctx<'_>) {
+        *ctx.seq += 1;
+        self.state_change_seq = *ctx.seq;
+    }
+
+    /// The job in front, faults applied: with [`Fault::AgentGone`] agent processes are dead.
+    pub(super) fn front(&self, faults: &HashSet<Fault>) -> Option<&Job> {
+        let gone = faults.contains(&Fault::AgentGone);
+        self.jobs.iter().rev().find(|j| !(gone && j.agent))
+    }
+
+    /// Whether a shell at its prompt has the terminal: the pane's own, or a nested interactive one.
+    pub(super) fn shell_in_front(&self, faults: &HashSet<Fault>) -> bool {
+        self.front(faults).is_none_or(Job::is_prompt)
+    }
+
+    /// Whether the pane's agent process runs in front: an agent pane whose agent program has the
+    /// terminal. Otherwise what is typed goes to a shell or to another program.
+    pub(super) fn agent_in_front(&self, faults: &HashSet<Fault>) -> bool {
+        self.agent.is_some() && self.front(faults).is_some_and(|j| j.agent)
+    }
+
+    /// A program started from the prompt takes the terminal (`exec` replaces the shell in
+    /// front). A program herdr recognises by name ([`is_recognised_agent`]) becomes the pane's
+    /// agent at once, `unknown` until it (or a test) reports, as herdr detects it.
+    pub(super) fn start(&mut self, argv: &[String], exec: bool, ctx: &mut Ctx<'_>) {
+        if argv.is_empty() {
+            return;
+        }
+        let under_pid = self.front(ctx.faults).map_or(self.shell_pid, Job::pgid);
+        let mut job = Job {
+            procs: vec![Proc::new(if exec { under_pid } else { ctx.next_pid() }, argv)],
+            exec,
+            agent: false,
+        };
+        let name = job.name().to_string();
+        if exec && !self.jobs.is_empty() {
+            // The nested shell in front is replaced by the program.
+            self.jobs.pop();
+        }
+        if is_recognised_agent(&name) && self.agent.is_none() {
+            job.agent = true;
+            self.agent = Some(name);
+            self.set_shown(AgentStatus::Unknown, ctx);
+            self.unseen_work = false;
+        }
+        self.jobs.push(job);
+    }
+
+    /// The job in front exits and what was under it has the terminal again. The pane's agent
+    /// exiting is [`Pane::agent_exits`].
+    pub(super) fn exit_front(&mut self, ctx: &mut Ctx<'_>) -> Exited {
+        match self.jobs.last() {
+            None => Exited::PaneProcess,
+            Some(job) if job.agent => self.agent_exits(ctx),
+            Some(job) if job.exec && self.jobs.len() == 1 => Exited::PaneProcess,
+            Some(_) => {
+                self.jobs.pop();
+                Exited::Job
+            }
+        }
+    }
+
+    /// The agent's process exits without releasing the pane; what was under it (the shell) has
+    /// the terminal. herdr drops an agent it recognises by name to `unknown` (measured: within
+    /// 2 s; the fake at once) and forgets it (`agent.*` answers `agent_not_found`); an agent it
+    /// does not recognise keeps its last status.
+    pub(super) fn agent_exits(&mut self, ctx: &mut Ctx<'_>) -> Exited {
+        let Some(index) = self.jobs.iter().rposition(|j| j.agent) else {
+            return Exited::Nothing;
+        };
+        let job = self.jobs.remove(index);
+        let recognised = is_recognised_agent(job.name()) || self.agent.as_deref().is_some_and(is_recognised_agent);
+        if recognised && self.agent.is_some() {
+            self.forget_agent(ctx);
+        }
+        if job.exec && index == 0 {
+            return Exited::PaneProcess;
+        }
+        Exited::Job
+    }
+
+    /// Text submitted into the pane (`enter`, or a newline in the text) reaches what is in front:
+    /// a shell at its prompt runs it as a command line ([`InputOutcome::RanInShell`]); the
+    /// pane's agent reads it and reacts ([`InputReaction`]: only its own report changes the
+    /// status); any other program reads it.
+    pub(super) fn submit(&mut self, text: &str, ctx: &mut Ctx<'_>) -> InputOutcome {
+        if ctx.faults.contains(&Fault::SwallowInput) {
+            return InputOutcome::Swallowed;
+        }
+        if self.shell_in_front(ctx.faults) {
+            self.run_in_shell(text, ctx);
+            return InputOutcome::RanInShell;
+        }
+        if !self.agent_in_front(ctx.faults) || !self.status.is_ready() {
+            return InputOutcome::Submitted;
+        }
+        match self.reaction {
+            InputReaction::StayIdle => return InputOutcome::Swallowed,
+            InputReaction::NeverReports => {}
+            InputReaction::StartWorking => self.report(AgentStatus::Working, ctx),
+            InputReaction::WorksBriefly => {
+                self.report(AgentStatus::Working, ctx);
+                // Two reads of `working` (the gateway's submit check, a heartbeat's status read),
+                // then `idle`.
+                self.finish_after_reads = Some(2);
+            }
+        }
+        InputOutcome::Submitted
+    }
+
+    /// The shell at the prompt runs each line until a program takes the terminal.
+    fn run_in_shell(&mut self, text: &str, ctx: &mut Ctx<'_>) {
+        for line in text.split(['\n', '\r']) {
+            if !self.shell_in_front(ctx.faults) {
+                break;
+            }
+            match parse_command_line(line) {
+                Command::Finishes => {}
+                // A nested shell ends; the pane's own shell exiting is not modelled.
+                Command::Exit => {
+                    if self.jobs.last().is_some_and(|j| j.is_prompt() && !j.exec) {
+                        self.jobs.pop();
+                    }
+                }
+                Command::Run(argv) => self.start(&argv, false, ctx),
+                Command::Exec(argv) => self.start(&argv, true, ctx),
+            }
+        }
+    }
+
+    /// A control key reaches the job in front: ctrl+c ends a program (not the agent, which
+    /// asks again, nor a shell at its prompt), ctrl+z stops it (the shell has the terminal
+    /// again), ctrl+d ends a nested shell at its prompt.
+    pub(super) fn press(&mut self, key: &Key, ctx: &mut Ctx<'_>) {
+        if key.modifiers != ["ctrl"] {
+            return;
+        }
+        let Some(front) = self.front(ctx.faults) else {
+            return;
+        };
+        let ends = match key.key.as_str() {
+            "c" | "z" => !front.agent && !front.is_prompt() && !front.exec,
+            "d" => front.is_prompt() && !front.exec,
+            _ => false,
+        };
+        if ends && self.jobs.last().is_some_and(|j| !j.agent) {
+            self.jobs.pop();
+        }
+    }
+
+    /// The agent leaves the pane (`pane.release_agent`): a plain shell pane to herdr again,
+    /// `unknown`; its process, if any, keeps running.
+    pub(super) fn release(&mut self, ctx: &mut Ctx<'_>) {
+        for job in &mut self.jobs {
+            job.agent = false;
+        }
+        self.forget_agent(ctx);
+    }
+
+    /// herdr forgets the pane's agent: `unknown`, no `agent`, `agent.*` answers
+    /// `agent_not_found`.
+    fn forget_agent(&mut self, ctx: &mut Ctx<'_>) {
+        self.agent = None;
+        self.status = AgentStatus::Unknown;
+        self.unseen_work = false;
+        self.finish_after_reads = None;
+        self.changed(ctx);
     }
 
     /// The status a wire read reports, faults applied (a flapping read flips the next one).
-    pub(super) fn reported_status(&mut self, faults: &HashSet<Fault>) -> AgentStatus {
+    pub(super) fn reported_status(&mut self, ctx: &mut Ctx<'_>) -> AgentStatus {
         if self.agent.is_none() {
             return AgentStatus::Unknown;
         }
         if let Some(left) = self.finish_after_reads {
             if left == 0 {
                 self.finish_after_reads = None;
-                self.report(AgentStatus::Idle);
+                self.report(AgentStatus::Idle, ctx);
             } else {
                 self.finish_after_reads = Some(left - 1);
             }
         }
-        if faults.contains(&Fault::StuckWorking) {
+        if ctx.faults.contains(&Fault::StuckWorking) {
             return AgentStatus::Working;
         }
-        if faults.contains(&Fault::Flapping) {
+        if ctx.faults.contains(&Fault::Flapping) {
             let status = if self.flap_working {
                 AgentStatus::Working
             } else {
@@ -126,37 +347,95 @@ impl State {
         self.panes.iter_mut().find(|p| p.id == id)
     }
 
-    pub(super) fn create_workspace(&mut self, label: Option<String>) -> String {
+    /// Runs `change` on a pane with what it may need ([`Ctx`]); `None` if no such pane.
+    pub(super) fn with_pane<R>(&mut self, id: &str, change: impl FnOnce(&mut Pane, &mut Ctx<'_>) -> R) -> Option<R> {
+        let focused = self.is_focused(id);
+        let State {
+            panes,
+            faults,
+            state_changes,
+            last_pid,
+            ..
+        } = self;
+        let pane = panes.iter_mut().find(|p| p.id == id)?;
+        let mut ctx = Ctx {
+            faults,
+            seq: state_changes,
+            last_pid,
+            focused,
+        };
+        Some(change(pane, &mut ctx))
+    }
+
+    /// Whether the pane is the focused one: the root pane of the focused workspace's active tab
+    /// (the fake's tabs hold one pane each).
+    pub(super) fn is_focused(&self, pane_id: &str) -> bool {
+        self.pane(pane_id).is_some_and(|p| self.is_active_tab(&p.tab_id))
+    }
+
+    /// Whether the tab is the active tab of the focused workspace.
+    pub(super) fn is_active_tab(&self, tab_id: &str) -> bool {
+        self.focused_workspace
+            .as_deref()
+            .and_then(|ws| self.workspaces.iter().find(|w| w.id == ws))
+            .is_some_and(|w| w.active_tab.as_deref() == Some(tab_id))
+    }
+
+    /// A new workspace (no tab yet). herdr labels it after its directory: `~` for `$HOME` (the
+    /// fake's directory), else the directory's name. The first one (or one asked to) has focus.
+    pub(super) fn create_workspace(&mut self, label: Option<String>, cwd: &str, home: &str, focus: bool) -> String {
         self.next_workspace += 1;
         let id = format!("w{}", self.next_workspace);
+        let label = label.unwrap_or_else(|| {
+            if cwd == home {
+                "~".to_string()
+            } else {
+                Path::new(cwd)
+                    .file_name()
+                    .map_or_else(|| cwd.to_string(), |n| n.to_string_lossy().into_owned())
+            }
+        });
         self.workspaces.push(Workspace {
             id: id.clone(),
             label,
             next_tab: 0,
             next_pane: 0,
+            active_tab: None,
         });
+        if focus || self.focused_workspace.is_none() {
+            self.focused_workspace = Some(id.clone());
+        }
         id
     }
 
-    /// A new tab in workspace `ws` with one shell pane; returns (tab id, pane id).
-    pub(super) fn create_tab(&mut self, ws: &str, label: Option<String>, cwd: String) -> (String, String) {
+    /// A new tab in workspace `ws` with one shell pane; returns (tab id, pane id). herdr labels
+    /// an unlabelled tab with its number. The workspace's first tab (or one asked to) is active.
+    pub(super) fn create_tab(&mut self, ws: &str, label: Option<String>, cwd: String, focus: bool) -> (String, String) {
+        let number = self.tabs.iter().filter(|t| t.workspace_id == ws).count() + 1;
         let (tab_id, pane_id) = match self.workspaces.iter_mut().find(|w| w.id == ws) {
             Some(w) => {
                 w.next_tab += 1;
                 w.next_pane += 1;
-                (format!("{ws}:t{}", w.next_tab), format!("{ws}:p{}", w.next_pane))
+                let tab_id = format!("{ws}:t{}", w.next_tab);
+                if focus || w.active_tab.is_none() {
+                    w.active_tab = Some(tab_id.clone());
+                }
+                (tab_id, format!("{ws}:p{}", w.next_pane))
             }
             // Callers pass an existing workspace; keep ids well-formed regardless.
             None => (format!("{ws}:t0"), format!("{ws}:p0")),
         };
+        if focus {
+            self.focused_workspace = Some(ws.to_string());
+        }
         self.tabs.push(Tab {
             id: tab_id.clone(),
             workspace_id: ws.to_string(),
-            label,
+            label: label.unwrap_or_else(|| number.to_string()),
         });
         let hex = uuid::Uuid::new_v4().simple().to_string();
         let shell_pid = self.last_pid.max(FIRST_PID) + 1;
-        self.last_pid = shell_pid + 1;
+        self.last_pid = shell_pid;
         self.panes.push(Pane {
             id: pane_id.clone(),
             terminal_id: format!("term_{}", &hex[..14]),
@@ -165,7 +444,10 @@ impl State {
             cwd,
             agent: None,
             status: AgentStatus::Unknown,
+            state_change_seq: 0,
+            unseen_work: false,
             shell_pid,
+            jobs: Vec::new(),
             reaction: InputReaction::default(),
             flap_working: false,
             finish_after_reads: None,
@@ -175,6 +457,8 @@ impl State {
     }
 
     /// Removes a pane, then its tab if empty, then its workspace if empty. False if no such pane.
+    /// A closed active tab passes the focus to the workspace's first tab left; a closed focused
+    /// workspace to the first workspace left.
     pub(super) fn remove_pane(&mut self, id: &str) -> bool {
         let Some(index) = self.panes.iter().position(|p| p.id == id) else {
             return false;
@@ -182,8 +466,21 @@ impl State {
         let pane = self.panes.remove(index);
         if !self.panes.iter().any(|p| p.tab_id == pane.tab_id) {
             self.tabs.retain(|t| t.id != pane.tab_id);
-            if !self.tabs.iter().any(|t| t.workspace_id == pane.workspace_id) {
+            let first_tab = self
+                .tabs
+                .iter()
+                .find(|t| t.workspace_id == pane.workspace_id)
+                .map(|t| t.id.clone());
+            if let Some(w) = self.workspaces.iter_mut().find(|w| w.id == pane.workspace_id)
+                && w.active_tab.as_deref() == Some(pane.tab_id.as_str())
+            {
+                w.active_tab = first_tab.clone();
+            }
+            if first_tab.is_none() {
                 self.workspaces.retain(|w| w.id != pane.workspace_id);
+                if self.focused_workspace.as_deref() == Some(pane.workspace_id.as_str()) {
+                    self.focused_workspace = self.workspaces.first().map(|w| w.id.clone());
+                }
             }
         }
         self.closed_inputs.insert(pane.id, pane.inputs);
@@ -226,22 +523,20 @@ impl State {
     }
 
     pub(super) fn pane_wire(&mut self, id: &str) -> Option<PaneWire> {
-        let faults = self.faults.clone();
-        let pane = self.pane_mut(id)?;
-        Some(PaneWire {
+        self.with_pane(id, |pane, ctx| PaneWire {
             pane_id: pane.id.clone(),
             terminal_id: pane.terminal_id.clone(),
             workspace_id: pane.workspace_id.clone(),
             tab_id: pane.tab_id.clone(),
-            focused: false,
+            focused: ctx.focused,
             cwd: pane.cwd.clone(),
             foreground_cwd: pane.cwd.clone(),
             agent: pane.agent.clone(),
-            agent_status: pane.reported_status(&faults),
+            agent_status: pane.reported_status(ctx),
             scroll: Scroll {
                 offset_from_bottom: 0,
                 max_offset_from_bottom: 0,
-                viewport_rows: 39,
+                viewport_rows: VIEWPORT_ROWS,
             },
             revision: REVISION,
         })
@@ -266,8 +561,8 @@ impl State {
             tab_id: id.to_string(),
             workspace_id,
             number,
-            label: tab.and_then(|t| t.label.clone()),
-            focused: false,
+            label: tab.map(|t| t.label.clone()).unwrap_or_default(),
+            focused: self.is_active_tab(id),
             pane_count: statuses.len(),
             agent_status: aggregate(&statuses),
         }
@@ -276,7 +571,7 @@ impl State {
     pub(super) fn workspace_wire(&self, id: &str) -> WorkspaceWire {
         let ws = self.workspaces.iter().find(|w| w.id == id);
         let number = self.workspaces.iter().position(|w| w.id == id).map_or(0, |i| i + 1);
-        let tabs: Vec<&Tab> = self.tabs.iter().filter(|t| t.workspace_id == id).collect();
+        let tab_count = self.tabs.iter().filter(|t| t.workspace_id == id).count();
         let statuses: Vec<AgentStatus> = self
             .panes
             .iter()
@@ -286,11 +581,11 @@ impl State {
         WorkspaceWire {
             workspace_id: id.to_string(),
             number,
-            label: ws.and_then(|w| w.label.clone()),
-            focused: false,
+            label: ws.map(|w| w.label.clone()).unwrap_or_default(),
+            focused: self.focused_workspace.as_deref() == Some(id),
             pane_count: statuses.len(),
-            tab_count: tabs.len(),
-            active_tab_id: tabs.first().map(|t| t.id.clone()),
+            tab_count,
+            active_tab_id: ws.and_then(|w| w.active_tab.clone()),
             agent_status: aggregate(&statuses),
         }
     }
@@ -309,31 +604,40 @@ pub(super) fn aggregate(statuses: &[AgentStatus]) -> AgentStatus {
     .unwrap_or(AgentStatus::Unknown)
 }
 
-/// The agent's name as herdr would detect it from the command last submitted into the pane.
-pub(super) fn agent_name_from_inputs(inputs: &[InputRecord]) -> String {
-    inputs
+/// The agent's name for a pane that reports a status with no agent known: the program in front
+/// (herdr names an agent after its process), else the command last run in the pane, else `agent`.
+pub(super) fn agent_name_for(pane: &Pane, faults: &HashSet<Fault>) -> String {
+    if let Some(job) = pane.front(faults).filter(|j| !j.is_prompt()) {
+        return job.name().to_string();
+    }
+    pane.inputs
         .iter()
         .rev()
-        .filter(|r| r.outcome == InputOutcome::Submitted)
+        .filter(|r| matches!(r.outcome, InputOutcome::Submitted | InputOutcome::RanInShell))
         .find_map(|r| r.text.split_whitespace().find(|word| !word.contains('=')))
-        .map(|program| program.rsplit('/').next().unwrap_or(program).to_string())
+        .map(program_name)
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "agent".to_string())
 }
 
-/// herdr's check of a caller's env: keys non-empty without `=` or NUL, values without NUL.
+/// herdr's check of a caller's env: keys non-empty without `=` or NUL, values without NUL (the
+/// messages as real herdr v0.8.2 words them).
 pub(super) fn validate_env(env: &BTreeMap<String, String>) -> Result<(), WireError> {
-    if let Some(key) = env.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
-        return Err(WireError::new(
-            "invalid_env",
-            format!("invalid env key {key:?}: keys must be non-empty and hold no '=' or NUL"),
-        ));
-    }
-    if let Some(key) = env.iter().find(|(_, v)| v.contains('\0')).map(|(k, _)| k) {
-        return Err(WireError::new(
-            "invalid_env",
-            format!("invalid env value for {key:?}: values must hold no NUL"),
-        ));
+    for (key, value) in env {
+        let problem = if key.is_empty() {
+            Some("env key must not be empty".to_string())
+        } else if key.contains('=') {
+            Some(format!("env key {key} must not contain '='"))
+        } else if key.contains('\0') {
+            Some(format!("env key {key} must not contain NUL bytes"))
+        } else if value.contains('\0') {
+            Some(format!("env value for {key} must not contain NUL bytes"))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            return Err(WireError::new("invalid_env", message));
+        }
     }
     Ok(())
 }
@@ -347,25 +651,28 @@ pub(super) fn pane_cwd(asked: Option<&str>, home: &str) -> String {
     }
 }
 
-/// What `pane.process_info` reports for a pane: the agent in the foreground while one runs,
-/// else the bare shell (a plain shell pane, or an agent that died without a release).
+/// What `pane.process_info` reports for a pane: every process of the job in front, or the pane's
+/// shell at its prompt (`argv ["/bin/bash"]`) when nothing else runs or the agent died
+/// ([`Fault::AgentGone`]).
 pub(super) fn process_info(pane: &Pane, faults: &HashSet<Fault>) -> ProcessInfoWire {
-    let cwd = pane.cwd.clone();
-    let (pid, name, argv) = match (&pane.agent, pane.agent_alive(faults)) {
-        (Some(agent), true) => (pane.shell_pid + 1, agent.clone(), vec![agent.clone()]),
-        _ => (pane.shell_pid, SHELL_NAME.to_string(), vec![SHELL_NAME.to_string()]),
+    let shell = [Proc::new(pane.shell_pid, &[SHELL_PATH.to_string()])];
+    let (group, procs) = match pane.front(faults) {
+        Some(job) => (job.pgid(), job.procs.as_slice()),
+        None => (pane.shell_pid, shell.as_slice()),
     };
     ProcessInfoWire {
         pane_id: pane.id.clone(),
         shell_pid: pane.shell_pid,
-        foreground_process_group_id: pid,
-        foreground_processes: vec![ProcessWire {
-            pid,
-            argv0: name.clone(),
-            cmdline: argv.join(" "),
-            name,
-            argv,
-            cwd,
-        }],
+        foreground_process_group_id: group,
+        foreground_processes: procs
+            .iter()
+            .map(|p| ProcessWire {
+                pid: p.pid,
+                name: p.name.clone(),
+                argv: p.argv.clone(),
+                cmdline: p.cmdline(),
+                cwd: pane.cwd.clone(),
+            })
+            .collect(),
     }
 }

@@ -7,14 +7,16 @@ use super::*;
 /// What became of one accepted `pane.send_input`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputOutcome {
-    /// Typed and submitted (the keys held `enter`).
+    /// Typed and submitted (the keys held `enter`) to a program in front: the pane's agent (what
+    /// it did then is its [`InputReaction`]) or another program reading the terminal.
     Submitted,
     /// Answered `ok` but not submitted ([`Fault::SwallowInput`] or [`InputReaction::StayIdle`]).
     Swallowed,
     /// Typed without `enter`: left in the prompt, not submitted.
     Typed,
-    /// Submitted into a pane whose agent had died ([`Fault::AgentGone`]): the bare shell ran the
-    /// text as a command. Never an inject: no agent saw it.
+    /// Submitted while a shell at its prompt had the terminal (a plain shell pane, a nested
+    /// shell, or a pane whose agent had died: [`FakeHerdr::agent_exits`], [`Fault::AgentGone`]):
+    /// the shell ran the text as a command line. Never an inject: no agent saw it.
     RanInShell,
 }
 

@@ -156,7 +156,11 @@ impl Shared {
             "pane.send_input" => parse_params(params).and_then(|p| self.send_input(p, received_at)),
             "pane.get" => parse_params(params).and_then(|p: PaneTarget| self.pane_get(&p.pane_id)),
             "pane.close" => parse_params(params).and_then(|p: PaneTarget| self.pane_close(&p.pane_id)),
-            "pane.process_info" => parse_params(params).and_then(|p: PaneTarget| self.pane_process_info(&p.pane_id)),
+            "pane.process_info" => {
+                parse_params(params).and_then(|p: OptionalPaneTarget| self.pane_process_info(p.pane_id.as_deref()))
+            }
+            "pane.report_agent" => parse_params(params).and_then(|p| self.report_agent(p)),
+            "pane.release_agent" => parse_params(params).and_then(|p| self.release_agent(p)),
             "agent.get" => parse_params(params)
                 .and_then(|p: AgentTarget| self.probe_agent(&p.target).map(|agent| ResultBody::AgentInfo { agent })),
             "agent.wait" => match parse_params::<AgentWaitParams>(params) {
@@ -173,7 +177,6 @@ impl Shared {
                         target: p.target,
                         until: p.until,
                         deadline,
-                        timeout_ms: p.timeout_ms,
                     });
                 }
                 Err(e) => Err(e),
@@ -193,8 +196,8 @@ impl Shared {
         self.refuse_create()?;
         let cwd = pane_cwd(p.cwd.as_deref(), &self.default_cwd);
         let mut state = self.state();
-        let ws = state.create_workspace(p.label.clone());
-        let (tab_id, pane_id) = state.create_tab(&ws, None, cwd.clone());
+        let ws = state.create_workspace(p.label.clone(), &cwd, &self.default_cwd, p.focus);
+        let (tab_id, pane_id) = state.create_tab(&ws, None, cwd.clone(), false);
         state.record_created(
             &self.socket_path,
             CreatedBy::WorkspaceCreate,
@@ -204,10 +207,13 @@ impl Shared {
             &pane_id,
             cwd,
         );
+        let mut root_pane = state.pane_wire(&pane_id).ok_or_else(internal_error)?;
+        // Real herdr answers before the new tab's bar is drawn: one row more than later reads.
+        root_pane.scroll.viewport_rows = VIEWPORT_ROWS + 1;
         let body = ResultBody::WorkspaceCreated {
             workspace: state.workspace_wire(&ws),
             tab: state.tab_wire(&tab_id),
-            root_pane: state.pane_wire(&pane_id).ok_or_else(internal_error)?,
+            root_pane,
         };
         drop(state);
         self.bump();
@@ -224,13 +230,13 @@ impl Shared {
         let Some(ws) = ws else {
             let message = match &p.workspace_id {
                 Some(id) => format!("workspace {id} not found"),
-                None => "no workspace to create the tab in".to_string(),
+                None => "no active workspace".to_string(),
             };
             return Err(WireError::new("workspace_not_found", message));
         };
         validate_env(&p.env)?;
         let cwd = pane_cwd(p.cwd.as_deref(), &self.default_cwd);
-        let (tab_id, pane_id) = state.create_tab(&ws, p.label.clone(), cwd.clone());
+        let (tab_id, pane_id) = state.create_tab(&ws, p.label.clone(), cwd.clone(), p.focus);
         state.record_created(&self.socket_path, CreatedBy::TabCreate, &p, &ws, &tab_id, &pane_id, cwd);
         let body = ResultBody::TabCreated {
             tab: state.tab_wire(&tab_id),
@@ -243,11 +249,10 @@ impl Shared {
 
     pub(super) fn send_input(&self, p: SendInputParams, received_at: Instant) -> Result<ResultBody, WireError> {
         let mut state = self.state();
-        let faults = state.faults.clone();
-        let swallow = faults.contains(&Fault::SwallowInput);
-        let fail = faults.contains(&Fault::SendInputFails);
-        let pane = state.pane_mut(&p.pane_id).ok_or_else(|| pane_not_found(&p.pane_id))?;
-        if fail {
+        if state.pane(&p.pane_id).is_none() {
+            return Err(pane_not_found(&p.pane_id));
+        }
+        if state.faults.contains(&Fault::SendInputFails) {
             return Err(WireError::new(
                 "pane_send_failed",
                 format!("failed to send input to pane {}", p.pane_id),
@@ -257,36 +262,56 @@ impl Shared {
         let keys = parse_keys(&p.keys).map_err(|e| WireError::new("invalid_key", e.to_string()))?;
         // A newline in the text submits too: a program that reads lines sees each line.
         let enter = keys.iter().any(Key::is_enter) || p.text.contains(['\n', '\r']);
-        let alive = pane.agent_alive(&faults);
-        let ready_agent = alive && pane.status.is_ready();
-        let outcome = if !enter {
-            InputOutcome::Typed
-        } else if pane.agent.is_some() && !alive {
-            InputOutcome::RanInShell
-        } else if swallow || (ready_agent && pane.reaction == InputReaction::StayIdle) {
-            InputOutcome::Swallowed
-        } else {
-            InputOutcome::Submitted
-        };
-        let starts_working = outcome == InputOutcome::Submitted && ready_agent;
-        if starts_working {
-            pane.status = AgentStatus::Working;
-            if pane.reaction == InputReaction::WorksBriefly {
-                // Two reads of `working` (the gateway's submit check, a heartbeat's status read),
-                // then `idle`.
-                pane.finish_after_reads = Some(2);
+        state.with_pane(&p.pane_id, |pane, ctx| {
+            let outcome = if enter {
+                pane.submit(&p.text, ctx)
+            } else {
+                InputOutcome::Typed
+            };
+            for key in &keys {
+                pane.press(key, ctx);
             }
-        }
-        pane.inputs.push(InputRecord {
-            text: p.text,
-            keys: p.keys,
-            outcome,
-            received_at,
+            pane.inputs.push(InputRecord {
+                text: p.text,
+                keys: p.keys,
+                outcome,
+                received_at,
+            });
         });
         drop(state);
-        if starts_working {
-            self.bump();
-        }
+        self.bump();
+        Ok(ResultBody::Ok {})
+    }
+
+    /// `pane.report_agent`: the agent in the pane reports its state; herdr names the pane's agent
+    /// after the report and derives `done` ([`Pane::report`]).
+    pub(super) fn report_agent(&self, p: ReportAgentParams) -> Result<ResultBody, WireError> {
+        let mut state = self.state();
+        state
+            .with_pane(&p.pane_id, |pane, ctx| {
+                if pane.agent.is_none() {
+                    pane.unseen_work = false;
+                }
+                pane.agent = Some(p.agent.clone());
+                if let Some(job) = pane.jobs.last_mut().filter(|j| !j.is_prompt()) {
+                    job.agent = true;
+                }
+                pane.report(p.state, ctx);
+            })
+            .ok_or_else(|| pane_not_found(&p.pane_id))?;
+        drop(state);
+        self.bump();
+        Ok(ResultBody::Ok {})
+    }
+
+    /// `pane.release_agent`: the agent leaves; the pane is a plain shell pane to herdr again.
+    pub(super) fn release_agent(&self, p: ReleaseAgentParams) -> Result<ResultBody, WireError> {
+        let mut state = self.state();
+        state
+            .with_pane(&p.pane_id, |pane, ctx| pane.release(ctx))
+            .ok_or_else(|| pane_not_found(&p.pane_id))?;
+        drop(state);
+        self.bump();
         Ok(ResultBody::Ok {})
     }
 
@@ -304,10 +329,15 @@ impl Shared {
         Ok(ResultBody::PaneInfo { pane })
     }
 
-    /// `pane.process_info`: which process has the pane's terminal (see [`process_info`]).
-    pub(super) fn pane_process_info(&self, pane_id: &str) -> Result<ResultBody, WireError> {
+    /// `pane.process_info`: which processes have the pane's terminal (see [`process_info`]);
+    /// without a pane, the focused one.
+    pub(super) fn pane_process_info(&self, pane_id: Option<&str>) -> Result<ResultBody, WireError> {
         let state = self.state();
-        let pane = state.pane(pane_id).ok_or_else(|| pane_not_found(pane_id))?;
+        let pane = match pane_id {
+            Some(id) => state.pane(id),
+            None => state.panes.iter().find(|p| state.is_focused(&p.id)),
+        };
+        let pane = pane.ok_or_else(|| WireError::new("pane_not_found", "pane not found"))?;
         Ok(ResultBody::PaneProcessInfo {
             process_info: process_info(pane, &state.faults),
         })
@@ -323,31 +353,33 @@ impl Shared {
 
     /// One read of an agent, as `agent.get` answers it.
     pub(super) fn probe_agent(&self, target: &str) -> Result<AgentWire, WireError> {
-        let mut state = self.state();
-        let faults = state.faults.clone();
         let agent_not_found = || WireError::new("agent_not_found", format!("agent target {target} not found"));
-        let pane = state.pane_mut(target).ok_or_else(agent_not_found)?;
-        let agent = pane.agent.clone().ok_or_else(agent_not_found)?;
-        let agent_status = pane.reported_status(&faults);
-        Ok(AgentWire {
-            pane_id: pane.id.clone(),
-            terminal_id: pane.terminal_id.clone(),
-            workspace_id: pane.workspace_id.clone(),
-            tab_id: pane.tab_id.clone(),
-            agent,
-            agent_status,
-            focused: false,
-            cwd: pane.cwd.clone(),
-            revision: REVISION,
-        })
+        self.state()
+            .with_pane(target, |pane, ctx| {
+                let agent = pane.agent.clone()?;
+                let agent_status = pane.reported_status(ctx);
+                Some(AgentWire {
+                    terminal_id: pane.terminal_id.clone(),
+                    agent,
+                    agent_status,
+                    workspace_id: pane.workspace_id.clone(),
+                    tab_id: pane.tab_id.clone(),
+                    pane_id: pane.id.clone(),
+                    focused: ctx.focused,
+                    state_change_seq: pane.state_change_seq,
+                    cwd: pane.cwd.clone(),
+                    foreground_cwd: pane.cwd.clone(),
+                    revision: REVISION,
+                })
+            })
+            .flatten()
+            .ok_or_else(agent_not_found)
     }
 
     /// `agent.wait`: answers as soon as the status is in `until`, re-checking on every change.
     pub(super) async fn wait_agent(&self, spec: WaitSpec) -> Envelope {
         let mut changes = self.changed.subscribe();
-        if let Some(pane) = self.state().pane_mut(&spec.target) {
-            pane.finish_brief();
-        }
+        self.state().with_pane(&spec.target, |pane, ctx| pane.finish_brief(ctx));
         loop {
             changes.borrow_and_update();
             match self.probe_agent(&spec.target) {
@@ -370,14 +402,7 @@ impl Shared {
                     }
                 }
                 () = timed_out => {
-                    let until: Vec<&str> = spec.until.iter().map(|s| s.as_str()).collect();
-                    let message = format!(
-                        "timed out after {} ms waiting for agent {} to be {}",
-                        spec.timeout_ms.unwrap_or_default(),
-                        spec.target,
-                        until.join("|"),
-                    );
-                    return Envelope::error(spec.id, WireError::new("timeout", message));
+                    return Envelope::error(spec.id, WireError::new("timeout", "timed out waiting for agent status"));
                 }
             }
         }

@@ -41,6 +41,33 @@ pub(super) struct PaneTarget {
     pub(super) pane_id: String,
 }
 
+/// `pane.process_info`'s params: without `pane_id` herdr answers for the focused pane.
+#[derive(Deserialize)]
+pub(super) struct OptionalPaneTarget {
+    #[serde(default)]
+    pub(super) pane_id: Option<String>,
+}
+
+/// `pane.report_agent`: an agent (or a hook on its behalf) reports its state.
+#[derive(Deserialize)]
+pub(super) struct ReportAgentParams {
+    pub(super) pane_id: String,
+    #[allow(dead_code)]
+    pub(super) source: String,
+    pub(super) agent: String,
+    pub(super) state: AgentStatus,
+}
+
+/// `pane.release_agent`: the agent leaves the pane.
+#[derive(Deserialize)]
+pub(super) struct ReleaseAgentParams {
+    pub(super) pane_id: String,
+    #[allow(dead_code)]
+    pub(super) source: String,
+    #[allow(dead_code)]
+    pub(super) agent: String,
+}
+
 #[derive(Deserialize)]
 pub(super) struct AgentTarget {
     pub(super) target: String,
@@ -70,7 +97,6 @@ pub(super) struct WaitSpec {
     pub(super) target: String,
     pub(super) until: Vec<AgentStatus>,
     pub(super) deadline: Option<tokio::time::Instant>,
-    pub(super) timeout_ms: Option<u64>,
 }
 
 pub(super) enum Outcome {
@@ -270,7 +296,6 @@ pub(super) struct ProcessInfoWire {
 pub(super) struct ProcessWire {
     pub(super) pid: u32,
     pub(super) name: String,
-    pub(super) argv0: String,
     pub(super) argv: Vec<String>,
     pub(super) cmdline: String,
     pub(super) cwd: String,
@@ -310,8 +335,7 @@ pub(super) struct TabWire {
     pub(super) tab_id: String,
     pub(super) workspace_id: String,
     pub(super) number: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) label: Option<String>,
+    pub(super) label: String,
     pub(super) focused: bool,
     pub(super) pane_count: usize,
     pub(super) agent_status: AgentStatus,
@@ -321,8 +345,7 @@ pub(super) struct TabWire {
 pub(super) struct WorkspaceWire {
     pub(super) workspace_id: String,
     pub(super) number: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) label: Option<String>,
+    pub(super) label: String,
     pub(super) focused: bool,
     pub(super) pane_count: usize,
     pub(super) tab_count: usize,
@@ -333,13 +356,15 @@ pub(super) struct WorkspaceWire {
 
 #[derive(Serialize)]
 pub(super) struct AgentWire {
-    pub(super) pane_id: String,
     pub(super) terminal_id: String,
-    pub(super) workspace_id: String,
-    pub(super) tab_id: String,
     pub(super) agent: String,
     pub(super) agent_status: AgentStatus,
+    pub(super) workspace_id: String,
+    pub(super) tab_id: String,
+    pub(super) pane_id: String,
     pub(super) focused: bool,
+    pub(super) state_change_seq: u64,
     pub(super) cwd: String,
+    pub(super) foreground_cwd: String,
     pub(super) revision: u64,
 }
