@@ -29,7 +29,7 @@ Feature: herdr misbehaving — every failed inject is a visible FAILED, the gate
     And "lead" sends "bisect the regression" to "w1"
     Then the send returns "failed" with reason "stopped" within the inject bound
 
-  @FWD-2 @FWD-4 @herdr-agent-gone
+  @FWD-2 @FWD-4 @C-20
   Scenario: the worker's agent has exited but herdr still shows it done: the brief is not typed into its shell
     Given "w1" is done
     And the agent of "w1" has exited, herdr still showing its last status

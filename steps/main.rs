@@ -16,6 +16,7 @@
 //! started, then exit with 130 / 143; so does a panic that unwinds out of the runner. A run first
 //! removes what earlier runs that died without cleaning up left behind (`fleet_conformance::cleanup`).
 
+mod agent_gone;
 mod ask;
 mod broadcast;
 mod broker_restart;

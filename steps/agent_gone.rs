@@ -1,0 +1,75 @@
+//! Steps of SPEC [C-20] (`agent_gone.feature`): who holds a pane's terminal when its agent is gone
+//! or something else runs in front, as the fake herdr serves it through `pane.process_info`
+//! (docs/CONTRACT.md, "Agent gone"), and the outcomes a sender may see then.
+//!
+//! Why a file of its own: these steps change what runs in a pane (a nested shell, a script, an
+//! agent's exit), which the forward and pull steps never do; the absence checks ("nothing typed",
+//! "no nudge") are the shared ones.
+
+use anyhow::ensure;
+use cucumber::{given, then};
+use fleet_conformance::herdr::AgentStatus;
+use serde_json::json;
+
+use crate::world::FleetWorld;
+
+/// The host and pane of an entity.
+fn pane_of(w: &FleetWorld, name: &str) -> anyhow::Result<(String, String)> {
+    let e = w.entity(name)?;
+    Ok((e.host.clone(), e.pane.clone()))
+}
+
+/// An interactive `bash` started in the pane takes its terminal (e.g. an agent that handed the
+/// terminal to a shell, or a user who typed `bash`): herdr's status stays what it was.
+#[given(expr = "an interactive shell started in the pane of {string} holds its terminal")]
+async fn nested_shell(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (host, pane) = pane_of(w, &name)?;
+    let herdr = &w.host(&host)?.herdr;
+    let before = herdr.status(&pane);
+    herdr.run_program(&pane, &["bash"]);
+    ensure!(
+        herdr.status(&pane) == before && herdr.agent(&pane).is_some(),
+        "herdr no longer shows the agent of {name} as before ({before:?}): the scenario needs its status kept"
+    );
+    Ok(())
+}
+
+/// The worker's agent (named `claude`, which herdr recognises) exits without releasing the pane:
+/// herdr shows `unknown` and no agent, the pane's shell has the terminal.
+#[given(expr = "the agent of {string} has exited, herdr showing the pane's status as unknown")]
+async fn recognised_agent_exits(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (host, pane) = pane_of(w, &name)?;
+    let herdr = &w.host(&host)?.herdr;
+    herdr.agent_exits(&pane);
+    ensure!(
+        herdr.status(&pane) == Some(AgentStatus::Unknown) && herdr.agent(&pane).is_none(),
+        "herdr still shows an agent in the pane of {name}: the scenario needs one herdr recognises"
+    );
+    Ok(())
+}
+
+/// A script run by `bash` (its leader named `bash`, the script in its argv, plus what it runs)
+/// has the terminal; herdr still shows the pane's agent status.
+#[given(expr = "a script run by bash holds the terminal of {string}")]
+async fn script_in_front(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (host, pane) = pane_of(w, &name)?;
+    w.host(&host)?
+        .herdr
+        .run_job(&pane, &[&["bash", "run-agent.sh"], &["sleep", "1000"]]);
+    Ok(())
+}
+
+/// [C-20] leaves the gate open for a program that is not a shell at its prompt, so the brief is
+/// typed (FWD-2); whether that program then acts on it decides between INJECTED and FWD-7's
+/// `not_submitted`. Both are allowed; `stopped` (no agent gone) and `busy` (the gate was open)
+/// are not.
+#[then(regex = r#"^the send returns "injected", or "failed" with reason "not_submitted", within the inject bound$"#)]
+async fn injected_or_not_submitted(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let bound = w.inject_bound() + std::time::Duration::from_secs(3);
+    let v = w.call_result("send", bound).await?;
+    ensure!(
+        v["status"] == json!("injected") || (v["status"] == json!("failed") && v["reason"] == json!("not_submitted")),
+        "send returned {v}, expected \"injected\" or \"failed\" with reason \"not_submitted\""
+    );
+    Ok(())
+}
