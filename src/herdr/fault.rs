@@ -26,10 +26,13 @@ pub enum Fault {
     /// `workspace.create` and `tab.create` fail with `internal_error`: no pane can be opened
     /// (a launcher error, SPN-3's `spawn_failed`).
     CreateFails,
-    /// The agent process in every agent pane died without `pane.release_agent`: herdr keeps
-    /// showing its last status (`done`, `idle`, …) and agent name, but `pane.process_info` shows
-    /// the bare shell in the foreground, and text submitted into the pane is run by that shell as
-    /// a command (recorded as [`InputOutcome::RanInShell`](super::InputOutcome::RanInShell); the
-    /// status does not move). What real herdr v0.8.2 does when an agent crashes.
+    /// The agent process in every agent pane died without `pane.release_agent`, and herdr keeps
+    /// showing its last status (`done`, `idle`, …) and agent name — what real herdr v0.8.2 does
+    /// for an agent it does not recognise by name, whatever its name here. `pane.process_info`
+    /// shows what was under the agent (the bare shell), and text submitted into the pane is run by
+    /// that shell as a command (recorded as
+    /// [`InputOutcome::RanInShell`](super::InputOutcome::RanInShell); the status does not move).
+    /// Switched off, the agents are alive again. For one pane, and for good, use
+    /// [`FakeHerdr::agent_exits`](super::FakeHerdr::agent_exits).
     AgentGone,
 }

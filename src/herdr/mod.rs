@@ -2,60 +2,72 @@
 //!
 //! Why it exists: a Fleet gateway spawns, feeds, watches and stops AI agents through herdr's
 //! socket API (`docs/HERDR.md`). A real herdr needs real agents and real terminals, and it
-//! cannot be told to misbehave on cue. This fake speaks the same wire subset byte for byte
-//! (newline-delimited JSON, one request per connection, herdr 0.8.2 / protocol 20), keeps a
-//! small model of workspaces, tabs and panes, records every call it receives, and can be switched
-//! into the failures herdr users actually hit ([`Fault`]): input answered `ok` but never
-//! submitted, a status stuck on `working` or flapping, a call that never answers, a server that
-//! is down. Tests drive the agents' statuses ([`FakeHerdr::set_status`]) and read back what the
-//! gateway did ([`FakeHerdr::calls`], [`FakeHerdr::inputs`], [`FakeHerdr::created_panes`]).
+//! cannot be told to misbehave on cue. This fake speaks the same wire subset (newline-delimited
+//! JSON, one request per connection, herdr 0.8.2 / protocol 20), keeps a small model of
+//! workspaces, tabs, panes, the processes in their terminals and the agents herdr sees, records
+//! every call it receives, and can be switched into the failures herdr users actually hit
+//! ([`Fault`]). It is checked against a recorded real herdr v0.8.2 session, answer by answer and
+//! field by field (`replay_tests.rs`, `fixtures/herdr-0.8.2/`); what still differs is listed there
+//! and in docs/HERDR.md with the reason it cannot hide a gateway bug.
 //!
-//! Wire behaviour, as herdr's server does it:
+//! The model, as real herdr v0.8.2 behaved when measured:
+//! - **Terminals** (`process.rs`). Each pane runs a shell (`argv ["/bin/bash"]`). Text submitted
+//!   while a shell at its prompt has the terminal (the pane's own, or a nested interactive one) is
+//!   run by it as a command line ([`InputOutcome::RanInShell`]): a program (`sleep 1000`) then takes
+//!   the terminal in a group of its own, `exec` replaces the shell, builtins (`echo`) finish at
+//!   once; ctrl+c ends a program, ctrl+z stops it, ctrl+d ends a nested shell.
+//!   `pane.process_info` lists every process of the group in front with its `argv`; without
+//!   `pane_id` it answers for the focused pane. Tests start programs with
+//!   [`FakeHerdr::run_program`] / [`FakeHerdr::run_job`] and end them with
+//!   [`FakeHerdr::exit_program`].
+//! - **Agents** (`agent.rs`, `model.rs`). What herdr shows (`agent`, `agent_status`) changes only
+//!   when the agent reports (`pane.report_agent`, or a test's [`FakeHerdr::set_status`]) — never
+//!   because something was typed. The agent program in a pane reads a submitted line and reacts as
+//!   its [`InputReaction`] says: by default it reports `working` at once (as the recorded stand-in
+//!   agent and a real agent's hooks do); [`InputReaction::NeverReports`] reads and never reports.
+//!   herdr derives `done`: `idle` after `working`, `blocked` or `unknown` shows `done` in an
+//!   unfocused pane; the focused pane (the root pane of the focused workspace's active tab) and an
+//!   agent's first report show `idle`. A program herdr recognises by name
+//!   ([`RECOGNISED_AGENTS`], e.g. `claude`) is an agent from its start (`unknown` until it
+//!   reports); when it exits ([`FakeHerdr::agent_exits`]) the pane turns `unknown` at once (real:
+//!   within 2 s) and `agent.*` answers `agent_not_found`. Any other agent that exits leaves its
+//!   last status and name behind while its shell has the terminal — the shell hazard
+//!   ([`Fault::AgentGone`] for every pane at once). `pane.release_agent` makes the pane a plain
+//!   shell pane to herdr. Every agent state change counts in `state_change_seq`.
+//! - **Layout** (`model.rs`). Ids are `wN`, `wN:tM`, `wN:pK`, counted per workspace and never
+//!   reused. The first workspace is the focused one and its first tab the active one (a
+//!   `focus: true` create moves them); closing a tab's last pane removes the tab, removing a
+//!   workspace's last tab removes the workspace, after which `tab.create` fails with
+//!   `workspace_not_found` ("no active workspace") again. An unlabelled tab is labelled with its
+//!   number, an unlabelled workspace after its directory (`~` for the fake's directory, its
+//!   `$HOME`). [`FakeHerdr::add_agent_pane`] / [`FakeHerdr::add_shell_pane`] add a pane in a new
+//!   tab; without a workspace they create one first, whose root pane stays (the focused pane), so
+//!   a pane they add is never focused.
+//!
+//! Wire behaviour, as herdr's server does it (`wire.rs`, `server.rs`):
 //! - the client connects and writes one line (at most [`MAX_LINE_BYTES`] before the newline);
-//!   the server answers one line and closes. A second line on the same connection is never read.
-//!   A connection that closes before its newline, sends an over-long line, invalid UTF-8 or a
-//!   blank line is closed without an answer.
-//! - unparseable JSON, a request without a string `id`/`method`, or an unknown method is answered
-//!   `{"id":"","error":{"code":"invalid_request","message":"invalid request: …"}}` (herdr parses
-//!   the whole request as one tagged enum, so the id is lost too).
-//! - a request without `params` (or with `null`), and params that do not fit the method (a
-//!   missing field, a wrong type, an `until` that names no status), are answered like any other
-//!   request that does not parse: id `""`, code `invalid_request`, a message ending "at line 1
-//!   column N" — real herdr v0.8.2 deserializes the whole request at once and never answered
-//!   `invalid_params` when measured. `agent.wait` with `until: []` waits for idle, done or blocked.
-//! - key names in `pane.send_input` `keys` are parsed as herdr parses them (`keys.rs`: `ctrl+c`,
-//!   `Enter`, `c-c`, single characters; hyphen names such as `ctrl-u` and `home`/`end` are
-//!   refused); one bad key refuses the request with `invalid_key` and nothing is typed. Text
-//!   holding a newline is submitted line by line, as a program reading lines sees it, enter key
-//!   or not.
+//!   the server answers one line and closes. A second line on the same connection is never read
+//!   (the close then resets the client's connection). A connection that closes before its
+//!   newline, sends an over-long line, invalid UTF-8 or a blank line is closed without an answer.
+//! - a request that does not parse is answered `{"id":"","error":{"code":"invalid_request",
+//!   "message":"invalid request: … at line 1 column N"}}` with herdr's own wording: unparseable
+//!   JSON, an `id` that is not a string (its column), a missing `id`, `method` or `params`, an
+//!   unknown method (the message lists herdr's methods), and params that do not fit the method
+//!   (their column is the end of the request, as herdr reads them last). A herdr method the fake
+//!   does not serve is refused the same way, saying so. `agent.wait` with `until: []` or without
+//!   `until` waits for idle, done or blocked; its timeout is `timed out waiting for agent status`.
+//! - key names in `pane.send_input` `keys` are parsed as herdr parses them (`keys.rs`); one bad key
+//!   refuses the request with `invalid_key` (`unsupported key NAME`) and nothing is typed. Text
+//!   holding a newline is submitted line by line, enter key or not.
 //! - `revision` is always 0 ([`REVISION`]), as real herdr v0.8.2 kept it.
-//! - an agent that worked and then reports `idle` shows `done` (herdr derives it for an unfocused
-//!   pane); the first idle report shows `idle`. An agent that reports `unknown` stays an agent:
-//!   `agent.wait` on it waits until its timeout; only a plain shell pane answers
-//!   `agent_not_found` at once.
-//! - env values holding NUL are `invalid_env`; a `cwd` that is not a directory falls back to the
-//!   server's `$HOME` (the fake's directory).
-//! - `pane.process_info {pane_id}` (newer herdr, outside HERDR.md's subset) tells which process
-//!   has the terminal: the agent, or the bare shell (`foreground_process_group_id ==
-//!   shell_pid`) in a shell pane or after the agent died ([`Fault::AgentGone`]).
-//!
-//! Model choices (documented here because tests depend on them):
-//! - ids are `wN`, `wN:tM`, `wN:pK`, counted per workspace and never reused. Closing a tab's
-//!   last pane removes the tab; removing a workspace's last tab removes the workspace, after which
-//!   `tab.create` fails with `workspace_not_found` again.
-//! - statuses are reported as set, except that `idle` after `working` is `done`: all panes are
-//!   unfocused, so a finished agent is never "seen".
-//! - a pane becomes an agent pane through [`FakeHerdr::add_agent_pane`],
-//!   [`FakeHerdr::make_agent`], or [`FakeHerdr::set_status`] with a status other than `unknown`
-//!   on a shell pane; in that last case the agent is named after the command last submitted into
-//!   the pane (`claude --x` → `claude`, as herdr detects the foreground process), or `agent`.
-//!   [`FakeHerdr::release_agent`] means the agent left: the pane is a plain shell again.
+//! - env keys that are empty or hold `=` or NUL, and values holding NUL, are `invalid_env`; a
+//!   `cwd` that is not a directory falls back to the server's `$HOME` (the fake's directory).
 //!
 //! The parts, one file each: the handle tests hold ([`FakeHerdr`], `handle.rs`), what it records
 //! (`record.rs`), agents' statuses and reactions (`agent.rs`), the fault switches (`fault.rs`),
 //! its errors (`error.rs`), where the socket goes (`socket_path.rs`), the model (`model.rs`), the
-//! wire codec (`wire.rs`) and the socket server (`server.rs`). This file keeps the protocol's
-//! constants.
+//! terminals' processes (`process.rs`), the wire codec (`wire.rs`) and the socket server
+//! (`server.rs`). This file keeps the protocol's constants.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -78,6 +90,8 @@ mod keys;
 mod model;
 mod process;
 mod record;
+#[cfg(test)]
+mod replay_tests;
 mod server;
 mod socket_path;
 #[cfg(test)]
@@ -117,7 +131,103 @@ pub const SOCKET_FILE_NAME: &str = "herdr.sock";
 pub const HERDR_BIN_PATH: &str = "/usr/local/bin/herdr";
 /// How long a connection may stay silent before its request line arrives (herdr: 5 s).
 const INITIAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// The methods the fake serves; anything else is an unknown variant to herdr.
+/// Every method real herdr v0.8.2 knows, in the order its "unknown variant" message lists them.
+const HERDR_METHODS: &[&str] = &[
+    "ping",
+    "server.stop",
+    "server.live_handoff",
+    "server.reload_config",
+    "server.agent_manifests",
+    "server.reload_agent_manifests",
+    "notification.show",
+    "client.window_title.set",
+    "client.window_title.clear",
+    "session.snapshot",
+    "workspace.create",
+    "workspace.list",
+    "workspace.get",
+    "workspace.focus",
+    "workspace.rename",
+    "workspace.move",
+    "workspace.move_block",
+    "workspace.report_metadata",
+    "workspace.close",
+    "worktree.list",
+    "worktree.create",
+    "worktree.open",
+    "worktree.remove",
+    "tab.create",
+    "tab.list",
+    "tab.get",
+    "tab.focus",
+    "tab.rename",
+    "tab.move",
+    "tab.close",
+    "agent.list",
+    "agent.get",
+    "agent.read",
+    "agent.explain",
+    "agent.send_keys",
+    "agent.rename",
+    "agent.view.set",
+    "agent.view.clear",
+    "agent.focus",
+    "agent.start",
+    "agent.prompt",
+    "agent.wait",
+    "pane.split",
+    "pane.swap",
+    "pane.move",
+    "pane.zoom",
+    "pane.layout",
+    "pane.process_info",
+    "layout.export",
+    "layout.apply",
+    "layout.set_split_ratio",
+    "pane.neighbor",
+    "pane.edges",
+    "pane.focus_direction",
+    "pane.resize",
+    "pane.list",
+    "pane.current",
+    "pane.get",
+    "pane.focus",
+    "pane.input.set",
+    "pane.rename",
+    "pane.send_text",
+    "pane.send_keys",
+    "pane.send_input",
+    "pane.read",
+    "pane.graphics.set",
+    "pane.graphics.clear",
+    "pane.graphics.info",
+    "pane.graphics.stream",
+    "pane.report_agent",
+    "pane.report_agent_session",
+    "pane.report_metadata",
+    "pane.clear_agent_authority",
+    "pane.release_agent",
+    "pane.close",
+    "popup.close",
+    "events.subscribe",
+    "events.wait",
+    "pane.wait_for_output",
+    "integration.install",
+    "integration.uninstall",
+    "plugin.link",
+    "plugin.list",
+    "plugin.unlink",
+    "plugin.enable",
+    "plugin.disable",
+    "plugin.action.list",
+    "plugin.action.invoke",
+    "plugin.log.list",
+    "plugin.pane.open",
+    "plugin.pane.focus",
+    "plugin.pane.close",
+];
+/// The methods the fake serves (a subset of [`HERDR_METHODS`]); a real herdr method outside it is
+/// refused as not served, anything else is an unknown variant to herdr.
 const METHODS: &[&str] = &[
     "ping",
     "workspace.create",

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -141,9 +141,14 @@ impl Shared {
     }
 
     pub(super) fn dispatch(&self, request: Request, received_at: Instant) -> Outcome {
-        let Request { id, method, params } = request;
+        let Request {
+            id,
+            method,
+            params,
+            column,
+        } = request;
         let result = match method.as_str() {
-            "ping" => Ok(ResultBody::Pong {
+            "ping" => parse_params::<PingParams>(params, column).map(|_| ResultBody::Pong {
                 version: HERDR_VERSION,
                 protocol: PROTOCOL_VERSION,
                 capabilities: Capabilities {
@@ -151,19 +156,18 @@ impl Shared {
                     detached_server_daemon: true,
                 },
             }),
-            "workspace.create" => parse_params(params).and_then(|p| self.workspace_create(p)),
-            "tab.create" => parse_params(params).and_then(|p| self.tab_create(p)),
-            "pane.send_input" => parse_params(params).and_then(|p| self.send_input(p, received_at)),
-            "pane.get" => parse_params(params).and_then(|p: PaneTarget| self.pane_get(&p.pane_id)),
-            "pane.close" => parse_params(params).and_then(|p: PaneTarget| self.pane_close(&p.pane_id)),
-            "pane.process_info" => {
-                parse_params(params).and_then(|p: OptionalPaneTarget| self.pane_process_info(p.pane_id.as_deref()))
-            }
-            "pane.report_agent" => parse_params(params).and_then(|p| self.report_agent(p)),
-            "pane.release_agent" => parse_params(params).and_then(|p| self.release_agent(p)),
-            "agent.get" => parse_params(params)
+            "workspace.create" => parse_params(params, column).and_then(|p| self.workspace_create(p)),
+            "tab.create" => parse_params(params, column).and_then(|p| self.tab_create(p)),
+            "pane.send_input" => parse_params(params, column).and_then(|p| self.send_input(p, received_at)),
+            "pane.get" => parse_params(params, column).and_then(|p: PaneTarget| self.pane_get(&p.pane_id)),
+            "pane.close" => parse_params(params, column).and_then(|p: PaneTarget| self.pane_close(&p.pane_id)),
+            "pane.process_info" => parse_params(params, column)
+                .and_then(|p: OptionalPaneTarget| self.pane_process_info(p.pane_id.as_deref())),
+            "pane.report_agent" => parse_params(params, column).and_then(|p| self.report_agent(p)),
+            "pane.release_agent" => parse_params(params, column).and_then(|p| self.release_agent(p)),
+            "agent.get" => parse_params(params, column)
                 .and_then(|p: AgentTarget| self.probe_agent(&p.target).map(|agent| ResultBody::AgentInfo { agent })),
-            "agent.wait" => match parse_params::<AgentWaitParams>(params) {
+            "agent.wait" => match parse_params::<AgentWaitParams>(params, column) {
                 Ok(mut p) => {
                     if p.until.is_empty() {
                         // herdr's default for an empty list.
@@ -435,8 +439,7 @@ pub(super) async fn connection(shared: Arc<Shared>, stream: UnixStream, mut down
 
 /// Reads one request line, answers it (or not, per the faults) and closes.
 pub(super) async fn serve(shared: &Shared, stream: UnixStream) {
-    let (read, mut write) = stream.into_split();
-    let mut reader = BufReader::new(read);
+    let (mut reader, mut write) = stream.into_split();
     let Some(line) = read_request_line(&mut reader).await else {
         return;
     };
@@ -478,27 +481,51 @@ pub(super) async fn serve(shared: &Shared, stream: UnixStream) {
 
 /// The first line of a connection, with its newline; `None` (close without answer) on EOF before
 /// the newline, a line over [`MAX_LINE_BYTES`], invalid UTF-8, an I/O error or a silent client.
+/// A short line is read byte by byte so that nothing after its newline is taken from the socket:
+/// a second line stays unread, and closing then resets the client's connection, as herdr's
+/// server does.
 pub(super) async fn read_request_line<R>(reader: &mut R) -> Option<String>
 where
-    R: tokio::io::AsyncBufRead + Unpin,
+    R: AsyncRead + Unpin,
 {
-    let mut buf = Vec::new();
-    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX).saturating_add(1);
-    let mut limited = (&mut *reader).take(limit);
-    let read = limited.read_until(b'\n', &mut buf);
-    match tokio::time::timeout(INITIAL_REQUEST_TIMEOUT, read).await {
-        Ok(Ok(_)) if buf.last() == Some(&b'\n') => String::from_utf8(buf).ok(),
-        Ok(Ok(_)) => {
+    /// Up to this length a line is read byte by byte; a longer one in chunks.
+    const SHORT_LINE: usize = 64 * 1024;
+    let read = async {
+        let mut buf = Vec::new();
+        let mut byte = [0u8; 1];
+        while buf.len() < SHORT_LINE {
+            if reader.read(&mut byte).await.ok()? == 0 {
+                return None;
+            }
+            buf.push(byte[0]);
+            if byte[0] == b'\n' {
+                return Some(buf);
+            }
+        }
+        let mut chunk = vec![0u8; SHORT_LINE];
+        loop {
+            let n = reader.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            if let Some(end) = chunk[..n].iter().position(|b| *b == b'\n') {
+                buf.extend_from_slice(&chunk[..=end]);
+                return Some(buf);
+            }
+            buf.extend_from_slice(&chunk[..n]);
             if buf.len() > MAX_LINE_BYTES {
                 tracing::debug!("fake herdr: request line too large; closing");
+                return None;
             }
+        }
+    };
+    match tokio::time::timeout(INITIAL_REQUEST_TIMEOUT, read).await {
+        Ok(Some(buf)) if buf.len() <= MAX_LINE_BYTES + 1 => String::from_utf8(buf).ok(),
+        Ok(Some(_)) => {
+            tracing::debug!("fake herdr: request line too large; closing");
             None
         }
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "fake herdr: read failed");
-            None
-        }
-        Err(_) => None,
+        Ok(None) | Err(_) => None,
     }
 }
 

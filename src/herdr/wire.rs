@@ -13,7 +13,13 @@ pub(super) struct Request {
     pub(super) id: String,
     pub(super) method: String,
     pub(super) params: Value,
+    /// Where herdr reports an error in the params: the end of the request object.
+    pub(super) column: usize,
 }
+
+/// `ping`'s params: an object (its members are ignored).
+#[derive(Deserialize)]
+pub(super) struct PingParams {}
 
 /// What is recorded of a request line, however much of it parsed.
 pub(super) struct CallHead {
@@ -136,21 +142,31 @@ pub(super) fn invalid_request(detail: impl std::fmt::Display) -> Envelope {
 }
 
 pub(super) fn unknown_method_message(method: &str) -> String {
-    let expected: Vec<String> = METHODS.iter().map(|m| format!("`{m}`")).collect();
+    let expected: Vec<String> = HERDR_METHODS.iter().map(|m| format!("`{m}`")).collect();
     format!(
         "invalid request: unknown variant `{method}`, expected one of {}",
         expected.join(", ")
     )
 }
 
-pub(super) fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, WireError> {
-    let column = params.to_string().len();
+/// The params of a method, as herdr reads them: its error messages and the column at the end of
+/// the request (herdr reads the method's params after the whole object).
+pub(super) fn parse_params<T: DeserializeOwned>(params: Value, column: usize) -> Result<T, WireError> {
     serde_json::from_value(params).map_err(|e| {
         WireError::new(
             "invalid_request",
             format!("invalid request: {e} at line 1 column {column}"),
         )
     })
+}
+
+/// The request's `id`, read as herdr reads it (directly, so an error names its own position); the
+/// other members are kept for the method and its params.
+#[derive(Deserialize)]
+struct Head {
+    id: String,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, Value>,
 }
 
 /// Parses a request line the way herdr does; an unparseable request yields its error answer.
@@ -160,56 +176,76 @@ pub(super) fn parse_request(line: &str) -> (CallHead, Result<Request, Envelope>)
         method: String::new(),
         params: Value::Null,
     };
-    let value: Value = match serde_json::from_str(line) {
-        Ok(v) => v,
+    // What was recorded of the call, however much of it parses.
+    if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) {
+        if let Some(Value::String(id)) = object.get("id") {
+            head.id = id.clone();
+        }
+        if let Some(Value::String(method)) = object.get("method") {
+            head.method = method.clone();
+        }
+        head.params = object.get("params").cloned().unwrap_or(Value::Null);
+    }
+    let parsed = match serde_json::from_str::<Head>(line) {
+        Ok(parsed) => parsed,
         Err(e) => return (head, Err(invalid_request(e))),
     };
-    let Value::Object(mut object) = value else {
-        return (head, Err(invalid_request("expected a JSON object")));
-    };
-    let params = match object.remove("params") {
-        None | Some(Value::Null) => return (head, Err(invalid_request("missing field `params`"))),
-        Some(p) => p,
-    };
-    head.params = params.clone();
-    let id = object.remove("id");
-    let method = object.remove("method");
-    if let Some(Value::String(id)) = &id {
-        head.id = id.clone();
-    }
-    if let Some(Value::String(method)) = &method {
-        head.method = method.clone();
-    }
-    let id = match id {
-        Some(Value::String(id)) => id,
-        None => return (head, Err(invalid_request("missing field `id`"))),
-        Some(other) => {
-            return (
-                head,
-                Err(invalid_request(format!("invalid type: {other}, expected a string id"))),
-            );
-        }
-    };
-    let method = match method {
+    let column = line.chars().count();
+    let at_end = |what: String| Err(invalid_request(format!("{what} at line 1 column {column}")));
+    let Head { id, mut rest } = parsed;
+    let method = match rest.remove("method") {
+        None => return (head, at_end("missing field `method`".to_string())),
         Some(Value::String(m)) if METHODS.contains(&m.as_str()) => m,
-        Some(Value::String(m)) => {
-            let envelope = Envelope::error(
-                String::new(),
-                WireError::new("invalid_request", unknown_method_message(&m)),
-            );
-            return (head, Err(envelope));
-        }
-        None => return (head, Err(invalid_request("missing field `method`"))),
-        Some(other) => {
+        Some(Value::String(m)) if HERDR_METHODS.contains(&m.as_str()) => {
+            let message = format!("invalid request: method `{m}` is not served by the suite's fake herdr");
             return (
                 head,
-                Err(invalid_request(format!(
-                    "invalid type: {other}, expected a method name"
-                ))),
+                Err(Envelope::error(
+                    String::new(),
+                    WireError::new("invalid_request", message),
+                )),
             );
         }
+        Some(Value::String(m)) => {
+            let message = format!("{} at line 1 column {column}", unknown_method_message(&m));
+            return (
+                head,
+                Err(Envelope::error(
+                    String::new(),
+                    WireError::new("invalid_request", message),
+                )),
+            );
+        }
+        Some(other) => {
+            let message = format!("invalid type: {}, expected a method name", unexpected(&other));
+            return (head, at_end(message));
+        }
     };
-    (head, Ok(Request { id, method, params }))
+    let Some(params) = rest.remove("params") else {
+        return (head, at_end("missing field `params`".to_string()));
+    };
+    (
+        head,
+        Ok(Request {
+            id,
+            method,
+            params,
+            column,
+        }),
+    )
+}
+
+/// How serde names a JSON value in an "invalid type" message.
+fn unexpected(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+        Value::Number(n) => format!("integer `{n}`"),
+        Value::String(s) => format!("string {s:?}"),
+        Value::Array(_) => "sequence".to_string(),
+        Value::Object(_) => "map".to_string(),
+    }
 }
 
 /// A response line: `{"id":…,"result":{…}}` or `{"id":…,"error":{…}}`.
