@@ -504,10 +504,10 @@ mod tests {
     }
 
     /// Real herdr v0.8.2's answers to `pane.process_info`, verbatim, each with who holds the
-    /// terminal: the shared recordings `herdr-0.8.2/process_info.jsonl` (a shell at its prompt,
-    /// `sleep 1000` in front, after ctrl+c, a stand-in agent alive and killed, and the `extra:` rows
-    /// `exec sleep`, a nested interactive `bash`, `bash script.sh`, a ctrl+z'd job) and
-    /// `e2e-known-agent-dead.jsonl` (an agent herdr recognises, alive).
+    /// terminal: the recording `fixtures/herdr-0.8.2/process_info.jsonl` (a shell at its prompt,
+    /// `sleep 1000` in front, after ctrl+c, a stand-in agent alive and killed, and the `extra:`
+    /// rows `exec sleep`, a nested interactive `bash`, `bash script.sh`, a ctrl+z'd job) and the
+    /// same day's `e2e-known-agent-dead.jsonl` (an agent herdr recognises by name, alive).
     const RECORDED: &str = include_str!("testdata/process_info-herdr-0.8.2.jsonl");
 
     #[test]
