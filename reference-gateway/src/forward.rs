@@ -263,7 +263,9 @@ impl Gateway {
                 return Err(NotInjected(FailReason::Busy, last));
             }
             let pause = left.min(Duration::from_millis(100));
-            let unknown = match self.herdr.wait_idle(pane, left.min(GATE_SLICE)).await {
+            // Whether herdr shows the pane `unknown` (then: who holds its terminal?), and whether
+            // to pause before the next look (not after a wait that took its slice).
+            let (unknown, then_pause) = match self.herdr.wait_idle(pane, left.min(GATE_SLICE)).await {
                 Ok(()) => return Ok(()),
                 Err(e) if e.code() == Some("pane_not_found") => {
                     return Err(NotInjected(FailReason::Stopped, e.to_string()));
@@ -271,7 +273,7 @@ impl Gateway {
                 Err(HerdrError::Api { code, .. }) if code == "timeout" => {
                     last = "agent still busy at the inject bound".into();
                     // Still closed after a slice: an agent herdr shows `unknown` may be gone.
-                    matches!(self.herdr.status(pane).await, Ok(AgentStatus::Unknown))
+                    (matches!(self.herdr.status(pane).await, Ok(AgentStatus::Unknown)), false)
                 }
                 Err(HerdrError::Api { code, .. }) if code == "agent_not_found" => {
                     // Not (yet) an agent, or herdr cannot tell: the pane's own status decides.
@@ -279,15 +281,15 @@ impl Gateway {
                         Ok(s) if s.injectable() => return Ok(()),
                         Ok(AgentStatus::Unknown) => {
                             last = "pane shows no agent (status unknown)".into();
-                            true
+                            (true, true)
                         }
-                        Ok(_) => false,
+                        Ok(_) => (false, true),
                         Err(e) if e.code() == Some("pane_not_found") => {
                             return Err(NotInjected(FailReason::Stopped, e.to_string()));
                         }
                         Err(e) => {
                             last = e.to_string();
-                            false
+                            (false, true)
                         }
                     }
                 }
@@ -297,10 +299,10 @@ impl Gateway {
                     continue;
                 }
             };
-            if unknown {
-                if let Some(gone) = self.unknown_pane_gone(pane, &mut launch).await {
-                    return Err(gone);
-                }
+            if unknown && let Some(gone) = self.unknown_pane_gone(pane, &mut launch).await {
+                return Err(gone);
+            }
+            if then_pause {
                 tokio::time::sleep(pause).await;
             }
         }
