@@ -243,8 +243,8 @@ impl FakeHerdr {
         result
     }
 
-    /// A pane's true status (what was set or what input caused), ignoring faults; `None` when the
-    /// pane does not exist (never did, or closed).
+    /// A pane's true status (what herdr derived from the agent's last report, or what a test
+    /// set), ignoring faults; `None` when the pane does not exist (never did, or closed).
     pub fn status(&self, pane_id: &str) -> Option<AgentStatus> {
         self.shared.state().pane(pane_id).map(|p| p.status)
     }
@@ -371,8 +371,9 @@ impl FakeHerdr {
         self.shared.fault(fault)
     }
 
-    /// Sets what the agent in `pane_id` does when input is submitted while it is idle/done
-    /// (default [`InputReaction::StartWorking`]). Ignored, with a warning, for an unknown pane.
+    /// Sets what the agent program in `pane_id` does when it reads a submitted line while it is
+    /// idle/done (default [`InputReaction::StartWorking`]: it reports `working`). Ignored, with a
+    /// warning, for an unknown pane.
     pub fn set_on_input(&self, pane_id: &str, reaction: InputReaction) {
         let mut state = self.shared.state();
         match state.pane_mut(pane_id) {

@@ -285,8 +285,9 @@ async fn the_fake_answers_the_recorded_session_as_real_herdr_did() {
         .map(|((s, p, _), _)| if p.is_empty() { *s } else { *p })
         .collect();
     eprintln!(
-        "replay: {compared} rows compared, {equal} equal, {} differ (all allowed)",
-        compared - equal
+        "replay: {compared} rows compared, {equal} equal, {} differ; {} differences not allowed",
+        compared - equal,
+        unexpected.len()
     );
     assert!(
         unexpected.is_empty(),

@@ -191,10 +191,10 @@ pub(super) fn parse_request(line: &str) -> (CallHead, Result<Request, Envelope>)
         Err(e) => return (head, Err(invalid_request(e))),
     };
     let column = line.chars().count();
-    let at_end = |what: String| Err(invalid_request(format!("{what} at line 1 column {column}")));
+    let at_end = |what: String| invalid_request(format!("{what} at line 1 column {column}"));
     let Head { id, mut rest } = parsed;
     let method = match rest.remove("method") {
-        None => return (head, at_end("missing field `method`".to_string())),
+        None => return (head, Err(at_end("missing field `method`".to_string()))),
         Some(Value::String(m)) if METHODS.contains(&m.as_str()) => m,
         Some(Value::String(m)) if HERDR_METHODS.contains(&m.as_str()) => {
             let message = format!("invalid request: method `{m}` is not served by the suite's fake herdr");
@@ -218,11 +218,11 @@ pub(super) fn parse_request(line: &str) -> (CallHead, Result<Request, Envelope>)
         }
         Some(other) => {
             let message = format!("invalid type: {}, expected a method name", unexpected(&other));
-            return (head, at_end(message));
+            return (head, Err(at_end(message)));
         }
     };
     let Some(params) = rest.remove("params") else {
-        return (head, at_end("missing field `params`".to_string()));
+        return (head, Err(at_end("missing field `params`".to_string())));
     };
     (
         head,

@@ -320,3 +320,34 @@ async fn agent_wait_without_until_waits_for_idle_done_or_blocked() {
     let answer = rpc(&h, "agent.wait", json!({"target": pane, "timeout_ms": 50})).await;
     assert_eq!(result_type(&answer), "agent_info", "{answer}");
 }
+
+#[tokio::test]
+async fn an_agent_reports_and_releases_over_the_wire_as_in_real_herdr() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_shell_pane();
+    let report = |state: &str| json!({"pane_id": pane, "source": "custom:probe", "agent": "probe", "state": state});
+    assert_eq!(result_type(&rpc(&h, "pane.report_agent", report("idle")).await), "ok");
+    let answer = rpc(&h, "agent.get", json!({"target": pane})).await;
+    let agent = &answer["result"]["agent"];
+    assert_eq!(
+        (agent["agent"].as_str(), agent["agent_status"].as_str()),
+        (Some("probe"), Some("idle"))
+    );
+    let first = agent["state_change_seq"].as_u64().expect("state_change_seq");
+    rpc(&h, "pane.report_agent", report("working")).await;
+    rpc(&h, "pane.report_agent", report("idle")).await;
+    let answer = rpc(&h, "agent.get", json!({"target": pane})).await;
+    assert_eq!(answer["result"]["agent"]["agent_status"], "done");
+    assert_eq!(answer["result"]["agent"]["state_change_seq"].as_u64(), Some(first + 2));
+    let line = json!({"id": "bad", "method": "pane.report_agent", "params": report("finished")});
+    let bad = raw(&h, &line.to_string()).await;
+    assert_eq!(code(&bad), "invalid_request", "{bad}");
+    let missing = json!({"pane_id": "w1:p99", "source": "custom:probe", "agent": "probe", "state": "idle"});
+    assert_eq!(code(&rpc(&h, "pane.report_agent", missing).await), "pane_not_found");
+    let release = json!({"pane_id": pane, "source": "custom:probe", "agent": "probe"});
+    assert_eq!(result_type(&rpc(&h, "pane.release_agent", release).await), "ok");
+    assert_eq!(
+        code(&rpc(&h, "agent.get", json!({"target": pane})).await),
+        "agent_not_found"
+    );
+}
