@@ -245,9 +245,10 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                                 (feature.name.clone(), scenario.position.line),
                                 fleet_conformance::conformance::verdict::LeftOut {
                                     name: scenario.name.clone(),
-                                    file: feature.path.as_deref().map(|p| {
-                                        p.strip_prefix(workspace_root()).unwrap_or(p).display().to_string()
-                                    }),
+                                    file: feature
+                                        .path
+                                        .as_deref()
+                                        .map(|p| p.strip_prefix(workspace_root()).unwrap_or(p).display().to_string()),
                                     line: scenario.position.line,
                                     tags: all_tags.cloned().collect(),
                                     reason: why,

@@ -531,14 +531,26 @@ mod tests {
         assert!(line.contains(LAVINMQ), "the broker's words follow: {line}");
         // RabbitMQ's refusal of the same declare, and an exclusive consumer's 403: same words.
         let rabbit = "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'roster.b' in vhost 'v'";
-        for err in [refused(405, rabbit), refused(403, "ACCESS_REFUSED - queue 'control.b' in vhost 'v' in exclusive use")] {
+        for err in [
+            refused(405, rabbit),
+            refused(403, "ACCESS_REFUSED - queue 'control.b' in vhost 'v' in exclusive use"),
+        ] {
             let line = format!("{:#}", host_queue_refusal(err, "control.b", "b", "control queue"));
-            assert!(line.starts_with("cannot take control.b, the control queue of host b"), "{line}");
+            assert!(
+                line.starts_with("cannot take control.b, the control queue of host b"),
+                "{line}"
+            );
         }
         // Any other failure still names the queue, without blaming another gateway.
-        let denied = refused(403, "ACCESS_REFUSED - access to queue 'roster.b' in vhost 'v' refused for user 'b'");
+        let denied = refused(
+            403,
+            "ACCESS_REFUSED - access to queue 'roster.b' in vhost 'v' refused for user 'b'",
+        );
         let line = format!("{:#}", host_queue_refusal(denied, "roster.b", "b", "roster queue"));
-        assert!(line.starts_with("declaring and consuming roster.b, the roster queue of host b (TOP-3)"), "{line}");
+        assert!(
+            line.starts_with("declaring and consuming roster.b, the roster queue of host b (TOP-3)"),
+            "{line}"
+        );
         let lost = host_queue_refusal(anyhow::anyhow!("connection lost"), "roster.b", "b", "roster queue");
         assert!(format!("{lost:#}").contains("roster.b"));
     }

@@ -586,7 +586,10 @@ mod tests {
         assert_eq!(v["left_out"][0]["requirements"][0], "CON-3");
         assert_eq!(v["left_out"][0]["file"], "features/broker_restart.feature");
         assert_eq!(v["verdict"]["verdict"], "FAIL");
-        assert_eq!(v["verdict"]["under_review"][0]["location"], "features/herdr_faults.feature:33");
+        assert_eq!(
+            v["verdict"]["under_review"][0]["location"],
+            "features/herdr_faults.feature:33"
+        );
         assert_eq!(v["verdict"]["known_failures"][0]["requirement"], "SEC-2");
         assert_eq!(
             v["verdict"]["known_failures"][0]["reason"],

@@ -159,7 +159,10 @@ mod tests {
                     section.contains(step.as_str()),
                     "[[under-review]] step {step:?} is not named in CONTRACT §10: delete the entry or name it there"
                 );
-                assert!(features.contains(step.as_str()), "[[under-review]] step {step:?}: no step holds it");
+                assert!(
+                    features.contains(step.as_str()),
+                    "[[under-review]] step {step:?}: no step holds it"
+                );
             }
         }
     }

@@ -10,8 +10,8 @@ use super::super::selection::REFERENCE_TAG;
 use super::super::tagexpr::TagExpr;
 use super::outcome::{NEEDS_REVIEW, RunVerdict, Unjudged, broker_needed};
 use super::{
-    Baseline, BrokerRun, Capabilities, Cell, Judgement, LeftOutScenario, Outcome, ReviewedFailure, Row,
-    ScenarioResult, Verdict,
+    Baseline, BrokerRun, Capabilities, Cell, Judgement, LeftOutScenario, Outcome, ReviewedFailure, Row, ScenarioResult,
+    Verdict,
 };
 
 /// How to judge.
@@ -290,12 +290,7 @@ fn reviewed_failures(registry: &Registry, runs: &[BrokerRun]) -> Vec<ReviewedFai
                 broker: run.label.clone(),
                 name: s.name.clone(),
                 location: format!("{}:{}", s.file, s.line),
-                requirements: s
-                    .tags
-                    .iter()
-                    .filter(|t| registry.get(t).is_some())
-                    .cloned()
-                    .collect(),
+                requirements: s.tags.iter().filter(|t| registry.get(t).is_some()).cloned().collect(),
                 error: s.error.clone(),
                 under_review: format!("{} — {}", entry.key(), entry.reason),
             });

@@ -32,13 +32,20 @@ fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
             .is_some_and(|why| why.contains("left out") && why.contains("amqps")),
         "{top:?}"
     );
-    assert!(top.needs.as_deref().is_some_and(|n| n.contains("TLS listener")), "{top:?}");
+    assert!(
+        top.needs.as_deref().is_some_and(|n| n.contains("TLS listener")),
+        "{top:?}"
+    );
     assert!(!j.passed, "nor a pass");
     assert_eq!(j.verdict, RunVerdict::Incomplete);
     assert!(j.problems.is_empty(), "{:?}", j.problems);
     assert_eq!(j.unjudged.len(), 1);
     assert_eq!(j.unjudged[0].requirement, "TOP-1");
-    assert_eq!(j.left_out[0].file.as_deref(), Some("features/x.feature"), "found in the catalogue");
+    assert_eq!(
+        j.left_out[0].file.as_deref(),
+        Some("features/x.feature"),
+        "found in the catalogue"
+    );
 }
 
 #[test]
@@ -77,7 +84,11 @@ fn the_judgement_lists_every_scenario_left_out_with_why() {
     assert!(stop.reason.contains("capability stop"), "{stop:?}");
     let ack = &j.left_out[2];
     assert_eq!(ack.requirements, ["FWD-1"], "only requirement tags");
-    assert_eq!(ack.location(), "features/forward_path.feature:7", "the feature file, not only the line");
+    assert_eq!(
+        ack.location(),
+        "features/forward_path.feature:7",
+        "the feature file, not only the line"
+    );
     assert!(ack.reason.contains("cannot restart"), "{ack:?}");
     assert!(j.passed, "{:?}", j.problems);
 }
@@ -474,7 +485,10 @@ fn cluster_catalogue() -> Vec<Scenario> {
     let mut quorum = sc("quorum inboxes", &["CLU-2", "cap-cluster", "broker-cluster"]);
     quorum.file = "features/cluster.feature".into();
     quorum.line = 21;
-    let mut cut = sc("a node cut off", &["CLU-6", "cap-cluster", "broker-cluster", "node-partition"]);
+    let mut cut = sc(
+        "a node cut off",
+        &["CLU-6", "cap-cluster", "broker-cluster", "node-partition"],
+    );
     cut.file = "features/cluster.feature".into();
     cut.line = 90;
     vec![
@@ -535,9 +549,14 @@ fn a_gateway_declaring_cluster_run_on_one_node_is_incomplete_not_failed() {
         "a partition needs the container provider: {needs:?}"
     );
     let lines = super::super::incomplete_lines(&j.unjudged);
-    assert!(lines[0].starts_with("capability cluster: CLU-2 needs a cluster broker"), "{lines:?}");
     assert!(
-        j.left_out.iter().all(|l| l.location().starts_with("features/cluster.feature:")),
+        lines[0].starts_with("capability cluster: CLU-2 needs a cluster broker"),
+        "{lines:?}"
+    );
+    assert!(
+        j.left_out
+            .iter()
+            .all(|l| l.location().starts_with("features/cluster.feature:")),
         "{:?}",
         j.left_out
     );
@@ -550,13 +569,24 @@ fn a_requirement_judged_on_another_broker_of_the_run_is_not_incomplete() {
     single.left_out = cluster_left_out("process:rabbitmq");
     let mut cluster = run(vec![
         res("injects", &["FWD-2"], Outcome::Passed),
-        res("quorum inboxes", &["CLU-2", "cap-cluster", "broker-cluster"], Outcome::Passed),
-        res("a node cut off", &["CLU-6", "cap-cluster", "broker-cluster", "node-partition"], Outcome::Passed),
+        res(
+            "quorum inboxes",
+            &["CLU-2", "cap-cluster", "broker-cluster"],
+            Outcome::Passed,
+        ),
+        res(
+            "a node cut off",
+            &["CLU-6", "cap-cluster", "broker-cluster", "node-partition"],
+            Outcome::Passed,
+        ),
     ]);
     cluster.label = "container:rabbitmq-cluster".into();
     let j = judge_cluster(vec![single, cluster], &["cluster"]);
     assert_eq!(j.verdict, RunVerdict::Pass, "{:?} {:?}", j.problems, j.unjudged);
-    assert_eq!(j.requirements.iter().find(|r| r.id == "CLU-2").expect("row").cells[0].verdict, Verdict::NotTested);
+    assert_eq!(
+        j.requirements.iter().find(|r| r.id == "CLU-2").expect("row").cells[0].verdict,
+        Verdict::NotTested
+    );
 }
 
 #[test]
@@ -583,15 +613,25 @@ fn a_failure_under_review_is_reported_never_counted() {
     assert_eq!(j.under_review.len(), 1);
     assert_eq!(j.under_review[0].name, "agent gone");
     assert_eq!(j.under_review[0].requirements, ["FWD-2"]);
-    assert!(j.under_review[0].under_review.starts_with("@herdr-agent-gone"), "{:?}", j.under_review);
+    assert!(
+        j.under_review[0].under_review.starts_with("@herdr-agent-gone"),
+        "{:?}",
+        j.under_review
+    );
 }
 
 #[test]
 fn a_failure_at_another_step_of_a_scenario_with_a_check_under_review_counts() {
     let mut precondition = res("injects", &["FWD-2"], Outcome::Failed);
-    precondition.error = Some("And the gateway on \"a\" started once, is ready, and logged no PRECONDITION_FAILED\nboom".into());
+    precondition.error =
+        Some("And the gateway on \"a\" started once, is ready, and logged no PRECONDITION_FAILED\nboom".into());
     let j = judge_cluster(vec![run(vec![precondition.clone()])], &[]);
-    assert_eq!(j.verdict, RunVerdict::Incomplete, "its only result is under review: {:?}", j.problems);
+    assert_eq!(
+        j.verdict,
+        RunVerdict::Incomplete,
+        "its only result is under review: {:?}",
+        j.problems
+    );
     assert_eq!(j.unjudged[0].requirement, "FWD-2");
     assert!(j.unjudged[0].needs[0].contains("CONTRACT §10"), "{:?}", j.unjudged);
     let mut other = precondition;

@@ -68,13 +68,17 @@ pub fn broker_needed(tags: &[String]) -> Option<&'static str> {
     if has(NODE_PARTITION_TAG) {
         Some("container:rabbitmq-cluster (only the container provider can cut a node off)")
     } else if has(NODE_LOSS_TAG) {
-        Some("a cluster the suite starts (process:rabbitmq-cluster or container:rabbitmq-cluster) to kill and start its nodes")
+        Some(
+            "a cluster the suite starts (process:rabbitmq-cluster or container:rabbitmq-cluster) to kill and start its nodes",
+        )
     } else if has(CLUSTER_TAG) {
         Some("a cluster broker (process:rabbitmq-cluster, container:rabbitmq-cluster or url:rabbitmq-cluster)")
     } else if has(RESTART_TAG) {
         Some("a broker the suite starts (process: or container:) to restart it")
     } else if has(TLS_TAG) {
-        Some("a broker with a TLS listener (process:, container:, or url: with FLEET_BROKER_AMQPS_URL and FLEET_BROKER_CA_FILE)")
+        Some(
+            "a broker with a TLS listener (process:, container:, or url: with FLEET_BROKER_AMQPS_URL and FLEET_BROKER_CA_FILE)",
+        )
     } else if has(CLASSIC_INBOX_TAG) {
         Some("a single-node broker (the gateway then runs classic inboxes)")
     } else {
@@ -123,9 +127,15 @@ mod tests {
     #[test]
     fn the_most_specific_need_is_named() {
         let partition = broker_needed(&tags(&["cluster", "broker-cluster", "node-partition", "CLU-6"]));
-        assert!(partition.is_some_and(|n| n.starts_with("container:rabbitmq-cluster")), "{partition:?}");
+        assert!(
+            partition.is_some_and(|n| n.starts_with("container:rabbitmq-cluster")),
+            "{partition:?}"
+        );
         let cluster = broker_needed(&tags(&["@broker-cluster", "@CLU-2"]));
-        assert!(cluster.is_some_and(|n| n.starts_with("a cluster broker")), "{cluster:?}");
+        assert!(
+            cluster.is_some_and(|n| n.starts_with("a cluster broker")),
+            "{cluster:?}"
+        );
         assert!(broker_needed(&tags(&["broker-tls"])).is_some_and(|n| n.contains("TLS")));
         assert!(broker_needed(&tags(&["broker-restart"])).is_some_and(|n| n.contains("restart")));
         assert!(broker_needed(&tags(&["classic-inbox"])).is_some_and(|n| n.contains("single-node")));
@@ -162,6 +172,10 @@ mod tests {
             .iter()
             .map(|v| v.exit_code())
             .collect();
-        assert_eq!(codes, [0, 1, 3], "2 is a run that could not be made, 130/143 an interrupted one");
+        assert_eq!(
+            codes,
+            [0, 1, 3],
+            "2 is a run that could not be made, 130/143 an interrupted one"
+        );
     }
 }
