@@ -22,29 +22,45 @@ pub struct UnderReview {
     /// Text a failed step holds (`logged no PRECONDITION_FAILED`): a scenario that failed there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// Text the failure's message holds, for a step that judges more than the check under review
+    /// (`met a 406`): a failure of its other parts still counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Why it is under review, in one line (CONTRACT §10 says more).
     pub reason: String,
 }
 
 impl UnderReview {
-    /// Whether this entry covers the (failed) scenario `s`: it carries the tag, and it failed at
-    /// a step holding the text (each condition only where the entry gives it).
+    /// Whether this entry covers the (failed) scenario `s`: it carries the tag, it failed at a
+    /// step holding the text, with a message holding the error text (each condition only where
+    /// the entry gives it).
     pub fn covers(&self, s: &ScenarioResult) -> bool {
         let tag = self.tag.as_deref().is_none_or(|t| s.has_tag(t));
         let step = self
             .step
             .as_deref()
             .is_none_or(|text| failed_step(s).is_some_and(|line| line.contains(text)));
-        (self.tag.is_some() || self.step.is_some()) && tag && step
+        let message = failed_step(s)
+            .and_then(|_| s.error.as_deref()?.split_once('\n'))
+            .map(|(_, m)| m);
+        let error = self
+            .error
+            .as_deref()
+            .is_none_or(|text| message.is_some_and(|m| m.contains(text)));
+        (self.tag.is_some() || self.step.is_some()) && tag && step && error
     }
 
-    /// How CONTRACT §10 names it: `@tag`, the step's text, or both.
+    /// How CONTRACT §10 names it: `@tag`, the step's text, or both (and the error it reads).
     pub fn key(&self) -> String {
-        match (&self.tag, &self.step) {
+        let key = match (&self.tag, &self.step) {
             (Some(t), Some(step)) => format!("@{t}: \"{step}\""),
             (Some(t), None) => format!("@{t}"),
             (None, Some(step)) => format!("\"{step}\""),
             (None, None) => "(nothing)".into(),
+        };
+        match &self.error {
+            Some(e) => format!("{key} failing with \"{e}\""),
+            None => key,
         }
     }
 }
@@ -95,6 +111,7 @@ mod tests {
         let by_tag = UnderReview {
             tag: Some("herdr-agent-gone".into()),
             step: None,
+            error: None,
             reason: "r".into(),
         };
         assert!(by_tag.covers(&failed(&["FWD-2", "herdr-agent-gone"], "Then x")));
@@ -102,6 +119,7 @@ mod tests {
         let by_step = UnderReview {
             tag: None,
             step: Some("logged no PRECONDITION_FAILED".into()),
+            error: None,
             reason: "r".into(),
         };
         let precondition = "And the gateway on \"a\" started once, is ready, and logged no PRECONDITION_FAILED";
@@ -113,6 +131,19 @@ mod tests {
         let mut passed = failed(&["MIG-2"], precondition);
         passed.outcome = Outcome::Passed;
         assert!(!by_step.covers(&passed), "a step that passed covers nothing");
+        let precise = UnderReview {
+            error: Some("met a 406".into()),
+            ..by_step.clone()
+        };
+        let mut met = failed(&["MIG-2"], precondition);
+        met.error = Some(format!(
+            "{precondition}\nthe gateway on a met a 406:\nERROR … PRECONDITION_FAILED"
+        ));
+        assert!(precise.covers(&met));
+        assert!(
+            !precise.covers(&failed(&["MIG-2"], precondition)),
+            "the same step failing on its other part (started twice) counts"
+        );
         let both = UnderReview {
             tag: Some("t".into()),
             ..by_step.clone()
@@ -122,6 +153,7 @@ mod tests {
         let nothing = UnderReview {
             tag: None,
             step: None,
+            error: Some("x".into()),
             reason: "r".into(),
         };
         assert!(!nothing.covers(&failed(&["t"], "x")));
