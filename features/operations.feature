@@ -45,6 +45,7 @@ Feature: Gateway operations — metrics and graceful stop (issue 10)
     And the send is still waiting for its outcome
     When the gateway on "b" is stopped with SIGTERM
     Then the gateway on "b" exited by itself with status 0 within 10 seconds
+    And the gateway on "b" logged no line at ERROR from its SIGTERM to its exit
     And the send returns "failed" with reason "stopped" within 5 seconds
     And herdr on "b" records no inject into "w1"
     And within 3 seconds the roster of "a" no longer lists "w1"

@@ -246,6 +246,10 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                                 (feature.name.clone(), scenario.position.line),
                                 fleet_conformance::conformance::verdict::LeftOut {
                                     name: scenario.name.clone(),
+                                    file: feature
+                                        .path
+                                        .as_deref()
+                                        .map(|p| p.strip_prefix(workspace_root()).unwrap_or(p).display().to_string()),
                                     line: scenario.position.line,
                                     tags: all_tags.cloned().collect(),
                                     reason: why,
@@ -263,7 +267,11 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
         .map(|l| l.values().cloned().collect())
         .unwrap_or_default();
     for l in &left_out {
-        println!("NOT TESTED on {label}: \"{}\" ({}): {}", l.name, l.line, l.reason);
+        let at = match &l.file {
+            Some(f) => format!("{f}:{}", l.line),
+            None => format!("line {}", l.line),
+        };
+        println!("NOT TESTED on {label}: \"{}\" ({at}): {}", l.name, l.reason);
     }
     // For the verdict: the requirements of these scenarios say why they were not tested here.
     std::fs::write(

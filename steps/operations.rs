@@ -98,23 +98,48 @@ async fn metric_at_least(w: &mut FleetWorld, series: String, host: String, n: u6
 
 #[when(expr = "the gateway on {string} is stopped with SIGTERM")]
 async fn sigterm(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let gateway = &mut w.host_mut(&host)?.gateway;
+    let log_at = gateway.log().len();
     let started = std::time::Instant::now();
     // Generous: a gateway that hangs is killed after this and the next step says so.
-    let exited = w
-        .host_mut(&host)?
-        .gateway
-        .terminate_status(scaled(Duration::from_secs(20)))
-        .await;
+    let exited = gateway.terminate_status(scaled(Duration::from_secs(20))).await;
     w.notes
         .sigterm
-        .insert(host, (exited, started.elapsed().as_millis() as u64));
+        .insert(host, (exited, started.elapsed().as_millis() as u64, log_at));
+    Ok(())
+}
+
+/// CONTRACT §1 (graceful stop, item 6): from the SIGTERM to its exit a gateway logs no line at
+/// ERROR (CONTRACT §5's reading of a level). A stop that worked is no error, as a healthy start
+/// is none: an operator (or a check) that reads ERROR as "something failed" is not misled.
+#[then(expr = "the gateway on {string} logged no line at ERROR from its SIGTERM to its exit")]
+async fn quiet_stop(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let (_, _, log_at) = w
+        .notes
+        .sigterm
+        .get(&host)
+        .copied()
+        .ok_or_else(|| anyhow!("the gateway on {host} was not stopped with SIGTERM"))?;
+    let log = w.host(&host)?.gateway.log();
+    let after = log.get(log_at..).unwrap_or_default();
+    let errors: Vec<&str> = after
+        .lines()
+        .filter(|l| fleet_conformance::contract::log_line_at(l, fleet_conformance::contract::LogLevel::Error))
+        .collect();
+    ensure!(
+        errors.is_empty(),
+        "the gateway on {host} logged {} line(s) at ERROR while it stopped (CONTRACT §1: a graceful stop logs \
+         none):\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
     Ok(())
 }
 
 /// CONTRACT §1: after SIGTERM a gateway exits by itself, with status 0, within the grace.
 #[then(expr = "the gateway on {string} exited by itself with status 0 within {int} seconds")]
 async fn exited_by_itself(w: &mut FleetWorld, host: String, secs: u64) -> anyhow::Result<()> {
-    let (status, ms) = w
+    let (status, ms, _) = w
         .notes
         .sigterm
         .get(&host)

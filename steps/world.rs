@@ -141,8 +141,8 @@ pub struct Notes {
     /// `/metrics` series noted per host (operations.feature).
     pub metrics: BTreeMap<String, BTreeMap<String, f64>>,
     /// Per host: the gateway's exit status if it exited by itself after SIGTERM (`None`: it was
-    /// killed), and how long it took (ms).
-    pub sigterm: BTreeMap<String, (Option<std::process::ExitStatus>, u64)>,
+    /// killed), how long it took (ms), and how long its log was when the signal went (bytes).
+    pub sigterm: BTreeMap<String, (Option<std::process::ExitStatus>, u64, usize)>,
     /// Lengths of generated legacy queues, by pane (migration.feature).
     pub legacy_generated: BTreeMap<String, usize>,
     /// The watch of a main's inbox against a legacy queue across a boot (MIG-3): how many

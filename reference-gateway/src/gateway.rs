@@ -28,6 +28,8 @@ use crate::registry::{Entity, Registry};
 use crate::topology;
 use crate::verify::{Rejection, SeenSet};
 
+mod stop;
+
 pub use crate::entity_state::EntityHealth;
 use crate::entity_state::EntityStates;
 
@@ -54,6 +56,9 @@ pub struct Gateway {
     /// Extra connections that carry inbox channels once the main one is full (see
     /// [`Gateway::inbox_channel`]); they live and die with the main connection.
     inbox_links: Mutex<Vec<Arc<Connection>>>,
+    /// The roster, control and DLQ consumers' channels of the current connection: closed before
+    /// it (see `stop.rs`).
+    service_channels: Mutex<Vec<Channel>>,
     ready: AtomicBool,
     /// The running state of each local entity (consumer, health, inject lock, …).
     pub(crate) local: EntityStates,
@@ -104,6 +109,7 @@ impl Gateway {
             conn: RwLock::new(None),
             node: AtomicUsize::new(0),
             inbox_links: Mutex::new(Vec::new()),
+            service_channels: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
             local: EntityStates::default(),
             shutdown_tx,
@@ -287,24 +293,21 @@ impl Gateway {
             .await
             .context("opening the confirm-mode publish channel (PUB-1)")?;
         *self.conn.write().await = Some(conn.clone());
+        let host = &self.cfg.host_id;
         self.start_roster(&conn)
             .await
-            .context("declaring and consuming the roster queue (TOP-3)")?;
+            .map_err(|e| topology::host_queue_refusal(e, &topology::roster_queue(host), host, "roster queue"))?;
         // MEM-5: the host (and its certificate) is known before any of its entities.
         self.announce_host().await;
         if let Err(e) = self.start_control(&conn).await {
-            let control = topology::control_queue(&self.cfg.host_id);
+            let control = topology::control_queue(host);
             let refused = e.downcast_ref::<lapin::Error>().and_then(topology::amqp_code) == Some(406);
-            let hint = if quorum && refused {
-                format!(
-                    " ({control} is probably a classic queue from before FLEET_QUEUE_TYPE=quorum: convert it with scripts/convert-inboxes {control})"
-                )
-            } else {
-                String::new()
-            };
-            return Err(e.context(format!(
-                "declaring and consuming the control queue {control} (TOP-3){hint}"
-            )));
+            if quorum && refused {
+                return Err(e.context(format!(
+                    "declaring and consuming the control queue {control} (TOP-3) ({control} is probably a classic queue from before FLEET_QUEUE_TYPE=quorum: convert it with scripts/convert-inboxes {control})"
+                )));
+            }
+            return Err(topology::host_queue_refusal(e, &control, host, "control queue"));
         }
         self.start_dead_letters(&conn)
             .await
@@ -317,27 +320,6 @@ impl Gateway {
         self.spawn_heartbeats(conn.clone());
         self.spawn_maintenance(conn.clone());
         Ok(conn)
-    }
-
-    async fn teardown_connection(&self) {
-        self.publisher.detach().await;
-        self.local.clear_inboxes();
-        let links = self
-            .inbox_links
-            .lock()
-            .map(|mut l| std::mem::take(&mut *l))
-            .unwrap_or_default();
-        for link in links {
-            let _ = link.close(200, "bye".into()).await;
-        }
-        for key in self.pull.forget_held() {
-            // Their deliveries died with the connection; the broker redelivers them, and that
-            // copy must be accepted (it is the same message, never drained).
-            self.seen.remove(&key);
-        }
-        if let Some(conn) = self.conn.write().await.take() {
-            let _ = conn.close(200, "bye".into()).await;
-        }
     }
 
     /// A fresh channel on the current connection.
@@ -544,6 +526,9 @@ impl Gateway {
         let mut consumer = ch
             .basic_consume(queue.into(), tag.into(), Default::default(), FieldTable::default())
             .await?;
+        if let Ok(mut kept) = self.service_channels.lock() {
+            kept.push(ch.clone());
+        }
         let gw = Arc::clone(self);
         tokio::spawn(async move {
             let _keep = ch;
@@ -693,33 +678,6 @@ async fn wait_for_main_loss(conn: &Connection, shutdown: &mut watch::Receiver<bo
             _ = tick.tick() => if !conn.status().connected() { return true; },
             _ = shutdown.changed() => if *shutdown.borrow() { return false; },
         }
-    }
-}
-
-impl Gateway {
-    /// Graceful stop on SIGTERM, bounded: stop consuming inboxes (held messages go back to the
-    /// broker), fail pending injects as `stopped` and wait until their FAILED is published,
-    /// then announce `down` for every entity and the gateway. The caller closes the connection.
-    pub async fn graceful_stop(&self, bound: Duration) {
-        let work = async {
-            self.stopping.send_replace(true);
-            for ch in self.local.take_inboxes() {
-                let _ = ch.close(200, "gateway stopping".into()).await;
-            }
-            while self.inflight_injects.load(Ordering::SeqCst) > 0 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            // Held to the end: no heartbeat follows these `down`s (see `departures`).
-            let mut departed = self.departures.lock().await;
-            departed.depart_all();
-            for e in self.entities() {
-                let _ = self.announce_entity(&e, "down").await;
-            }
-            let body = self.gateway_presence("down", None);
-            let _ = self.announce(crate::envelope::GATEWAY_FROM, &body).await;
-            drop(departed);
-        };
-        let _ = tokio::time::timeout(bound, work).await;
     }
 }
 

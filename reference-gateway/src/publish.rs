@@ -235,12 +235,15 @@ impl Publisher {
         self.announced.contains(gid)
     }
 
-    pub async fn detach(&self) {
+    /// Stops publishing on the current channel and hands it back, for the caller to close before
+    /// its connection (a graceful stop closes every channel first).
+    pub async fn detach(&self) -> Option<Channel> {
         let mut slot = self.channel.write().await;
         self.announced.clear();
-        *slot = None;
+        let ch = slot.take();
         drop(slot);
         self.changes.send_modify(|n| *n += 1);
+        ch
     }
 
     /// Builds, signs and publishes `out`; returns the envelope as sent once the broker confirmed

@@ -73,6 +73,37 @@ pub fn amqp_code(e: &lapin::Error) -> Option<u16> {
     }
 }
 
+/// CON-2 / TOP-3: the context of a failed declare-and-consume of one of the host's own queues
+/// (`roster.<host>`, `control.<host>`), in the gateway's own words: it names the queue and the
+/// host whatever the broker says. RabbitMQ's refusal happens to name the queue ("cannot obtain
+/// exclusive access to locked queue 'roster.b' …"); LavinMQ's does not ("RESOURCE_LOCKED -
+/// Exclusive queue"), and CONTRACT §5 judges the gateway's ERROR line, not the broker's words.
+/// A 405 (RESOURCE_LOCKED), or a 403 about exclusive use, means another connection holds the
+/// queue: another gateway for the same host is running.
+pub fn host_queue_refusal(err: anyhow::Error, queue: &str, host: &str, role: &str) -> anyhow::Error {
+    let refusal = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<lapin::Error>())
+        .and_then(|e| match e.kind() {
+            lapin::ErrorKind::ProtocolError(p) => Some((p.get_id(), p.get_message().to_string())),
+            _ => None,
+        });
+    let held = match &refusal {
+        Some((405, _)) => true,
+        Some((403, text)) => text.to_ascii_lowercase().contains("exclusive"),
+        _ => false,
+    };
+    let words = if held {
+        format!(
+            "cannot take {queue}, the {role} of host {host}: the broker refused it as held by another connection, \
+             so another gateway for host {host} is running (CON-2); not ready until it is free"
+        )
+    } else {
+        format!("declaring and consuming {queue}, the {role} of host {host} (TOP-3)")
+    };
+    err.context(words)
+}
+
 /// CLU-2: `x-queue-type=quorum` for the durable queues of a quorum-mode gateway; nothing in
 /// classic mode (SPEC §1 unchanged: no `x-queue-type` argument at all).
 fn add_queue_type(args: &mut FieldTable, queue_type: QueueType) {
@@ -475,5 +506,52 @@ mod tests {
             inbox_keys(gid, &["ops".to_string()]),
             vec![gid.to_string(), "broadcast.all".into(), "broadcast.ops".into()]
         );
+    }
+
+    /// A broker refusal as lapin reports it: the channel.close's reply code and text.
+    fn refused(code: u16, text: &str) -> anyhow::Error {
+        let amqp = lapin::protocol::AMQPError::from_id(code, text.into()).expect("a known reply code");
+        anyhow::Error::new(lapin::Error::from(lapin::ErrorKind::ProtocolError(amqp)))
+    }
+
+    /// CON-2 on LavinMQ 2.5: a second gateway's `queue.declare` of `roster.b` (exclusive, held by
+    /// the first gateway's connection) is answered by `send_resource_locked(frame, "Exclusive
+    /// queue")`: channel.close 405 "RESOURCE_LOCKED - Exclusive queue", which names no queue. The
+    /// ERROR line must name it in the gateway's own words (CONTRACT §5).
+    #[test]
+    fn a_roster_held_elsewhere_is_named_in_the_gateways_words_on_lavinmq() {
+        const LAVINMQ: &str = "RESOURCE_LOCKED - Exclusive queue";
+        let line = format!(
+            "{:#}",
+            host_queue_refusal(refused(405, LAVINMQ), "roster.b", "b", "roster queue")
+        );
+        assert!(!LAVINMQ.contains("roster.b"), "the broker's words carry no name");
+        assert!(line.contains("roster.b"), "{line}");
+        assert!(line.contains("another gateway for host b"), "{line}");
+        assert!(line.contains(LAVINMQ), "the broker's words follow: {line}");
+        // RabbitMQ's refusal of the same declare, and an exclusive consumer's 403: same words.
+        let rabbit = "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'roster.b' in vhost 'v'";
+        for err in [
+            refused(405, rabbit),
+            refused(403, "ACCESS_REFUSED - queue 'control.b' in vhost 'v' in exclusive use"),
+        ] {
+            let line = format!("{:#}", host_queue_refusal(err, "control.b", "b", "control queue"));
+            assert!(
+                line.starts_with("cannot take control.b, the control queue of host b"),
+                "{line}"
+            );
+        }
+        // Any other failure still names the queue, without blaming another gateway.
+        let denied = refused(
+            403,
+            "ACCESS_REFUSED - access to queue 'roster.b' in vhost 'v' refused for user 'b'",
+        );
+        let line = format!("{:#}", host_queue_refusal(denied, "roster.b", "b", "roster queue"));
+        assert!(
+            line.starts_with("declaring and consuming roster.b, the roster queue of host b (TOP-3)"),
+            "{line}"
+        );
+        let lost = host_queue_refusal(anyhow::anyhow!("connection lost"), "roster.b", "b", "roster queue");
+        assert!(format!("{lost:#}").contains("roster.b"));
     }
 }

@@ -12,10 +12,12 @@
 //! fleet-conformance list [--tags EXPR] [--capabilities FILE]
 //! ```
 //!
-//! Exit status: 0 the gateway passes, 1 it does not (a MUST failed or was not tested, a declared
-//! capability failed, a stale baseline entry, or a SHOULD under `--strict`), 2 the run itself
-//! could not be made (bad arguments, a broker that would not start, no report), 130 / 143
-//! interrupted by SIGINT / SIGTERM (passed on to the suite run, which stops its gateways and
+//! Exit status: 0 PASS, 1 FAIL (a MUST failed or was not tested, a declared capability failed, a
+//! stale baseline entry, or a SHOULD under `--strict`), 2 the run itself could not be made (bad
+//! arguments, a broker that would not start, no report), 3 INCOMPLETE (nothing failed, but a
+//! requirement the run had to judge could not be judged on these brokers: `cluster` declared and
+//! run on one node, a partition without the container provider, TLS without a listener), 130 /
+//! 143 interrupted by SIGINT / SIGTERM (passed on to the suite run, which stops its gateways and
 //! brokers before it exits).
 
 use std::path::{Path, PathBuf};
@@ -34,7 +36,8 @@ use fleet_conformance::conformance::{html, suite_root};
 
 /// Judge any Fleet gateway against the spec, requirement by requirement.
 ///
-/// Exit status: 0 pass, 1 the gateway fails, 2 the run could not be made.
+/// Exit status: 0 PASS, 1 FAIL, 2 the run could not be made, 3 INCOMPLETE (could not be judged
+/// on these brokers), 130/143 interrupted.
 #[derive(Debug, clap::Parser)]
 #[command(name = "fleet-conformance", version)]
 struct Cli {
@@ -454,10 +457,8 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     Ok(if infra_error {
         eprintln!("fleet-conformance: a broker produced no report: the run could not be made");
         ExitCode::from(2)
-    } else if j.passed {
-        ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(j.verdict.exit_code())
     })
 }
 

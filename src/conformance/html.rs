@@ -20,6 +20,7 @@ h2{font-size:17px;margin:22px 0 6px}
 .meta code{background:#eee;padding:1px 4px;border-radius:3px}
 .banner{margin:14px 0;padding:10px 14px;border-radius:6px;font-weight:600;font-size:16px}
 .banner.pass{background:#c8e6c9;color:#1b5e20}.banner.fail{background:#ffcdd2;color:#b71c1c}
+.banner.incomplete{background:#fff3cd;color:#664d03}
 .banner ul{font-weight:400;font-size:13px;margin:6px 0 0;padding-left:20px}
 .partial{background:#fff3cd;color:#664d03;padding:6px 10px;border-radius:4px;margin:8px 0}
 .legend span{display:inline-block;padding:2px 8px;margin:0 6px 6px 0;border-radius:3px;font-size:12px}
@@ -66,6 +67,8 @@ fn class_and_label(selected: bool, c: &Cell) -> (&'static str, &'static str) {
         Verdict::Fail => ("fail", "fail (not counted)"),
         Verdict::Skip => ("skip", "skip"),
         Verdict::NotTested if c.counts => ("nt", "NOT TESTED"),
+        Verdict::NotTested if c.needs.as_deref() == Some(super::verdict::NEEDS_REVIEW) => ("ns", "under review"),
+        Verdict::NotTested if c.needs.is_some() => ("ns", "needs another broker"),
         Verdict::NotTested => ("ns", "not tested (not counted)"),
     }
 }
@@ -161,6 +164,32 @@ fn left_out(j: &Judgement) -> String {
     s
 }
 
+/// The failures of checks under review (CONTRACT §10): reported, not counted.
+fn under_review(j: &Judgement) -> String {
+    if j.under_review.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<h2 id=\"under-review\">Under review: {} failure(s) not counted (CONTRACT §10)</h2>\
+         <table><thead><tr><th>Broker</th><th>Scenario</th><th>Requirements</th><th>Check under review</th><th>Failed at</th></tr></thead><tbody>",
+        j.under_review.len()
+    );
+    for r in &j.under_review {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{} <span class=\"meta\">({})</span></td><td class=\"id\">{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
+            esc(&r.broker),
+            esc(&r.name),
+            esc(&r.location),
+            esc(&r.requirements.join(", ")),
+            esc(&r.under_review),
+            esc(r.error.as_deref().and_then(|e| e.lines().next()).unwrap_or_default())
+        );
+    }
+    s.push_str("</tbody></table>");
+    s
+}
+
 /// Renders the page; log excerpts are read from `out_dir` (the paths in the judgement are
 /// relative to it).
 pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
@@ -169,7 +198,7 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
         s,
         "<title>Fleet conformance — {}</title><style>{STYLE}</style>\
          <noscript><style>tr.detail{{display:table-row}}</style></noscript></head><body>",
-        if j.passed { "PASS" } else { "FAIL" }
+        j.verdict.as_str()
     );
     s.push_str("<h1>Fleet gateway conformance</h1>");
     let _ = write!(
@@ -222,6 +251,18 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
         .collect();
     if j.passed {
         let _ = write!(s, "<div class=\"banner pass\">PASS — {}</div>", counts.join(" · "));
+    } else if j.verdict == super::verdict::RunVerdict::Incomplete {
+        let _ = write!(
+            s,
+            "<div class=\"banner incomplete\">INCOMPLETE — nothing failed; {} requirement(s) could not be judged on \
+             these brokers · {}<ul>",
+            j.unjudged.len(),
+            counts.join(" · ")
+        );
+        for line in super::verdict::incomplete_lines(&j.unjudged) {
+            let _ = write!(s, "<li>{}</li>", esc(&line));
+        }
+        s.push_str("</ul></div>");
     } else {
         let _ = write!(
             s,
@@ -233,6 +274,21 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
             let _ = write!(s, "<li>{}</li>", esc(p));
         }
         s.push_str("</ul></div>");
+        if !j.unjudged.is_empty() {
+            s.push_str("<div class=\"partial\">Besides, not judged on these brokers:<ul>");
+            for line in super::verdict::incomplete_lines(&j.unjudged) {
+                let _ = write!(s, "<li>{}</li>", esc(&line));
+            }
+            s.push_str("</ul></div>");
+        }
+    }
+    if !j.under_review.is_empty() {
+        let _ = write!(
+            s,
+            "<div class=\"partial\">{} failure(s) of checks under review (CONTRACT §10) were not counted: \
+             <a href=\"#under-review\">the list below</a>.</div>",
+            j.under_review.len()
+        );
     }
     if j.partial {
         s.push_str(
@@ -320,6 +376,7 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
     s.push_str("</tbody></table>");
     s.push_str(&known_failures(j));
     s.push_str(&left_out(j));
+    s.push_str(&under_review(j));
     let _ = writeln!(s, "<script>{SCRIPT}</script></body></html>");
     s
 }
@@ -347,6 +404,7 @@ mod tests {
             passed: 0,
             failed: failing.len(),
             reason: reason.map(str::to_string),
+            needs: None,
             known_failure: None,
             counts,
             failing,
@@ -411,11 +469,21 @@ mod tests {
             left_out: vec![LeftOutScenario {
                 broker: Some("container:rabbitmq".into()),
                 name: "gateways reconnect after a <broker> restart".into(),
-                file: None,
+                file: Some("features/broker_restart.feature".into()),
                 line: 40,
                 requirements: vec!["CON-3".into()],
                 reason: "the url provider cannot restart the broker".into(),
             }],
+            unjudged: Vec::new(),
+            under_review: vec![crate::conformance::verdict::ReviewedFailure {
+                broker: "container:rabbitmq".into(),
+                name: "the agent has exited".into(),
+                location: "features/herdr_faults.feature:33".into(),
+                requirements: vec!["FWD-2".into(), "FWD-4".into()],
+                error: Some("Then herdr records no inject\n1 inject".into()),
+                under_review: "@herdr-agent-gone — not in SPEC yet".into(),
+            }],
+            verdict: crate::conformance::verdict::RunVerdict::Fail,
             passed: false,
         };
         let info = RunInfo {
@@ -461,6 +529,16 @@ mod tests {
             "the left-out scenario is listed with why"
         );
         assert!(
+            page.contains("(features/broker_restart.feature:40)"),
+            "a left-out scenario names its feature file"
+        );
+        assert!(
+            page.contains("1 failure(s) of checks under review")
+                && page.contains("@herdr-agent-gone — not in SPEC yet")
+                && page.contains("Then herdr records no inject"),
+            "the failure under review is listed, not counted"
+        );
+        assert!(
             page.contains("<td class=\"text\">LavinMQ has no topic permissions</td>"),
             "the known failure's baseline reason is listed"
         );
@@ -476,7 +554,7 @@ mod tests {
         let (_, j) = sample();
         let x = reports::junit(&j);
         assert!(
-            x.contains("tests=\"5\" failures=\"1\" errors=\"0\" skipped=\"3\""),
+            x.contains("tests=\"6\" failures=\"1\" errors=\"0\" skipped=\"4\""),
             "{x}"
         );
         assert!(x.contains("<failure message=\"FWD-1 fail\">"));
@@ -485,7 +563,7 @@ mod tests {
         assert!(
             x.contains(
                 "<testcase classname=\"container:rabbitmq.left-out\" name=\"gateways reconnect after a &lt;broker&gt; \
-                 restart (line 40; CON-3)\">\n      <skipped message=\"NOT TESTED, left out on container:rabbitmq: \
+                 restart (features/broker_restart.feature:40; CON-3)\">\n      <skipped message=\"NOT TESTED, left out on container:rabbitmq: \
                  the url provider cannot restart the broker\"/>"
             ),
             "{x}"
@@ -506,6 +584,12 @@ mod tests {
         assert_eq!(v["left_out"][0]["broker"], "container:rabbitmq");
         assert_eq!(v["left_out"][0]["reason"], "the url provider cannot restart the broker");
         assert_eq!(v["left_out"][0]["requirements"][0], "CON-3");
+        assert_eq!(v["left_out"][0]["file"], "features/broker_restart.feature");
+        assert_eq!(v["verdict"]["verdict"], "FAIL");
+        assert_eq!(
+            v["verdict"]["under_review"][0]["location"],
+            "features/herdr_faults.feature:33"
+        );
         assert_eq!(v["verdict"]["known_failures"][0]["requirement"], "SEC-2");
         assert_eq!(
             v["verdict"]["known_failures"][0]["reason"],
@@ -529,8 +613,8 @@ mod tests {
         assert!(
             t.contains(
                 "NOT TESTED — 1 scenario(s) left out of this run:\n  - on container:rabbitmq: \
-                 \"gateways reconnect after a <broker> restart\" (line 40; CON-3): the url provider cannot restart \
-                 the broker\n"
+                 \"gateways reconnect after a <broker> restart\" (features/broker_restart.feature:40; CON-3): the url \
+                 provider cannot restart the broker\n"
             ),
             "{t}"
         );
@@ -539,5 +623,45 @@ mod tests {
             t.find("NOT TESTED —").is_some_and(|i| i < verdict_at),
             "listed before the verdict"
         );
+    }
+
+    #[test]
+    fn an_incomplete_run_says_what_could_not_be_judged_and_on_which_broker_it_would_be() {
+        let (info, mut j) = sample();
+        j.problems.clear();
+        j.under_review.clear();
+        j.requirements.retain(|r| r.id == "FWD-2");
+        j.unjudged = vec![
+            crate::conformance::verdict::Unjudged {
+                requirement: "CLU-2".into(),
+                level: Level::Must,
+                capability: Some("cluster".into()),
+                needs: vec!["a cluster broker (process:rabbitmq-cluster, …)".into()],
+            },
+            crate::conformance::verdict::Unjudged {
+                requirement: "CLU-6".into(),
+                level: Level::Must,
+                capability: Some("cluster".into()),
+                needs: vec!["container:rabbitmq-cluster".into()],
+            },
+        ];
+        j.verdict = crate::conformance::verdict::RunVerdict::Incomplete;
+        let t = reports::text(&info, &j);
+        assert!(
+            t.contains(
+                "VERDICT: INCOMPLETE — nothing failed; 2 requirement(s) could not be judged on these brokers:\n  \
+                 INCOMPLETE: capability cluster: CLU-2 needs a cluster broker (process:rabbitmq-cluster, …)\n  \
+                 INCOMPLETE: capability cluster: CLU-6 needs container:rabbitmq-cluster\n"
+            ),
+            "{t}"
+        );
+        let page = render(&info, &j, &std::env::temp_dir());
+        assert!(page.contains("<title>Fleet conformance — INCOMPLETE</title>"));
+        assert!(page.contains("<div class=\"banner incomplete\">INCOMPLETE — nothing failed"));
+        assert!(page.contains("<li>capability cluster: CLU-6 needs container:rabbitmq-cluster</li>"));
+        let v: serde_json::Value = serde_json::from_str(&reports::json(&info, &j).expect("json")).expect("parses");
+        assert_eq!(v["verdict"]["verdict"], "INCOMPLETE");
+        assert_eq!(v["verdict"]["incomplete"][1]["requirement"], "CLU-6");
+        assert_eq!(v["verdict"]["incomplete"][1]["capability"], "cluster");
     }
 }

@@ -7,6 +7,7 @@
 //! - [`registry`] — `fixtures/requirements.toml`: every requirement id, its level, its section
 //! - [`catalogue`] — the scenarios of `features/` and their tags, without running them
 //! - [`results`] — the one reader of cucumber's JSON report: each scenario and how it ended
+//! - [`review`] — the checks CONTRACT §10 lists as under review: reported, never counted
 //! - [`tagexpr`] — cucumber tag expressions, to know what a `--tags` run selected
 //! - [`inputs`] — the capabilities a gateway declares and the known-failures baseline (TOML)
 //! - [`selection`] — what a run leaves out whatever `--tags` says (`@soak`, undeclared `@cap-…`)
@@ -21,6 +22,7 @@ pub mod inputs;
 pub mod registry;
 pub mod reports;
 pub mod results;
+pub mod review;
 pub mod selection;
 pub mod tagexpr;
 pub mod verdict;

@@ -101,6 +101,10 @@ pub struct Registry {
     pub requirements: Vec<Requirement>,
     #[serde(rename = "capability", default)]
     pub capabilities: Vec<Capability>,
+    /// Checks CONTRACT §10 lists as still under review: their failures are reported, never
+    /// counted against the gateway (`super::review`).
+    #[serde(rename = "under-review", default)]
+    pub under_review: Vec<super::review::UnderReview>,
 }
 
 /// `fixtures/requirements.toml` of this checkout.
@@ -150,7 +154,18 @@ impl Registry {
                 )));
             }
         }
+        if let Some(e) = reg.under_review.iter().find(|e| e.tag.is_none() && e.step.is_none()) {
+            return Err(invalid(format!(
+                "an [[under-review]] entry names neither a tag nor a step: {:?}",
+                e.reason
+            )));
+        }
         Ok(reg)
+    }
+
+    /// The entry under review that covers the failed scenario `s`, if any.
+    pub fn under_review_of(&self, s: &super::results::ScenarioResult) -> Option<&super::review::UnderReview> {
+        self.under_review.iter().find(|e| e.covers(s))
     }
 
     pub fn get(&self, id: &str) -> Option<&Requirement> {

@@ -50,6 +50,8 @@ struct Document<'a> {
 
 #[derive(Serialize)]
 struct Summary<'a> {
+    /// PASS, FAIL or INCOMPLETE.
+    verdict: super::verdict::RunVerdict,
     passed: bool,
     partial: bool,
     counts: std::collections::BTreeMap<&'static str, usize>,
@@ -58,6 +60,11 @@ struct Summary<'a> {
     unconfirmed_baseline: &'a [String],
     /// Failures the baseline covers, with its reasons.
     known_failures: Vec<super::verdict::KnownFailureSeen>,
+    /// Requirements the run had to judge and these brokers could not (INCOMPLETE), with what
+    /// would judge them.
+    incomplete: &'a [super::verdict::Unjudged],
+    /// Failures of checks under review (CONTRACT §10): reported, not counted.
+    under_review: &'a [super::verdict::ReviewedFailure],
 }
 
 const VERDICTS: [Verdict; 4] = [Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::NotTested];
@@ -68,6 +75,7 @@ pub fn json(run: &RunInfo, j: &Judgement) -> Result<String, serde_json::Error> {
     let doc = Document {
         run,
         verdict: Summary {
+            verdict: j.verdict,
             passed: j.passed,
             partial: j.partial,
             counts: VERDICTS.iter().map(|v| (v.as_str(), j.count(*v))).collect(),
@@ -75,6 +83,8 @@ pub fn json(run: &RunInfo, j: &Judgement) -> Result<String, serde_json::Error> {
             stale_baseline: &j.stale_baseline,
             unconfirmed_baseline: &j.unconfirmed_baseline,
             known_failures: j.known_failures(),
+            incomplete: &j.unjudged,
+            under_review: &j.under_review,
         },
         brokers: &j.brokers,
         requirements: &j.requirements,
@@ -120,16 +130,18 @@ pub fn junit(j: &Judgement) -> String {
             .filter(|l| l.broker.as_ref().is_none_or(|name| *name == b.label))
             .collect();
         let failures = cells.iter().filter(|(_, c)| c.counts).count();
+        let reviewed = j.under_review.iter().filter(|r| r.broker == b.label).count();
         let skipped = cells
             .iter()
             .filter(|(_, c)| !c.counts && c.verdict != Verdict::Pass)
             .count()
-            + left_out.len();
+            + left_out.len()
+            + reviewed;
         let _ = writeln!(
             s,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
             xml_escape(&format!("conformance on {}", b.label)),
-            cells.len() + left_out.len()
+            cells.len() + left_out.len() + reviewed
         );
         for (r, c) in cells {
             let _ = write!(
@@ -184,6 +196,19 @@ pub fn junit(j: &Judgement) -> String {
                 xml_escape(&format!("NOT TESTED, left out {}: {}", l.scope(), l.reason))
             );
         }
+        for r in j.under_review.iter().filter(|r| r.broker == b.label) {
+            let _ = writeln!(
+                s,
+                "    <testcase classname=\"{}\" name=\"{}\">\n      <skipped message=\"{}\"/>\n    </testcase>",
+                xml_escape(&format!("{}.under-review", b.label)),
+                xml_escape(&format!("{} ({}; {})", r.name, r.location, r.requirements.join(", "))),
+                xml_escape(&format!(
+                    "UNDER REVIEW, failed and not counted (CONTRACT §10): {}\n{}",
+                    r.under_review,
+                    r.error.as_deref().unwrap_or_default()
+                ))
+            );
+        }
         s.push_str("  </testsuite>\n");
     }
     s.push_str("</testsuites>\n");
@@ -221,6 +246,10 @@ pub fn text(run: &RunInfo, j: &Judgement) -> String {
                 (Verdict::Fail, _, true) => "FAIL",
                 (Verdict::Fail, _, false) => "fail (not counted)",
                 (Verdict::NotTested, _, true) => "NOT TESTED",
+                (Verdict::NotTested, _, _) if c.needs.as_deref() == Some(super::verdict::NEEDS_REVIEW) => {
+                    "under review"
+                }
+                (Verdict::NotTested, _, _) if c.needs.is_some() => "needs another broker",
                 (v, _, _) => v.as_str(),
             };
             let _ = write!(s, " {mark:<22}");
@@ -281,6 +310,38 @@ pub fn text(run: &RunInfo, j: &Judgement) -> String {
             );
         }
     }
+    if !j.under_review.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  UNDER REVIEW — {} failure(s) of checks CONTRACT §10 lists as under review (reported, not counted; \
+             please report them):",
+            j.under_review.len()
+        );
+        for r in &j.under_review {
+            let _ = writeln!(
+                s,
+                "  - on {}: \"{}\" ({}; {}): {}",
+                r.broker,
+                r.name,
+                r.location,
+                r.requirements.join(", "),
+                r.under_review
+            );
+            if let Some(step) = r.error.as_deref().and_then(|e| e.lines().next()) {
+                let _ = writeln!(s, "      failed at: {step}");
+            }
+        }
+    }
+    if !j.unjudged.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  NOT JUDGED ON THESE BROKERS — {} requirement(s) the run had to judge (not a failure of the gateway):",
+            j.unjudged.len()
+        );
+        for line in super::verdict::incomplete_lines(&j.unjudged) {
+            let _ = writeln!(s, "  - {line}");
+        }
+    }
     if j.partial {
         let left_out = j.requirements.iter().filter(|r| !r.selected).count();
         let _ = writeln!(
@@ -289,12 +350,26 @@ pub fn text(run: &RunInfo, j: &Judgement) -> String {
              the whole spec"
         );
     }
-    if j.passed {
-        let _ = writeln!(s, "VERDICT: PASS{}", if j.partial { " (partial run)" } else { "" });
-    } else {
-        let _ = writeln!(s, "VERDICT: FAIL ({} problem(s))", j.problems.len());
-        for p in &j.problems {
-            let _ = writeln!(s, "  - {p}");
+    let partial = if j.partial { " (partial run)" } else { "" };
+    match j.verdict {
+        super::verdict::RunVerdict::Pass => {
+            let _ = writeln!(s, "VERDICT: PASS{partial}");
+        }
+        super::verdict::RunVerdict::Incomplete => {
+            let _ = writeln!(
+                s,
+                "VERDICT: INCOMPLETE{partial} — nothing failed; {} requirement(s) could not be judged on these brokers:",
+                j.unjudged.len()
+            );
+            for line in super::verdict::incomplete_lines(&j.unjudged) {
+                let _ = writeln!(s, "  INCOMPLETE: {line}");
+            }
+        }
+        super::verdict::RunVerdict::Fail => {
+            let _ = writeln!(s, "VERDICT: FAIL ({} problem(s))", j.problems.len());
+            for p in &j.problems {
+                let _ = writeln!(s, "  - {p}");
+            }
         }
     }
     s

@@ -8,8 +8,10 @@ use super::super::catalogue::Scenario;
 use super::super::registry::{Level, Registry};
 use super::super::selection::REFERENCE_TAG;
 use super::super::tagexpr::TagExpr;
+use super::outcome::{NEEDS_REVIEW, RunVerdict, Unjudged, broker_needed};
 use super::{
-    Baseline, BrokerRun, Capabilities, Cell, Judgement, LeftOutScenario, Outcome, Row, ScenarioResult, Verdict,
+    Baseline, BrokerRun, Capabilities, Cell, Judgement, LeftOutScenario, Outcome, ReviewedFailure, Row, ScenarioResult,
+    Verdict,
 };
 
 /// How to judge.
@@ -36,6 +38,9 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
     let mut problems = Vec::new();
     let mut rows = Vec::new();
     let mut partial = false;
+    let mut unjudged = Vec::new();
+    // CONTRACT §10: a failure a check under review covers is the suite's: left out of the cells.
+    let reviewed = |s: &ScenarioResult| s.outcome != Outcome::Passed && registry.under_review_of(s).is_some();
     for req in &registry.requirements {
         let all: Vec<&Scenario> = catalogue.iter().filter(|s| s.has_tag(&req.id)).collect();
         let selected: Vec<&Scenario> = all
@@ -54,9 +59,17 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
         let in_scope = opts.selection.is_none() || !selected.is_empty();
         partial |= !in_scope;
         let counts_level = req.level == Level::Must || (opts.strict && req.level == Level::Should);
+        let capability = registry
+            .capabilities
+            .iter()
+            .find(|c| c.requirements.contains(&req.id) && opts.capabilities.declared.contains(&c.name))
+            .map(|c| c.name.clone());
         let mut cells = Vec::new();
         for run in &runs {
-            let results: Vec<&ScenarioResult> = run.scenarios.iter().filter(|s| s.has_tag(&req.id)).collect();
+            let tagged = || run.scenarios.iter().filter(|s| s.has_tag(&req.id));
+            let results: Vec<&ScenarioResult> = tagged().filter(|s| !reviewed(s)).collect();
+            let under_review = tagged().filter(|s| reviewed(s)).count();
+            let mut needs = None;
             let failing: Vec<ScenarioResult> = results
                 .iter()
                 .filter(|s| s.outcome != Outcome::Passed)
@@ -72,6 +85,15 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
                 (Verdict::Fail, None)
             } else if passed > 0 {
                 (Verdict::Pass, None)
+            } else if under_review > 0 && in_scope {
+                needs = Some(NEEDS_REVIEW.to_string());
+                (
+                    Verdict::NotTested,
+                    Some(format!(
+                        "its only result here is {under_review} failure(s) of a check under review (CONTRACT §10): \
+                         reported, not counted"
+                    )),
+                )
             } else if runnable == 0 && !gated.is_empty() {
                 let caps: Vec<String> = gated
                     .iter()
@@ -100,6 +122,19 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
                     .iter()
                     .find(|l| l.tags.iter().any(|t| t.trim_start_matches('@') == req.id))
                 {
+                    // The brokers' limit, not the gateway's failure: what would judge it.
+                    let mut wanted: Vec<&str> = Vec::new();
+                    for l in run
+                        .left_out
+                        .iter()
+                        .filter(|l| l.tags.iter().any(|t| t.trim_start_matches('@') == req.id))
+                    {
+                        let need = broker_needed(&l.tags).unwrap_or(l.reason.as_str());
+                        if !wanted.contains(&need) {
+                            wanted.push(need);
+                        }
+                    }
+                    needs = Some(wanted.join("; and "));
                     format!("left out on this broker: \"{}\" — {}", l.name, l.reason)
                 } else {
                     format!("{runnable} selected scenario(s) never reported a result")
@@ -116,7 +151,7 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
                 .any(|s| s.tags.iter().any(|t| declared_tags.contains(&t.as_str())));
             let counts = match verdict {
                 Verdict::Fail => known_failure.is_none() && (counts_level || capability_failed),
-                Verdict::NotTested => in_scope && counts_level,
+                Verdict::NotTested => in_scope && counts_level && needs.is_none(),
                 Verdict::Pass | Verdict::Skip => false,
             };
             // A broker without a report is one problem (below), not one per requirement.
@@ -152,9 +187,26 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
                 passed,
                 failed: failing.len(),
                 reason,
+                needs,
                 known_failure,
                 counts,
                 failing,
+            });
+        }
+        // INCOMPLETE: a requirement the run had to judge that no broker of the run could.
+        let judged = cells.iter().any(|c| matches!(c.verdict, Verdict::Pass | Verdict::Fail));
+        if in_scope && (counts_level || capability.is_some()) && !judged && cells.iter().any(|c| c.needs.is_some()) {
+            let mut needs: Vec<String> = Vec::new();
+            for n in cells.iter().filter_map(|c| c.needs.as_ref()) {
+                if !needs.contains(n) {
+                    needs.push(n.clone());
+                }
+            }
+            unjudged.push(Unjudged {
+                requirement: req.id.clone(),
+                level: req.level,
+                capability: capability.clone(),
+                needs,
             });
         }
         rows.push(Row {
@@ -203,7 +255,14 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
         }
     }
     let left_out = left_out_scenarios(registry, catalogue, &runs, &opts, &excluded);
-    let passed = problems.is_empty();
+    let under_review = reviewed_failures(registry, &runs);
+    let verdict = if !problems.is_empty() {
+        RunVerdict::Fail
+    } else if !unjudged.is_empty() {
+        RunVerdict::Incomplete
+    } else {
+        RunVerdict::Pass
+    };
     Judgement {
         brokers: runs,
         requirements: rows,
@@ -212,8 +271,32 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
         problems,
         partial,
         left_out,
-        passed,
+        unjudged,
+        under_review,
+        verdict,
+        passed: verdict == RunVerdict::Pass,
     }
+}
+
+/// Every failure a check under review covers, per broker (CONTRACT §10): reported, not counted.
+fn reviewed_failures(registry: &Registry, runs: &[BrokerRun]) -> Vec<ReviewedFailure> {
+    let mut out = Vec::new();
+    for run in runs {
+        for s in run.scenarios.iter().filter(|s| s.outcome != Outcome::Passed) {
+            let Some(entry) = registry.under_review_of(s) else {
+                continue;
+            };
+            out.push(ReviewedFailure {
+                broker: run.label.clone(),
+                name: s.name.clone(),
+                location: format!("{}:{}", s.file, s.line),
+                requirements: s.tags.iter().filter(|t| registry.get(t).is_some()).cloned().collect(),
+                error: s.error.clone(),
+                under_review: format!("{} — {}", entry.key(), entry.reason),
+            });
+        }
+    }
+    out
 }
 
 /// The scenarios the run left out, with why: first those of undeclared capabilities (on every
@@ -265,10 +348,18 @@ fn left_out_scenarios(
     }
     for run in runs {
         for l in &run.left_out {
+            // A left-out file of an older suite names no feature file: the catalogue knows it.
+            let file = l.file.clone().or_else(|| {
+                catalogue
+                    .iter()
+                    .find(|s| s.name == l.name && s.line == l.line)
+                    .or_else(|| catalogue.iter().find(|s| s.name == l.name))
+                    .map(|s| s.file.clone())
+            });
             out.push(LeftOutScenario {
                 broker: Some(run.label.clone()),
                 name: l.name.clone(),
-                file: None,
+                file,
                 line: l.line,
                 requirements: requirements(&mut l.tags.iter().map(String::as_str)),
                 reason: l.reason.clone(),
@@ -279,421 +370,5 @@ fn left_out_scenarios(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::{KnownFailure, LeftOut};
-    use super::*;
-    use rstest::rstest;
-
-    #[test]
-    fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
-        let reg = crate::conformance::registry::test_registry();
-        let c = caps(&[]);
-        let results: Vec<ScenarioResult> = everything_but(&[], &[])
-            .into_iter()
-            .filter(|s| s.name != "exchanges")
-            .collect();
-        let mut r = run(results);
-        r.left_out.push(LeftOut {
-            name: "exchanges".into(),
-            line: 1,
-            tags: vec!["@TOP-1".into(), "@broker-tls".into()],
-            reason: "it needs the broker's amqps listener (@broker-tls), and none was given".into(),
-        });
-        let base = Baseline::default();
-        let j = judge(&reg, &catalogue(), vec![r], plain(&c, &base));
-        let top = cell(&j, "TOP-1");
-        assert_eq!(top.verdict, Verdict::NotTested, "left out is never a pass");
-        assert!(top.counts, "a MUST left out still fails the run");
-        assert!(
-            top.reason
-                .as_deref()
-                .is_some_and(|why| why.contains("left out") && why.contains("amqps")),
-            "{top:?}"
-        );
-        assert!(!j.passed);
-    }
-
-    #[test]
-    fn the_judgement_lists_every_scenario_left_out_with_why() {
-        let reg = crate::conformance::registry::test_registry();
-        let c = caps(&[]);
-        let mut r = run(everything_but(&[], &[]));
-        // "ack first" left out on this broker; FWD-1 still passes through "crash window".
-        r.scenarios.retain(|s| s.name != "ack first");
-        r.left_out.push(LeftOut {
-            name: "ack first".into(),
-            line: 7,
-            tags: vec!["@FWD-1".into(), "@smoke".into(), "@broker-restart".into()],
-            reason: "the url provider cannot restart the broker".into(),
-        });
-        let base = Baseline::default();
-        let j = judge(&reg, &catalogue(), vec![r], plain(&c, &base));
-        assert_eq!(cell(&j, "FWD-1").verdict, Verdict::Pass, "the other scenario passed");
-        let names: Vec<(&str, Option<&str>)> = j
-            .left_out
-            .iter()
-            .map(|l| (l.name.as_str(), l.broker.as_deref()))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                ("not submitted", None),
-                ("remote stop", None),
-                ("ack first", Some("container:rabbitmq"))
-            ],
-            "capabilities not declared (every broker), then the broker's own"
-        );
-        let stop = &j.left_out[1];
-        assert_eq!(stop.requirements, ["SPN-5"]);
-        assert!(stop.reason.contains("capability stop"), "{stop:?}");
-        let ack = &j.left_out[2];
-        assert_eq!(ack.requirements, ["FWD-1"], "only requirement tags");
-        assert!(ack.reason.contains("cannot restart"), "{ack:?}");
-        assert!(j.passed, "{:?}", j.problems);
-    }
-
-    #[test]
-    fn scenarios_not_selected_by_tags_are_not_listed_as_left_out() {
-        let results: Vec<_> = everything_but(&[], &[])
-            .into_iter()
-            .filter(|r| r.tags.iter().any(|t| t == "smoke"))
-            .collect();
-        let j = judge_with(results, &[], &Baseline::default(), false, Some("@smoke"));
-        assert!(j.left_out.is_empty(), "{:?}", j.left_out);
-        let all = judge_with(
-            everything_but(&[], &["stop"]),
-            &["stop"],
-            &Baseline::default(),
-            false,
-            None,
-        );
-        assert_eq!(all.left_out.len(), 1, "a declared capability runs: {:?}", all.left_out);
-    }
-
-    #[test]
-    fn reference_scenarios_are_left_out_for_another_gateway_only() {
-        let reg = crate::conformance::registry::test_registry();
-        let mut cat = catalogue();
-        cat.push(sc("metrics", &["reference"]));
-        let c = Capabilities::all(&reg);
-        let base = Baseline::default();
-        let opts = |reference_gateway| Options {
-            selection: None,
-            capabilities: &c,
-            baseline: &base,
-            strict: false,
-            reference_gateway,
-        };
-        let other = judge(&reg, &cat, vec![run(Vec::new())], opts(false));
-        let left: Vec<&str> = other.left_out.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(left, ["metrics"]);
-        assert!(
-            other.left_out[0].reason.contains("@reference"),
-            "{:?}",
-            other.left_out[0]
-        );
-        let reference = judge(&reg, &cat, vec![run(Vec::new())], opts(true));
-        assert!(reference.left_out.is_empty(), "{:?}", reference.left_out);
-    }
-
-    /// Judging the reference gateway with no selection, not strict.
-    fn plain<'a>(c: &'a Capabilities, base: &'a Baseline) -> Options<'a> {
-        Options {
-            selection: None,
-            capabilities: c,
-            baseline: base,
-            strict: false,
-            reference_gateway: true,
-        }
-    }
-
-    fn sc(name: &str, tags: &[&str]) -> Scenario {
-        Scenario {
-            file: "features/x.feature".into(),
-            feature: "x".into(),
-            name: name.into(),
-            line: 1,
-            tags: tags.iter().map(|t| t.to_string()).collect(),
-            rows: 0,
-        }
-    }
-
-    /// The catalogue: FWD-1 twice (once smoke), FWD-7 only behind submit-confirm, SPN-5 only
-    /// behind stop, TOP-1 once (smoke).
-    fn catalogue() -> Vec<Scenario> {
-        vec![
-            sc("ack first", &["FWD-1", "smoke"]),
-            sc("crash window", &["FWD-1", "crash"]),
-            sc("not submitted", &["FWD-7", "cap-submit-confirm"]),
-            sc("remote stop", &["SPN-5", "cap-stop"]),
-            sc("exchanges", &["TOP-1", "smoke"]),
-        ]
-    }
-
-    fn res(name: &str, tags: &[&str], outcome: Outcome) -> ScenarioResult {
-        ScenarioResult {
-            name: name.into(),
-            file: "features/x.feature".into(),
-            line: 1,
-            tags: tags.iter().map(|t| t.to_string()).collect(),
-            outcome,
-            error: (outcome != Outcome::Passed).then(|| "Then it breaks\nboom".into()),
-            log: None,
-        }
-    }
-
-    fn run(results: Vec<ScenarioResult>) -> BrokerRun {
-        BrokerRun {
-            label: "container:rabbitmq".into(),
-            kind: "rabbitmq".into(),
-            version: Some("3.10.8".into()),
-            error: None,
-            scenarios: results,
-            left_out: Vec::new(),
-        }
-    }
-
-    fn caps(names: &[&str]) -> Capabilities {
-        Capabilities {
-            declared: names.iter().map(|n| n.to_string()).collect(),
-        }
-    }
-
-    fn baseline(entries: &[(&str, Option<&str>)]) -> Baseline {
-        Baseline {
-            known: entries
-                .iter()
-                .map(|(r, b)| KnownFailure {
-                    requirement: r.to_string(),
-                    broker: b.map(str::to_string),
-                    reason: None,
-                })
-                .collect(),
-        }
-    }
-
-    fn cell<'a>(j: &'a Judgement, id: &str) -> &'a Cell {
-        &j.requirements.iter().find(|r| r.id == id).expect("row").cells[0]
-    }
-
-    /// Every scenario of the catalogue, passing, except those named in `failing`.
-    fn everything_but(failing: &[&str], caps_declared: &[&str]) -> Vec<ScenarioResult> {
-        let c = caps(caps_declared);
-        let excluded = c.excluded_tags(&crate::conformance::registry::test_registry());
-        catalogue()
-            .into_iter()
-            .filter(|s| !s.tags.iter().any(|t| excluded.contains(t)))
-            .map(|s| {
-                let tags: Vec<&str> = s.tags.iter().map(String::as_str).collect();
-                let o = if failing.contains(&s.name.as_str()) {
-                    Outcome::Failed
-                } else {
-                    Outcome::Passed
-                };
-                res(&s.name, &tags, o)
-            })
-            .collect()
-    }
-
-    fn judge_with(
-        results: Vec<ScenarioResult>,
-        declared: &[&str],
-        base: &Baseline,
-        strict: bool,
-        tags: Option<&str>,
-    ) -> Judgement {
-        let reg = crate::conformance::registry::test_registry();
-        let c = caps(declared);
-        let sel = tags.map(|t| TagExpr::parse(t).expect("tags"));
-        judge(
-            &reg,
-            &catalogue(),
-            vec![run(results)],
-            Options {
-                selection: sel.as_ref(),
-                capabilities: &c,
-                baseline: base,
-                strict,
-                reference_gateway: true,
-            },
-        )
-    }
-
-    #[test]
-    fn a_clean_run_with_no_capabilities_passes_and_skips_the_optional_parts() {
-        let j = judge_with(everything_but(&[], &[]), &[], &Baseline::default(), false, None);
-        assert!(j.passed, "{:?}", j.problems);
-        assert_eq!(cell(&j, "FWD-1").verdict, Verdict::Pass);
-        assert_eq!(cell(&j, "FWD-1").passed, 2);
-        let stop = cell(&j, "SPN-5");
-        assert_eq!(
-            stop.verdict,
-            Verdict::Skip,
-            "a MUST whose only scenario needs an undeclared capability"
-        );
-        assert!(stop.reason.as_deref().is_some_and(|r| r.contains("stop")), "{stop:?}");
-        assert_eq!(cell(&j, "FWD-7").verdict, Verdict::Skip);
-        assert!(!j.partial);
-    }
-
-    #[rstest]
-    #[case::must_failure(&["ack first"], &[], false)]
-    #[case::declared_should_lenient(&["not submitted"], &["submit-confirm"], false)]
-    #[case::declared_should_strict(&["not submitted"], &["submit-confirm"], true)]
-    #[case::declared_may(&["remote stop"], &["stop"], false)]
-    fn declared_capabilities_and_musts_fail_the_run(
-        #[case] failing: &[&str],
-        #[case] declared: &[&str],
-        #[case] strict: bool,
-    ) {
-        let j = judge_with(
-            everything_but(failing, declared),
-            declared,
-            &Baseline::default(),
-            strict,
-            None,
-        );
-        assert!(
-            !j.passed,
-            "a failure of a MUST or of a declared capability fails the run"
-        );
-        assert!(!j.problems.is_empty());
-    }
-
-    #[test]
-    fn a_should_failure_outside_a_declared_capability_fails_only_under_strict() {
-        // FWD-7 failing through a scenario not gated by a capability.
-        let mut results = everything_but(&[], &[]);
-        results.push(res("loose", &["FWD-7"], Outcome::Failed));
-        let lenient = judge_with(results.clone(), &[], &Baseline::default(), false, None);
-        assert!(lenient.passed, "{:?}", lenient.problems);
-        assert_eq!(cell(&lenient, "FWD-7").verdict, Verdict::Fail);
-        assert!(!cell(&lenient, "FWD-7").counts);
-        let strict = judge_with(results, &[], &Baseline::default(), true, None);
-        assert!(!strict.passed);
-        assert!(
-            strict.problems[0].starts_with("FWD-7 (SHOULD) fails"),
-            "{:?}",
-            strict.problems
-        );
-    }
-
-    #[test]
-    fn a_must_not_tested_fails_the_run() {
-        let results: Vec<_> = everything_but(&[], &[])
-            .into_iter()
-            .filter(|r| r.name != "exchanges")
-            .collect();
-        let j = judge_with(results, &[], &Baseline::default(), false, None);
-        assert!(!j.passed);
-        assert_eq!(cell(&j, "TOP-1").verdict, Verdict::NotTested);
-        assert!(
-            j.problems.iter().any(|p| p.starts_with("TOP-1 (MUST) not tested")),
-            "{:?}",
-            j.problems
-        );
-    }
-
-    #[test]
-    fn a_partial_run_judges_only_what_it_selected() {
-        let results: Vec<_> = everything_but(&[], &[])
-            .into_iter()
-            .filter(|r| r.tags.iter().any(|t| t == "smoke"))
-            .collect();
-        let j = judge_with(results, &[], &Baseline::default(), false, Some("@smoke"));
-        assert!(j.passed, "{:?}", j.problems);
-        assert!(j.partial);
-        let spn = cell(&j, "SPN-5");
-        assert_eq!(spn.verdict, Verdict::NotTested);
-        assert_eq!(spn.reason.as_deref(), Some("not selected by --tags"));
-        assert!(!spn.counts);
-    }
-
-    #[rstest]
-    #[case::any_broker(None)]
-    #[case::by_kind(Some("rabbitmq"))]
-    #[case::by_label(Some("container:rabbitmq"))]
-    fn a_listed_failure_does_not_fail_the_run(#[case] broker: Option<&str>) {
-        let j = judge_with(
-            everything_but(&["crash window"], &[]),
-            &[],
-            &baseline(&[("FWD-1", broker)]),
-            false,
-            None,
-        );
-        assert!(j.passed, "{:?}", j.problems);
-        let c = cell(&j, "FWD-1");
-        assert_eq!(c.verdict, Verdict::Fail);
-        assert!(c.known_failure.is_some() && !c.counts);
-    }
-
-    #[test]
-    fn a_listed_failure_on_another_broker_does_not_cover_this_one() {
-        let j = judge_with(
-            everything_but(&["crash window"], &[]),
-            &[],
-            &baseline(&[("FWD-1", Some("lavinmq"))]),
-            false,
-            None,
-        );
-        assert!(!j.passed);
-        assert!(
-            j.unconfirmed_baseline[0].contains("no such broker"),
-            "{:?}",
-            j.unconfirmed_baseline
-        );
-    }
-
-    #[test]
-    fn a_listed_failure_that_passes_is_a_stale_baseline() {
-        let j = judge_with(
-            everything_but(&[], &[]),
-            &[],
-            &baseline(&[("FWD-1", None)]),
-            false,
-            None,
-        );
-        assert!(!j.passed);
-        assert_eq!(j.stale_baseline.len(), 1);
-        assert!(j.problems[0].starts_with("stale baseline: FWD-1"), "{:?}", j.problems);
-    }
-
-    #[test]
-    fn a_listed_failure_that_was_skipped_is_unconfirmed_not_stale() {
-        let j = judge_with(
-            everything_but(&[], &[]),
-            &[],
-            &baseline(&[("SPN-5", None)]),
-            false,
-            None,
-        );
-        assert!(j.passed, "{:?}", j.problems);
-        assert_eq!(j.unconfirmed_baseline, ["SPN-5 on container:rabbitmq: skip"]);
-    }
-
-    #[test]
-    fn a_broker_that_did_not_run_leaves_its_musts_not_tested() {
-        let reg = crate::conformance::registry::test_registry();
-        let mut r = run(Vec::new());
-        r.error = Some("could not start".into());
-        let j = judge(
-            &reg,
-            &catalogue(),
-            vec![r],
-            Options {
-                selection: None,
-                capabilities: &Capabilities::default(),
-                baseline: &Baseline::default(),
-                strict: false,
-                reference_gateway: true,
-            },
-        );
-        assert!(!j.passed);
-        assert!(cell(&j, "FWD-1").counts);
-        assert_eq!(
-            j.problems,
-            ["container:rabbitmq: could not start"],
-            "one problem per broker"
-        );
-    }
-}
+#[path = "judge_tests.rs"]
+mod tests;

@@ -3,18 +3,22 @@
 //!
 //! Each requirement × broker cell is `pass` (its scenarios ran and passed), `fail` (one failed),
 //! `skip` (its only scenarios need a capability the gateway did not declare) or `not-tested` (no
-//! scenario ran — which is *not* a pass). The run fails on a MUST that fails or was not tested, on
+//! scenario ran — which is *not* a pass). The run FAILs on a MUST that fails or was not tested, on
 //! a declared capability that fails, and on a stale baseline entry (a listed known failure that
-//! now passes); a SHOULD counts only under `--strict`. A `--tags` run that leaves requirements out
-//! is *partial*: those rows say so and do not count, and the summary says no conformance claim
-//! can be made from it.
+//! now passes); a SHOULD counts only under `--strict`. A requirement the brokers of the run cannot
+//! judge at all (its scenarios left out by every broker: a cluster scenario on one node, TLS
+//! without a listener) fails nothing: the run is INCOMPLETE when nothing failed, naming what
+//! would judge it (`outcome.rs`). A failure a check under review covers (CONTRACT §10) is
+//! reported, never counted. A `--tags` run that leaves requirements out is *partial*: those rows
+//! say so and do not count, and the summary says no conformance claim can be made from it.
 //!
 //! Here: what a verdict is — a [`Verdict`] per [`Cell`], a [`Row`] per requirement, the whole
-//! [`Judgement`]. Beside it: what the judge reads of each broker's run (`broker_run.rs`) and the
-//! judging itself ([`judge`], `judge.rs`).
+//! [`Judgement`]. Beside it: what the judge reads of each broker's run (`broker_run.rs`), the
+//! judging itself ([`judge`], `judge.rs`) and the run's verdict (`outcome.rs`).
 
 mod broker_run;
 mod judge;
+mod outcome;
 
 use serde::Serialize;
 
@@ -24,6 +28,9 @@ pub use super::inputs::{Baseline, Capabilities, InputError, KnownFailure};
 pub use super::results::{Outcome, ScenarioResult, log_file_name, scenario_results};
 pub use broker_run::{BrokerRun, LEFT_OUT_FILE, LeftOut};
 pub use judge::{Options, judge};
+pub use outcome::{NEEDS_REVIEW, RunVerdict, Unjudged, broker_needed, incomplete_lines};
+
+pub use super::review::ReviewedFailure;
 
 /// A requirement's state on one broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,6 +66,9 @@ pub struct Cell {
     /// Why a cell is skip or not-tested.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// A not-tested cell the brokers of the run could not judge: what would (never counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<String>,
     /// A baseline entry covers this failure (its reason, or "listed").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub known_failure: Option<String>,
@@ -140,6 +150,13 @@ pub struct Judgement {
     pub partial: bool,
     /// Scenarios left out of the run (NOT TESTED), with why.
     pub left_out: Vec<LeftOutScenario>,
+    /// Requirements the run had to judge and these brokers could not: INCOMPLETE.
+    pub unjudged: Vec<Unjudged>,
+    /// Failures a check under review covers (CONTRACT §10): reported, not counted.
+    pub under_review: Vec<ReviewedFailure>,
+    /// PASS, FAIL or INCOMPLETE.
+    pub verdict: RunVerdict,
+    /// The verdict is PASS.
     pub passed: bool,
 }
 
@@ -169,8 +186,8 @@ impl Judgement {
             .collect()
     }
 
-    /// True when the run fails (what the exit code says).
+    /// True when the run fails: a requirement failed (not merely unjudged).
     pub fn failed(&self) -> bool {
-        !self.passed
+        self.verdict == RunVerdict::Fail
     }
 }
