@@ -317,21 +317,27 @@ async fn crafted_spawn_pane(w: &mut FleetWorld, host: String, name: String, comm
         .ok_or_else(|| anyhow!("no SPAWN of {name} was sent"))?;
     let herdr = &w.host(&host)?.herdr;
     let gid_ref = &gid;
-    wait_for(&format!("a pane for the SPAWN of {name}"), Duration::from_secs(10), || {
-        let n = herdr
-            .created_panes()
-            .into_iter()
-            .filter(|p| p.env.get("FLEET_GID") == Some(gid_ref))
-            .count();
-        let created = herdr.created_panes().len();
-        async move {
-            if n > 0 {
-                Ok(Some(()))
-            } else {
-                Err(format!("herdr created {created} pane(s), none with FLEET_GID={gid_ref}"))
+    wait_for(
+        &format!("a pane for the SPAWN of {name}"),
+        Duration::from_secs(10),
+        || {
+            let n = herdr
+                .created_panes()
+                .into_iter()
+                .filter(|p| p.env.get("FLEET_GID") == Some(gid_ref))
+                .count();
+            let created = herdr.created_panes().len();
+            async move {
+                if n > 0 {
+                    Ok(Some(()))
+                } else {
+                    Err(format!(
+                        "herdr created {created} pane(s), none with FLEET_GID={gid_ref}"
+                    ))
+                }
             }
-        }
-    })
+        },
+    )
     .await?;
     adopt_pane(w, &host, &name, &gid, &command)
 }

@@ -1,7 +1,7 @@
 //! Host-batched presence (SPEC §17) as other hosts see it, where `envelope::batch` (the probe as a
 //! batching host) does not reach:
-//! - an entity's `groups` in its host's batch entry (PRB-1) and in the roster of a host that
-//!   learned it from batches alone, kept across renewals (PRB-2);
+//! - an entity's `groups` in its host's batch entry (PRB-1) and in other hosts' rosters, kept
+//!   across more than a ttl of renewals by batches alone (PRB-2);
 //! - PRB-4 on the wire alone: the probe plays a per-entity gateway (a `_gateway` heartbeat that
 //!   does not declare `presence-batch`), a batching gateway heartbeats each entity on its own while
 //!   that peer is live, and sends no such heartbeat once the peer has been silent for 3H
@@ -140,9 +140,7 @@ async fn roster_lists_groups(
 
 /// PRB-2 across renewals: for more than a ttl (3H) every named roster keeps the entity with
 /// exactly its groups — a renewal that dropped or emptied them would show within the window.
-#[then(
-    regex = r#"^over (\d+) heartbeats the rosters of (.+) keep listing "([^"]+)" on "([^"]+)" in groups (.+)$"#
-)]
+#[then(regex = r#"^over (\d+) heartbeats the rosters of (.+) keep listing "([^"]+)" on "([^"]+)" in groups (.+)$"#)]
 async fn rosters_keep_groups(
     w: &mut FleetWorld,
     n: u32,
@@ -215,17 +213,21 @@ async fn plays_old_gateway(w: &mut FleetWorld, host: String, name: String, n: u3
         // The pace of a gateway's heartbeat: the next one follows `host`'s next `_gateway` beat.
         let seen = roster.fetch().await?.len();
         let host_ref = &host;
-        let all = wait_for(&format!("the next _gateway heartbeat of {host}"), heartbeats(w, 2), || {
-            let roster = roster.clone();
-            async move {
-                let all = roster.fetch().await.map_err(|e| e.to_string())?;
-                if all.iter().skip(seen).any(|m| gateway_beat(m, host_ref)) {
-                    Ok(Some(all))
-                } else {
-                    Err(format!("{} presence message(s) captured", all.len()))
+        let all = wait_for(
+            &format!("the next _gateway heartbeat of {host}"),
+            heartbeats(w, 2),
+            || {
+                let roster = roster.clone();
+                async move {
+                    let all = roster.fetch().await.map_err(|e| e.to_string())?;
+                    if all.iter().skip(seen).any(|m| gateway_beat(m, host_ref)) {
+                        Ok(Some(all))
+                    } else {
+                        Err(format!("{} presence message(s) captured", all.len()))
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         let ups = all.iter().skip(since).filter(|m| own_up(m, &host, &gid)).count();
         if ups >= 2 {
