@@ -317,23 +317,26 @@ async fn crafted_spawn_pane(w: &mut FleetWorld, host: String, name: String, comm
         .ok_or_else(|| anyhow!("no SPAWN of {name} was sent"))?;
     let herdr = &w.host(&host)?.herdr;
     let gid_ref = &gid;
+    // Launched: the pane exists and the gateway has typed its first input (the command) into it;
+    // `adopt_pane` then judges that input, as `new_pane` does after `bridge_spawn` returned.
     wait_for(
-        &format!("a pane for the SPAWN of {name}"),
+        &format!("a pane for the SPAWN of {name}, with its first input"),
         Duration::from_secs(10),
         || {
-            let n = herdr
+            let panes: Vec<_> = herdr
                 .created_panes()
                 .into_iter()
                 .filter(|p| p.env.get("FLEET_GID") == Some(gid_ref))
-                .count();
+                .collect();
+            let typed = panes.iter().any(|p| !herdr.inputs(&p.pane_id).is_empty());
             let created = herdr.created_panes().len();
             async move {
-                if n > 0 {
-                    Ok(Some(()))
-                } else {
-                    Err(format!(
+                match (panes.len(), typed) {
+                    (0, _) => Err(format!(
                         "herdr created {created} pane(s), none with FLEET_GID={gid_ref}"
-                    ))
+                    )),
+                    (_, false) => Err("its pane has no input yet".to_string()),
+                    _ => Ok(Some(())),
                 }
             }
         },
