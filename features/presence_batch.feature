@@ -5,8 +5,9 @@ Feature: Host-batched presence — one signed heartbeat per host carries all its
   live local entity (PRB-1), renews whatever another host's batch lists and drops what it no
   longer lists (PRB-2), still announces up, down and agentStatus changes one by one (PRB-3), and
   heartbeats entities one by one only while an old, per-entity gateway is live (PRB-4). The probe
-  plays a batching host "probe" with signed batches of fake entities; what gateways send is judged
-  on its tap of bridge.roster. Gateways heartbeat every second here (the suite's setting).
+  plays a batching host "probe" with signed batches of fake entities, or an old gateway of host
+  "probe" whose heartbeat does not declare presence-batch; what gateways send is judged on its tap
+  of bridge.roster. Gateways heartbeat every second here (the suite's setting).
 
   Background:
     Given a broker
@@ -19,6 +20,19 @@ Feature: Host-batched presence — one signed heartbeat per host carries all its
   Scenario: where every gateway batches, entities stay listed on batches alone, past their ttl
     Then the probe sees a batch of host "b" that declares presence-batch and lists "w1" as an idle worker
     And over 4 heartbeats the roster of "a" keeps listing "w1" on "b", and the probe sees no heartbeat of it of its own
+
+  @cap-presence-batch @PRB-1 @PRB-2 @batch-groups
+  Scenario: an entity's groups travel in its batch entry and stay in rosters built from batches
+    Given host "a" also runs a worker "g1" whose parent is "lead" in groups "red,blue"
+    And host "c" runs a gateway
+    Then the probe sees a batch of host "a" that declares presence-batch and lists "g1" in groups "red" and "blue"
+    And within 2 heartbeats the roster of "c" lists "g1" on "a" in groups "red" and "blue"
+    And over 4 heartbeats the rosters of "b" and "c" keep listing "g1" on "a" in groups "red" and "blue"
+
+  @cap-presence-batch @PRB-4 @batch-old-peer
+  Scenario: a per-entity gateway gets each entity's heartbeat while it is live, and none once it has been silent for 3H
+    When the probe heartbeats as a per-entity gateway until host "b" has heartbeated "w1" on its own twice, within 5 heartbeats
+    Then once that gateway has been silent for 3 heartbeats, over 3 heartbeats the probe sees no heartbeat of "w1" of its own from host "b"
 
   @cap-presence-batch @PRB-3
   Scenario: an entity coming up, changing its agentStatus or going down is still announced on its own at once

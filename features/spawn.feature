@@ -71,3 +71,22 @@ Feature: Spawn and stop across hosts (SPEC §9)
     And within 1 heartbeat the roster of "a" no longer lists "w9"
     And over 1 heartbeat the probe sees no heartbeat of "w9" after its down
     And every message the probe saw a gateway publish is complete, in long strings, and signed
+
+  @SPN-1 @SPN-4 @unknown-fields
+  Scenario: a SPAWN whose body has fields no gateway knows is honoured as if they were absent ([C-17])
+    When "lead" sends "b" a signed SPAWN of a "claude" worker "w9" with brief "triage issue 7" and body fields no gateway knows
+    Then herdr on "b" opens one pane for the SPAWN of "w9" with the FLEET_* env and the command "claude --yes"
+    And the roster of "a" lists "w9" on "b"
+    When the spawned agent "w9" becomes idle
+    Then herdr on "b" records exactly 1 inject into "w9" with text "triage issue 7"
+    And "lead" drains an INJECTED notice for the spawn of "w9" within 10 seconds
+
+  @SPN-5 @cap-stop @unknown-fields
+  Scenario: a STOP whose body has fields no gateway knows is honoured as if they were absent ([C-17])
+    When "lead" spawns a "claude" worker "w9" on "b" with brief "triage issue 7"
+    And the spawn of "w9" returns "present" within 10 seconds
+    And herdr on "b" shows one new pane for "w9" with the FLEET_* env and the command "claude --yes"
+    When "lead" sends "b" a signed STOP of "w9" with body fields no gateway knows
+    Then herdr on "b" shows the pane of "w9" closed
+    And the inbox of "w9" is gone
+    And within 1 heartbeat the roster of "a" no longer lists "w9"

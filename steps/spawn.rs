@@ -71,12 +71,18 @@ async fn new_pane(w: &mut FleetWorld, host: String, name: String, command: Strin
         .cloned()
         .ok_or_else(|| anyhow!("the spawn of {name} has not returned"))?;
     let gid = v["gid"].as_str().ok_or_else(|| anyhow!("no gid in {v}"))?.to_string();
-    let h = w.host(&host)?;
+    adopt_pane(w, &host, &name, &gid, &command)
+}
+
+/// SPN-4 on herdr: exactly one pane was created for `gid`, with the FLEET_* env pointing at its
+/// gateway and the profile's command as its first input; it becomes entity `name`.
+fn adopt_pane(w: &mut FleetWorld, host: &str, name: &str, gid: &str, command: &str) -> anyhow::Result<()> {
+    let h = w.host(host)?;
     let panes: Vec<_> = h
         .herdr
         .created_panes()
         .into_iter()
-        .filter(|p| p.env.get("FLEET_GID") == Some(&gid))
+        .filter(|p| p.env.get("FLEET_GID").map(String::as_str) == Some(gid))
         .collect();
     ensure!(
         panes.len() == 1,
@@ -100,11 +106,11 @@ async fn new_pane(w: &mut FleetWorld, host: String, name: String, command: Strin
     // shell: no agent read it).
     let inputs = h.herdr.ran_in_shell(&p.pane_id);
     ensure!(
-        inputs.first() == Some(&command),
+        inputs.first().map(String::as_str) == Some(command),
         "the pane's shell first ran {inputs:?}, expected the command {command:?}"
     );
     let pane = p.pane_id.clone();
-    w.adopt_entity(&name, &host, &gid, &token, &pane);
+    w.adopt_entity(name, host, gid, &token, &pane);
     Ok(())
 }
 
@@ -238,5 +244,113 @@ async fn one_pane(w: &mut FleetWorld, host: String, name: String) -> anyhow::Res
         .filter(|p| p.env.get("FLEET_GID") == Some(&gid))
         .count();
     ensure!(n == 1, "herdr on {host} shows {n} panes for {name}");
+    Ok(())
+}
+
+// ---- [C-17]: a SPAWN or STOP whose body has a field no gateway knows is honoured ----
+
+/// A body field SPEC §2.2 gives no kind: [C-17] says every gateway ignores it.
+fn unknown_fields() -> serde_json::Value {
+    json!({"futureField": {"nested": [1, 2, 3]}, "x-priority": "high"})
+}
+
+/// Publishes `kind` (SPAWN or STOP) to `control.<host>` as `main`'s gateway would: signed with the
+/// key of `main`'s host, `from` = `main`. Returns the envelope.
+async fn send_control(
+    w: &mut FleetWorld,
+    kind: &str,
+    main: &str,
+    host: &str,
+    body: &serde_json::Value,
+    spawn_id: Option<&str>,
+) -> anyhow::Result<fleet_conformance::envelope::Envelope> {
+    use fleet_conformance::envelope::{Envelope, now_ms};
+    let from = w.gid(main)?;
+    let main_host = w.entity(main)?.host.clone();
+    let key = w
+        .keys
+        .get(&main_host)
+        .cloned()
+        .ok_or_else(|| anyhow!("no key for {main_host}"))?;
+    let body = serde_json::to_vec(body)?;
+    let mut env = Envelope::new(kind, &from, host, &main_host);
+    env.set("expiresAt", &(now_ms() + 60_000).to_string());
+    if let Some(id) = spawn_id {
+        env.set("spawnId", id);
+    }
+    let env = env.signed_by(&key, &body);
+    let msg = fleet_conformance::probe::Crafted::from_envelope("bridge.control", host, &env, &body);
+    w.probe().await?.publish(&msg).await?;
+    Ok(env)
+}
+
+#[when(
+    regex = r#"^"([^"]+)" sends "([^"]+)" a signed SPAWN of an? "([^"]+)" worker "([^"]+)" with brief "([^"]*)" and body fields no gateway knows$"#
+)]
+async fn spawn_unknown_fields(
+    w: &mut FleetWorld,
+    main: String,
+    host: String,
+    profile: String,
+    name: String,
+    brief: String,
+) -> anyhow::Result<()> {
+    let spawn_id = fleet_conformance::envelope::new_uuid();
+    let mut body = unknown_fields();
+    body["profile"] = json!(profile);
+    body["brief"] = json!(brief);
+    body["groups"] = json!([]);
+    body["parent"] = json!(w.gid(&main)?);
+    send_control(w, "SPAWN", &main, &host, &body, Some(&spawn_id)).await?;
+    w.notes.crafted_spawns.insert(name, spawn_id);
+    Ok(())
+}
+
+/// SPN-4 for a SPAWN the probe published: its pane appears (the worker's gid is the `spawnId`).
+#[then(
+    regex = r#"^herdr on "([^"]+)" opens one pane for the SPAWN of "([^"]+)" with the FLEET_\* env and the command "([^"]*)"$"#
+)]
+async fn crafted_spawn_pane(w: &mut FleetWorld, host: String, name: String, command: String) -> anyhow::Result<()> {
+    let gid = w
+        .notes
+        .crafted_spawns
+        .get(&name)
+        .cloned()
+        .ok_or_else(|| anyhow!("no SPAWN of {name} was sent"))?;
+    let herdr = &w.host(&host)?.herdr;
+    let gid_ref = &gid;
+    // Launched: the pane exists and the gateway has typed its first input (the command) into it — the pane's shell runs it;
+    // `adopt_pane` then judges that input, as `new_pane` does after `bridge_spawn` returned.
+    wait_for(
+        &format!("a pane for the SPAWN of {name}, with its first input"),
+        Duration::from_secs(10),
+        || {
+            let panes: Vec<_> = herdr
+                .created_panes()
+                .into_iter()
+                .filter(|p| p.env.get("FLEET_GID") == Some(gid_ref))
+                .collect();
+            let typed = panes.iter().any(|p| !herdr.ran_in_shell(&p.pane_id).is_empty());
+            let created = herdr.created_panes().len();
+            async move {
+                match (panes.len(), typed) {
+                    (0, _) => Err(format!(
+                        "herdr created {created} pane(s), none with FLEET_GID={gid_ref}"
+                    )),
+                    (_, false) => Err("its pane has no input yet".to_string()),
+                    _ => Ok(Some(())),
+                }
+            }
+        },
+    )
+    .await?;
+    adopt_pane(w, &host, &name, &gid, &command)
+}
+
+#[when(regex = r#"^"([^"]+)" sends "([^"]+)" a signed STOP of "([^"]+)" with body fields no gateway knows$"#)]
+async fn stop_unknown_fields(w: &mut FleetWorld, main: String, host: String, name: String) -> anyhow::Result<()> {
+    let mut body = unknown_fields();
+    body["gid"] = json!(w.gid(&name)?);
+    send_control(w, "STOP", &main, &host, &body, None).await?;
     Ok(())
 }

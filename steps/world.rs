@@ -154,6 +154,11 @@ pub struct Notes {
     pub connections: Option<std::collections::BTreeSet<String>>,
     /// broker_restart.feature's state.
     pub restart: RestartNotes,
+    /// SPAWNs the probe published in a main's name, by the worker's name: its `spawnId` (the
+    /// spawned worker's gid) ([C-17], spawn.feature).
+    pub crafted_spawns: BTreeMap<String, String>,
+    /// When the per-entity gateway the probe played last heartbeated (PRB-4).
+    pub old_gateway_silent_since: Option<tokio::time::Instant>,
 }
 
 /// The arguments of one `bridge_spawn`.

@@ -1,4 +1,9 @@
 //! Steps of presence (SPEC §8): the union roster as each gateway reports it.
+//!
+//! [`batch`] holds the host-batched presence checks (SPEC §17) that judge remote rosters and a
+//! per-entity peer played by the probe; the probe-as-batching-host steps are `envelope::batch`.
+
+mod batch;
 
 use std::time::Duration;
 
