@@ -103,9 +103,15 @@ async fn rogue_refused(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
         rogue.sessions(),
         if rogue.amqp_seen() { ", and spoke AMQP over it" } else { "" }
     );
+    let (refusals, port, last) = (rogue.refusals(), rogue.port, rogue.last_error());
+    let log = w.host(&host)?.gateway.log();
+    let named = log.lines().filter(|l| l.contains(&format!(":{port}"))).count();
     println!(
-        "reference behaviour (not judged): the gateway on {host} refused that node's certificate {} time(s)",
-        rogue.refusals()
+        "reference behaviour (not judged): that node saw {refusals} handshake(s) fail (last: {last:?}); the gateway on {host} logged {named} line(s) naming it{}",
+        log.lines()
+            .find(|l| l.contains(&format!(":{port}")))
+            .map(|l| format!(", e.g. {l}"))
+            .unwrap_or_default()
     );
     Ok(())
 }
