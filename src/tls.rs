@@ -180,6 +180,8 @@ pub fn generate_signed_by(dir: &Path, ca_name: &str, extra_names: &[&str]) -> Re
 /// handshake (an `alert` on its error output). Killed (its process group) when dropped.
 pub struct RogueEndpoint {
     pub port: u16,
+    /// The CA that signed its certificate (not the broker's).
+    pub ca_cert: PathBuf,
     child: tokio::process::Child,
     out: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     err: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
@@ -229,6 +231,7 @@ impl RogueEndpoint {
         }
         let rogue = RogueEndpoint {
             port,
+            ca_cert: files.ca_cert.clone(),
             child,
             out,
             err: errs,
