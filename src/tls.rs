@@ -238,13 +238,17 @@ impl RogueEndpoint {
             _stdin: stdin,
             _cleanup: cleanup,
         };
-        crate::timing::wait_for("openssl s_server listening", std::time::Duration::from_secs(10), || async {
-            if rogue.stdout().contains("ACCEPT") {
-                Ok(Some(()))
-            } else {
-                Err(rogue.stderr())
-            }
-        })
+        crate::timing::wait_for(
+            "openssl s_server listening",
+            std::time::Duration::from_secs(10),
+            || async {
+                if rogue.stdout().contains("ACCEPT") {
+                    Ok(Some(()))
+                } else {
+                    Err(rogue.stderr())
+                }
+            },
+        )
         .await
         .map_err(|e| err("s_server", e.to_string()))?;
         Ok(rogue)
@@ -282,7 +286,11 @@ impl RogueEndpoint {
 
     /// The last error line `s_server` printed (what the last failed handshake looked like).
     pub fn last_error(&self) -> Option<String> {
-        self.stderr().lines().rev().find(|l| l.contains(":error:")).map(str::to_string)
+        self.stderr()
+            .lines()
+            .rev()
+            .find(|l| l.contains(":error:"))
+            .map(str::to_string)
     }
 
     /// Whether it still runs (it does not stop by itself).
@@ -292,7 +300,10 @@ impl RogueEndpoint {
 }
 
 /// Copies everything `from` yields into `into`, in a task of its own.
-fn collect(mut from: impl tokio::io::AsyncRead + Unpin + Send + 'static, into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+fn collect(
+    mut from: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
     tokio::spawn(async move {
         use tokio::io::AsyncReadExt as _;
         let mut buf = [0u8; 4096];

@@ -161,10 +161,19 @@ async fn killed_in_step_two(w: &mut FleetWorld, name: String, point: String) -> 
         let own_ref = &own;
         let queue_ref = &queue;
         let held = |more: bool| async move {
-            let i = u64::from(ready(watch_ref, queue_ref).await.map_err(|e| e.to_string())?.unwrap_or(0));
+            let i = u64::from(
+                ready(watch_ref, queue_ref)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .unwrap_or(0),
+            );
             let o = ready_sum(watch_ref, own_ref).await.map_err(|e| e.to_string())?;
             let enough = if more { i + o > n } else { i + o >= n };
-            if enough { Ok(Some((i, o))) } else { Err(format!("inbox {i}, own queues {o}")) }
+            if enough {
+                Ok(Some((i, o)))
+            } else {
+                Err(format!("inbox {i}, own queues {o}"))
+            }
         };
         match point {
             Point::Split => {
@@ -178,23 +187,21 @@ async fn killed_in_step_two(w: &mut FleetWorld, name: String, point: String) -> 
                 println!("the conversion was killed in its second step: {i} in {queue}, {o} in {own:?}");
                 break;
             }
-            Point::Copies => {
-                match wait_for("copies in two places", Duration::from_secs(3), || held(true)).await {
-                    Ok((i, o)) => {
-                        println!(
-                            "the conversion was killed in its second step (attempt {attempt}) with copies in two places: {i} in {queue}, {o} in {own:?}, {n} seeded"
-                        );
-                        break;
-                    }
-                    Err(e) => {
-                        ensure!(
-                            attempt < attempts,
-                            "{attempts} kills of the conversion in its second step left no message both in {queue} and in {own:?} (last: {e}); the suite could not reach the moment it judges"
-                        );
-                        println!("attempt {attempt}: the kill left no copies ({e}); the conversion runs again");
-                    }
+            Point::Copies => match wait_for("copies in two places", Duration::from_secs(3), || held(true)).await {
+                Ok((i, o)) => {
+                    println!(
+                        "the conversion was killed in its second step (attempt {attempt}) with copies in two places: {i} in {queue}, {o} in {own:?}, {n} seeded"
+                    );
+                    break;
                 }
-            }
+                Err(e) => {
+                    ensure!(
+                        attempt < attempts,
+                        "{attempts} kills of the conversion in its second step left no message both in {queue} and in {own:?} (last: {e}); the suite could not reach the moment it judges"
+                    );
+                    println!("attempt {attempt}: the kill left no copies ({e}); the conversion runs again");
+                }
+            },
         }
     }
     watch.close().await;
@@ -245,8 +252,11 @@ async fn inbox_holds(w: &mut FleetWorld, name: String, n: usize, from: String) -
     let held = usize::try_from(state.messages)?;
     let conn = lapin::Connection::connect(&url, lapin::ConnectionProperties::default()).await?;
     let ch = conn.create_channel().await?;
-    ch.basic_qos(u16::try_from(held.max(1)).unwrap_or(u16::MAX), BasicQosOptions::default())
-        .await?;
+    ch.basic_qos(
+        u16::try_from(held.max(1)).unwrap_or(u16::MAX),
+        BasicQosOptions::default(),
+    )
+    .await?;
     let mut consumer = ch
         .basic_consume(
             queue.as_str().into(),
@@ -262,7 +272,10 @@ async fn inbox_holds(w: &mut FleetWorld, name: String, n: usize, from: String) -
         match tokio::time::timeout(bound, consumer.next()).await {
             Ok(Some(Ok(d))) => got.push(delivered_id(&d)),
             Ok(Some(Err(e))) => bail!("reading {queue}: {e}"),
-            Ok(None) | Err(_) => bail!("{queue} counted {held} messages but handed over {} within {bound:?}", got.len()),
+            Ok(None) | Err(_) => bail!(
+                "{queue} counted {held} messages but handed over {} within {bound:?}",
+                got.len()
+            ),
         }
     }
     // Closing the channel hands every message back, in order.

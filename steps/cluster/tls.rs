@@ -27,7 +27,10 @@ fn amqps(login: &(String, String), addr: &str, vhost: &str) -> String {
 
 /// Every node's `amqps://` URL under `host`'s own login, rotated for `host` (as the plain lists
 /// are), and the CA that signed the nodes' certificate.
-async fn node_urls(w: &mut FleetWorld, host: &str) -> anyhow::Result<(Vec<String>, std::path::PathBuf, (String, String))> {
+async fn node_urls(
+    w: &mut FleetWorld,
+    host: &str,
+) -> anyhow::Result<(Vec<String>, std::path::PathBuf, (String, String))> {
     let vhost = w.vhost().await?;
     let login = crate::security::provision_login(w, host).await?;
     let suite = w.suite()?;
@@ -89,7 +92,9 @@ async fn rogue_second(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
 /// TLS session (a client that completes it accepted the certificate; one that refuses it ends
 /// the handshake with an alert). Only one host was given the endpoint, so whatever it saw is
 /// that host's gateway's.
-#[then(regex = r#"^the node whose certificate another CA signed completed no TLS session with the gateway on "([^"]+)"$"#)]
+#[then(
+    regex = r#"^the node whose certificate another CA signed completed no TLS session with the gateway on "([^"]+)"$"#
+)]
 async fn rogue_refused(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let rogue = w
         .cluster
@@ -101,7 +106,11 @@ async fn rogue_refused(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
         rogue.sessions() == 0 && !rogue.amqp_seen(),
         "CLU-1/SEC-1: the gateway on {host} completed {} TLS session(s) with a node whose certificate the CA it was given did not sign{}",
         rogue.sessions(),
-        if rogue.amqp_seen() { ", and spoke AMQP over it" } else { "" }
+        if rogue.amqp_seen() {
+            ", and spoke AMQP over it"
+        } else {
+            ""
+        }
     );
     let (refusals, port, last) = (rogue.refusals(), rogue.port, rogue.last_error());
     let log = w.host(&host)?.gateway.log();
