@@ -67,6 +67,23 @@ Feature: Cluster profile — quorum inboxes on a 3-node RabbitMQ cluster, node l
     And herdr on "b" records no inject into "w1" with text "job-5"
     And herdr on "b" records no inject into "w1" with text "job-6"
 
+  # CLU-1's "the TLS variables apply to each" node. Host "b"'s list starts with a node that does
+  # not answer and then one whose certificate another CA signed, so a gateway that applies the CA
+  # (or verifies) on the first node of its list only cannot pass.
+  @CLU-1 @SEC-1 @broker-tls @cluster-tls
+  Scenario: over amqps to every node, a gateway verifies each node against its CA and fails over past one whose certificate another CA signed
+    Given host "a" connects over amqps to every node of the cluster, trusting the broker's CA
+    And host "b" connects over amqps to a node that does not answer, then to a node whose certificate another CA signed, then to every node of the cluster, trusting the broker's CA
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" is idle
+    When "lead" sends "rotate the cluster keys" to "w1"
+    Then herdr on "b" records exactly 1 inject into "w1" with text "rotate the cluster keys"
+    And the send returns "injected" within 10 seconds
+    And the broker shows the gateway of "a" connected over TLS as its own login
+    And the broker shows the gateway of "b" connected over TLS as its own login
+    And the node whose certificate another CA signed completed no TLS session with the gateway on "b"
+
   @CLU-1 @CLU-5 @FWD-5 @node-loss @smoke-cluster
   Scenario: the node the worker's gateway is connected to dies mid-forward; every send ends, no brief is injected twice, the gateway fails over
     Given host "a" runs a gateway with a main "lead"
@@ -123,3 +140,23 @@ Feature: Cluster profile — quorum inboxes on a 3-node RabbitMQ cluster, node l
     When the gateway on "a" is restarted
     Then the gateway on "a" is ready within 30 seconds
     And "lead" drains the 300 replies from "w1" in the order sent, each exactly once, within 90 seconds
+
+  # CLU-7's "idempotent" where a kill can break it: in the second step (the inbox already quorum,
+  # the rest of the messages still in the conversion's own queue), and at a moment that leaves
+  # copies in two places (moved back while the killed conversion still held the originals). Read
+  # at the inbox before any gateway consumes it: a gateway's seen-set would hide a copy from the
+  # main (CONTRACT §11).
+  @CLU-7 @convert-interrupted
+  Scenario Outline: the conversion, killed <where>, then run again to the end and once more, leaves every message in the quorum inbox once, in order
+    Given host "b" runs a gateway with a main "w1"
+    And the broker holds a classic inbox of a main "lead" with 500 replies from "w1", signed by host "b"
+    When the conversion of the inbox of "lead" is killed with SIGKILL in its second step, <where>
+    And the conversion of the inbox of "lead" runs again to the end
+    And the conversion of the inbox of "lead" runs once more
+    Then the inbox of "lead" is a quorum queue with a single active consumer, reject-publish overflow and at-least-once dead-lettering
+    And the inbox of "lead" holds the 500 replies from "w1" in the order sent, each once
+
+    Examples:
+      | where                                                                                  |
+      | the inbox already quorum and holding part of the messages                              |
+      | at a moment that leaves some messages both in the inbox and in the conversion's own queue |

@@ -6,6 +6,10 @@
 //! than a certificate crate, keeping the build lean. Keys are P-256 (fast to generate); the
 //! broker certificate names `localhost`, `127.0.0.1` and any extra names given (a compose service
 //! name), valid for two days.
+//!
+//! [`RogueEndpoint`] stands for a broker node whose certificate another CA signed (CLU-1: the TLS
+//! variables apply to each node of a list): `openssl s_server` with such a certificate, which
+//! forwards nothing and only says whether a client completed a TLS session with it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -96,7 +100,14 @@ pub fn generate_ca(dir: &Path, name: &str) -> Result<PathBuf, TlsError> {
 /// A CA (`ca.pem`) and a server certificate (`server.pem`, `server.key`) it signed for
 /// `localhost`, `127.0.0.1` and `extra_names`.
 pub fn generate(dir: &Path, extra_names: &[&str]) -> Result<TlsFiles, TlsError> {
-    let ca_cert = generate_ca(dir, "ca")?;
+    generate_signed_by(dir, "ca", extra_names)
+}
+
+/// As [`generate`], the CA named `ca_name` (`<ca_name>.pem`, and in its subject: two CAs made
+/// with different names are told apart by name as well as by key).
+pub fn generate_signed_by(dir: &Path, ca_name: &str, extra_names: &[&str]) -> Result<TlsFiles, TlsError> {
+    let ca_cert = generate_ca(dir, ca_name)?;
+    let (ca_pem, ca_key) = (format!("{ca_name}.pem"), format!("{ca_name}.key"));
     openssl(
         dir,
         "server key and request",
@@ -137,9 +148,9 @@ pub fn generate(dir: &Path, extra_names: &[&str]) -> Result<TlsFiles, TlsError> 
             "-in",
             "server.csr",
             "-CA",
-            "ca.pem",
+            &ca_pem,
             "-CAkey",
-            "ca.key",
+            &ca_key,
             "-CAcreateserial",
             "-out",
             "server.pem",
@@ -150,7 +161,7 @@ pub fn generate(dir: &Path, extra_names: &[&str]) -> Result<TlsFiles, TlsError> 
         ],
     )?;
     // The broker may run as another user (the container's `rabbitmq`): test keys are readable.
-    for f in ["server.key", "server.pem", "ca.pem"] {
+    for f in ["server.key", "server.pem", ca_pem.as_str()] {
         use std::os::unix::fs::PermissionsExt as _;
         let _ = std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o644));
     }
@@ -160,6 +171,151 @@ pub fn generate(dir: &Path, extra_names: &[&str]) -> Result<TlsFiles, TlsError> 
         server_cert: dir.join("server.pem"),
         server_key: dir.join("server.key"),
     })
+}
+
+/// An `amqps://` endpoint that presents a certificate signed by a CA of its own (not the
+/// broker's): a client that verifies against the broker's CA must refuse it. It is `openssl
+/// s_server` (one client at a time; nothing is forwarded), whose output tells a completed session
+/// (`CIPHER is …`, then whatever the client sent, e.g. the AMQP protocol header) from a refused
+/// handshake (an `alert` on its error output). Killed (its process group) when dropped.
+pub struct RogueEndpoint {
+    pub port: u16,
+    /// The CA that signed its certificate (not the broker's).
+    pub ca_cert: PathBuf,
+    child: tokio::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    err: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Held open: `s_server` stops at the end of its input.
+    _stdin: tokio::process::ChildStdin,
+    _cleanup: crate::cleanup::Registration,
+}
+
+impl RogueEndpoint {
+    /// Makes a CA and a server certificate in `dir` and starts listening on a free loopback port
+    /// (waits until `s_server` says it accepts).
+    pub async fn start(dir: &Path) -> Result<RogueEndpoint, TlsError> {
+        let files = generate_signed_by(dir, "rogue-ca", &[])?;
+        let err = |step: &str, reason: String| TlsError {
+            dir: dir.display().to_string(),
+            step: step.to_string(),
+            reason,
+        };
+        let port = crate::ports::free_port().map_err(|e| err("port", e.to_string()))?;
+        let mut child = tokio::process::Command::new("openssl")
+            .arg("s_server")
+            .arg("-accept")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-cert")
+            .arg(&files.server_cert)
+            .arg("-key")
+            .arg(&files.server_key)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| err("s_server", format!("cannot run openssl: {e}")))?;
+        let cleanup = match child.id().and_then(|p| i32::try_from(p).ok()) {
+            Some(pid) => crate::cleanup::register(crate::cleanup::Action::KillGroup(pid)),
+            None => return Err(err("s_server", "exited at once".into())),
+        };
+        let stdin = child.stdin.take().ok_or_else(|| err("s_server", "no stdin".into()))?;
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let errs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        if let Some(o) = child.stdout.take() {
+            collect(o, out.clone());
+        }
+        if let Some(e) = child.stderr.take() {
+            collect(e, errs.clone());
+        }
+        let rogue = RogueEndpoint {
+            port,
+            ca_cert: files.ca_cert.clone(),
+            child,
+            out,
+            err: errs,
+            _stdin: stdin,
+            _cleanup: cleanup,
+        };
+        crate::timing::wait_for(
+            "openssl s_server listening",
+            std::time::Duration::from_secs(10),
+            || async {
+                if rogue.stdout().contains("ACCEPT") {
+                    Ok(Some(()))
+                } else {
+                    Err(rogue.stderr())
+                }
+            },
+        )
+        .await
+        .map_err(|e| err("s_server", e.to_string()))?;
+        Ok(rogue)
+    }
+
+    fn stdout(&self) -> String {
+        self.out
+            .lock()
+            .map(|o| String::from_utf8_lossy(&o).into_owned())
+            .unwrap_or_default()
+    }
+
+    fn stderr(&self) -> String {
+        self.err
+            .lock()
+            .map(|o| String::from_utf8_lossy(&o).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// TLS sessions a client completed with it (it accepted the certificate).
+    pub fn sessions(&self) -> usize {
+        self.stdout().matches("CIPHER is").count()
+    }
+
+    /// Whether a client sent the AMQP protocol header over a completed session.
+    pub fn amqp_seen(&self) -> bool {
+        self.stdout().contains("AMQP")
+    }
+
+    /// Handshakes that failed (a client that refuses the certificate ends it with an alert, or
+    /// just closes): `s_server`'s error lines.
+    pub fn refusals(&self) -> usize {
+        self.stderr().lines().filter(|l| l.contains(":error:")).count()
+    }
+
+    /// The last error line `s_server` printed (what the last failed handshake looked like).
+    pub fn last_error(&self) -> Option<String> {
+        self.stderr()
+            .lines()
+            .rev()
+            .find(|l| l.contains(":error:"))
+            .map(str::to_string)
+    }
+
+    /// Whether it still runs (it does not stop by itself).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// Copies everything `from` yields into `into`, in a task of its own.
+fn collect(
+    mut from: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut v) = into.lock() {
+                v.extend_from_slice(&buf[..n]);
+            }
+        }
+    });
 }
 
 #[cfg(test)]

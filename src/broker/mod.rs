@@ -74,6 +74,8 @@ pub struct Broker {
     management: Management,
     provider: Provider,
     tls: Option<TlsListener>,
+    /// Every node's `amqps://` listener, in node order (CLU-1: the TLS variables apply to each).
+    node_tls: Vec<TlsListener>,
     users: Users,
     /// Stopped by [`Broker::halt`] and not yet resumed.
     down: std::sync::atomic::AtomicBool,
@@ -139,6 +141,7 @@ impl Broker {
                     version,
                     management,
                     tls: provider.tls(),
+                    node_tls: provider.node_tls(),
                     provider,
                     users: Users::default(),
                     down: std::sync::atomic::AtomicBool::new(false),
@@ -316,6 +319,12 @@ impl Broker {
     /// The `amqps://` listener, when the provider started one (RabbitMQ process and container).
     pub fn tls(&self) -> Option<&TlsListener> {
         self.tls.as_ref()
+    }
+
+    /// Node `node`'s `amqps://` listener (a cluster: each node has one when certificates could be
+    /// made; a single node: node 0 is its listener).
+    pub fn node_tls(&self, node: usize) -> Option<&TlsListener> {
+        self.node_tls.get(node)
     }
 
     /// `amqp://` (or, with `tls`, `amqps://` on the TLS listener) for `vhost`, logged in as

@@ -53,6 +53,15 @@ impl Provider {
         }
     }
 
+    /// Every node's `amqps://` listener, in node order (a single node: its own, if any).
+    pub(super) fn node_tls(&self) -> Vec<TlsListener> {
+        match self {
+            Provider::ContainerCluster(c) => c.node_tls().to_vec(),
+            Provider::ProcessCluster(p) => p.node_tls().to_vec(),
+            _ => self.tls().into_iter().collect(),
+        }
+    }
+
     pub(super) fn describe(&self, endpoint: &Endpoint) -> String {
         match self {
             Provider::Container(c) => c.describe(),

@@ -86,6 +86,10 @@ impl ProviderKind {
 /// The tag of scenarios that need the broker's amqps listener (SEC-1).
 pub const TLS_TAG: &str = "broker-tls";
 
+/// The tag of scenarios that reach every node of a cluster over `amqps://` (CLU-1): the url
+/// provider describes one TLS listener only, so they are left out there.
+pub const CLUSTER_TLS_TAG: &str = "cluster-tls";
+
 /// The tag of scenarios that restart the broker ([`Broker::restart`]); they are not run on a
 /// provider that cannot ([`BrokerSpec::cannot_run`]).
 pub const RESTART_TAG: &str = "broker-restart";
@@ -237,6 +241,12 @@ impl BrokerSpec {
             && let Some(why) = url::url_tls_missing()
         {
             return Some(format!("it needs the broker's amqps listener (@{TLS_TAG}), and {why}"));
+        }
+        if tags.contains(&CLUSTER_TLS_TAG) && self.provider == ProviderKind::Url {
+            return Some(format!(
+                "it needs every node's amqps listener (@{CLUSTER_TLS_TAG}), and the url: provider describes one \
+                 (FLEET_BROKER_AMQPS_URL); the process and container clusters give every node one"
+            ));
         }
         None
     }
@@ -484,5 +494,16 @@ mod tests {
             None => assert!(given, "no amqps listener was given, yet a TLS scenario would run"),
         }
         assert_eq!(url.cannot_run(["SEC-2"]), None);
+    }
+
+    #[test]
+    fn every_node_over_tls_is_left_out_on_a_url_cluster_only() {
+        for s in ["process:rabbitmq-cluster", "container:rabbitmq-cluster"] {
+            let spec = BrokerSpec::parse(s).expect("valid");
+            assert_eq!(spec.cannot_run(["CLU-1", CLUSTER_TLS_TAG]), None, "{s}");
+        }
+        let url = BrokerSpec::parse("url:rabbitmq-cluster").expect("valid");
+        let why = url.cannot_run(["CLU-1", "@cluster-tls"]).expect("left out");
+        assert!(why.contains(CLUSTER_TLS_TAG), "{why}");
     }
 }

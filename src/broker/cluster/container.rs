@@ -91,6 +91,8 @@ pub(crate) struct RunningCluster {
     endpoints: Vec<Endpoint>,
     /// Node 1's `amqps://` listener; its certificates live in `tls.files.dir`.
     tls: Option<TlsListener>,
+    /// Every node's `amqps://` listener (one certificate, copied into each), in node order.
+    node_tls: Vec<TlsListener>,
     states: NodeStates,
     /// The node [`RunningCluster::halt`] stopped last: the first to start again.
     last_stopped: AtomicUsize,
@@ -168,6 +170,7 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
         nodes: Vec::with_capacity(NODES),
         endpoints: Vec::with_capacity(NODES),
         tls: None,
+        node_tls: Vec::new(),
         states: NodeStates::up(NODES),
         last_stopped: AtomicUsize::new(0),
         stopped: false,
@@ -191,14 +194,18 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
     let cookie = uuid::Uuid::new_v4().simple().to_string().to_uppercase();
     let ticktime = ticktime();
     for i in 1..=NODES {
-        let tls = if i == 1 { tls_files.as_ref() } else { None };
+        let tls = tls_files.as_ref();
         let node = ContainerNode {
             name: format!("fleetcl{i}-{suffix}"),
             host: format!("fleetcl{i}"),
         };
         let (endpoint, amqps_port) = cluster.create_and_start(&node, &labels, &cookie, ticktime, tls).await?;
         if let (Some(port), Some(files)) = (amqps_port, tls) {
-            cluster.tls = Some(TlsListener::generated("127.0.0.1", port, files.clone()));
+            let listener = TlsListener::generated("127.0.0.1", port, files.clone());
+            if i == 1 {
+                cluster.tls = Some(listener.clone());
+            }
+            cluster.node_tls.push(listener);
         }
         cluster.nodes.push(node);
         cluster.endpoints.push(endpoint);
@@ -284,7 +291,7 @@ impl RunningCluster {
         }
     }
 
-    /// `docker create` of one node (registered for cleanup at once), with node 1's TLS files
+    /// `docker create` of one node (registered for cleanup at once), with the TLS files
     /// and config copied in.
     async fn create(
         &mut self,
@@ -384,6 +391,11 @@ impl RunningCluster {
 
     pub(crate) fn tls(&self) -> Option<&TlsListener> {
         self.tls.as_ref()
+    }
+
+    /// Every node's `amqps://` listener, in node order.
+    pub(crate) fn node_tls(&self) -> &[TlsListener] {
+        &self.node_tls
     }
 
     pub(crate) fn describe(&self) -> String {

@@ -7,8 +7,9 @@
 //! unique per run), free AMQP, management and distribution ports, and
 //! `cluster_partition_handling = pause_minority`. The three boot together; nodes 2 and 3 then join
 //! node 1 (`rabbitmqctl -n <node> stop_app`, `join_cluster <node 1>`, `start_app`, run as this
-//! user with the shared `HOME`: the upstream scripts switch no user). The TLS listener is node
-//! 1's only. Killing a node SIGKILLs its process group (its Erlang VM; epmd is shared by every
+//! user with the shared `HOME`: the upstream scripts switch no user). Every node has a TLS
+//! listener of its own port, all with one certificate the run's CA signed (the nodes share
+//! `127.0.0.1`, which it names), so a gateway can reach each node over `amqps://` (CLU-1). Killing a node SIGKILLs its process group (its Erlang VM; epmd is shared by every
 //! node of the machine and lives on); starting it again reuses its data, so it rejoins by itself.
 //! Its nodes share one loopback, so one node cannot be cut off from the others here.
 
@@ -31,6 +32,8 @@ pub(crate) struct RunningCluster {
     dir: PathBuf,
     /// Node 1's `amqps://` listener; `None` when certificates could not be made.
     tls: Option<TlsListener>,
+    /// Every node's `amqps://` listener, in node order (empty without certificates).
+    node_tls: Vec<TlsListener>,
     states: NodeStates,
     /// The node [`RunningCluster::halt`] stopped last: the first to start again.
     last_stopped: AtomicUsize,
@@ -49,6 +52,7 @@ pub(crate) async fn start() -> Result<RunningCluster, BrokerError> {
         _cleanup_dir: crate::cleanup::register(crate::cleanup::Action::RemoveDir(dir.clone())),
         dir,
         tls: None,
+        node_tls: Vec::with_capacity(NODES),
         states: NodeStates::up(NODES),
         last_stopped: AtomicUsize::new(0),
         stopped: false,
@@ -65,7 +69,20 @@ pub(crate) async fn start() -> Result<RunningCluster, BrokerError> {
             && let Some((tls, lines)) = single::prepare_tls(&cluster.dir)
         {
             conf.push_str(&lines);
+            cluster.node_tls.push(tls.clone());
             cluster.tls = Some(tls);
+        } else if let Some(files) = cluster.tls.as_ref().and_then(|t| t.files.clone())
+            && let Ok(port) = crate::ports::free_port()
+        {
+            // The same certificate on a port of its own: every node is reachable over amqps.
+            conf.push_str(&single::tls_conf(
+                "127.0.0.1",
+                port,
+                &files.ca_cert.display().to_string(),
+                &files.server_cert.display().to_string(),
+                &files.server_key.display().to_string(),
+            ));
+            cluster.node_tls.push(TlsListener::generated("127.0.0.1", port, files));
         }
         single::write_node_files(&node_dir, &conf)?;
         cluster.nodes.push(Node::start(NodeSpec {
@@ -131,6 +148,11 @@ impl RunningCluster {
 
     pub(crate) fn tls(&self) -> Option<&TlsListener> {
         self.tls.as_ref()
+    }
+
+    /// Every node's `amqps://` listener, in node order.
+    pub(crate) fn node_tls(&self) -> &[TlsListener] {
+        &self.node_tls
     }
 
     pub(crate) fn describe(&self) -> String {

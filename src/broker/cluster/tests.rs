@@ -305,6 +305,7 @@ fn attached(spec: &str, ports: &[u16]) -> Broker {
         management,
         provider: crate::broker::provider::Provider::Url(None),
         tls: None,
+        node_tls: Vec::new(),
         users: Default::default(),
         down: Default::default(),
     }
