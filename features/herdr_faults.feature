@@ -15,6 +15,14 @@ Feature: herdr misbehaving — every failed inject is a visible FAILED, the gate
     Then the send returns "failed" with reason "not_submitted" within the inject bound
     And herdr on "b" records "update the changelog" as swallowed in "w1"
 
+  @FWD-7 @FWD-4 @cap-submit-confirm
+  Scenario: the agent reads the brief but never reports working: FAILED not_submitted, not INJECTED
+    Given "w1" is idle
+    And "w1" reads its input but never reports working
+    When "lead" sends "rebase the feature branch" to "w1"
+    Then the send returns "failed" with reason "not_submitted" within the inject bound
+    And herdr on "b" received exactly 1 input of "rebase the feature branch" into "w1"
+
   @FWD-4
   Scenario: herdr is down: the brief fails visibly and the gateway stays up
     Given "w1" is idle

@@ -318,6 +318,16 @@ async fn stays_idle(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The agent program reads the line and never reports a status (a stuck or dead-slow agent):
+/// herdr took the input and the status stays `idle`, so FWD-7's confirm window must fail.
+#[given(expr = "{string} reads its input but never reports working")]
+async fn never_reports(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let e = w.entity(&name)?;
+    let (host, pane) = (e.host.clone(), e.pane.clone());
+    w.host(&host)?.herdr.set_on_input(&pane, InputReaction::NeverReports);
+    Ok(())
+}
+
 #[then(expr = "herdr on {string} records {string} as swallowed in {string}")]
 async fn swallowed(w: &mut FleetWorld, host: String, text: String, name: String) -> anyhow::Result<()> {
     let pane = w.entity(&name)?.pane.clone();

@@ -10,8 +10,9 @@
 //!   input PANE_ID TEXT         one line per input submitted to a pane (newlines as \n)
 //! ```
 //!
-//! Agents start `idle` unless a status is given, and turn `working` when input is submitted
-//! (as a real agent does). Runs until SIGTERM or SIGINT.
+//! Agents start `idle` unless a status is given; each agent program reports `working` when it
+//! reads a submitted line (herdr itself never moves the status on input, the agent's report does).
+//! Runs until SIGTERM or SIGINT.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
