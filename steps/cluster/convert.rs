@@ -277,30 +277,39 @@ async fn drains_in_order(w: &mut FleetWorld, main: String, n: usize, from: Strin
         .iter()
         .map(|m| m["msgId"].as_str().unwrap_or_default().to_string())
         .collect();
-    let distinct: BTreeSet<&String> = drained.iter().collect();
+    once_in_order(&ids, &drained, &format!("what {main} drained from {from}"))
+}
+
+/// CLU-7's verdict on what a conversion left: `got` (msgIds in the order read from `place`) holds
+/// every one of `ids` exactly once, in the order they were published. One judgement for both
+/// readings of it — the main's drain after a clean run, the inbox itself after an interrupted one.
+pub(super) fn once_in_order(ids: &[String], got: &[String], place: &str) -> anyhow::Result<()> {
+    let n = ids.len();
+    let distinct: BTreeSet<&String> = got.iter().collect();
     ensure!(
-        distinct.len() == drained.len(),
-        "CLU-7: {main} drained {} messages, {} distinct: the conversion doubled some",
-        drained.len(),
-        distinct.len()
+        distinct.len() == got.len(),
+        "CLU-7: {place} holds {} messages, {} distinct: the conversion doubled {}",
+        got.len(),
+        distinct.len(),
+        got.len() - distinct.len()
     );
     let missing: Vec<&String> = ids.iter().filter(|id| !distinct.contains(id)).collect();
     ensure!(
         missing.is_empty(),
-        "CLU-7: {} of {n} replies were lost in the conversion (first: {:?})",
+        "CLU-7: {} of {n} replies are not in {place}: lost in the conversion (first: {:?})",
         missing.len(),
         missing.first()
     );
     ensure!(
-        drained.len() == n,
-        "{main} drained {} messages from {from}, {n} expected",
-        drained.len()
+        got.len() == n,
+        "CLU-7: {place} holds {} messages, {n} expected",
+        got.len()
     );
-    if let Some(i) = (0..n).find(|&i| drained[i] != ids[i]) {
+    if let Some(i) = (0..n).find(|&i| got[i] != ids[i]) {
         bail!(
-            "CLU-7: the conversion changed the order: message {} drained is the reply published as {}",
+            "CLU-7: the conversion changed the order: message {} in {place} is the reply published as {}",
             i + 1,
-            ids.iter().position(|id| *id == drained[i]).map_or(0, |p| p + 1)
+            ids.iter().position(|id| *id == got[i]).map_or(0, |p| p + 1)
         );
     }
     Ok(())

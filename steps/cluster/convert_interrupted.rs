@@ -281,32 +281,5 @@ async fn inbox_holds(w: &mut FleetWorld, name: String, n: usize, from: String) -
     // Closing the channel hands every message back, in order.
     let _ = ch.close(200, "read".into()).await;
     let _ = conn.close(200, "read".into()).await;
-    let distinct: BTreeSet<&String> = got.iter().collect();
-    ensure!(
-        distinct.len() == got.len(),
-        "CLU-7: after the conversion {queue} holds {} messages, {} distinct: the conversion doubled {}",
-        got.len(),
-        distinct.len(),
-        got.len() - distinct.len()
-    );
-    let missing: Vec<&String> = ids.iter().filter(|id| !distinct.contains(id)).collect();
-    ensure!(
-        missing.is_empty(),
-        "CLU-7: {} of {n} replies are not in {queue} after the conversion (first: {:?})",
-        missing.len(),
-        missing.first()
-    );
-    ensure!(
-        got.len() == n,
-        "CLU-7: {queue} holds {} messages after the conversion, {n} expected",
-        got.len()
-    );
-    if let Some(i) = (0..n).find(|&i| got[i] != ids[i]) {
-        bail!(
-            "CLU-7: the conversion changed the order: message {} in {queue} is the reply published as {}",
-            i + 1,
-            ids.iter().position(|id| *id == got[i]).map_or(0, |p| p + 1)
-        );
-    }
-    Ok(())
+    super::convert::once_in_order(&ids, &got, &format!("{queue} after the conversion"))
 }
