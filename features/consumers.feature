@@ -75,3 +75,40 @@ Feature: Connections and consumers — one consumer per inbox, recovery after a 
     And message 1 has the msgId the reply returned
     When "lead" polls messages from "w1"
     Then "lead" gets no message
+
+  # CONTRACT §3 `not_connected` (a [C-16] companion): a gateway that cannot reach the broker for
+  # the whole inject bound has handed it nothing, and says so — a definite failure, not an unknown
+  # one — and what it said was not sent never arrives once the broker is back.
+  @PUB-3 @FWD-5 @cap-not-connected
+  Scenario: a brief and a reply asked for while the broker is out of reach fail not_connected and never arrive
+    Given gateways reach the broker through a link the suite can cut
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" is idle
+    When the broker goes out of reach through the link
+    Then every gateway reports not ready within 20 seconds
+    When "lead" sends "sent while cut off" to "w1"
+    And "w1" starts replying "replied while cut off"
+    Then the send returns "failed" with reason "not_connected" within the inject bound
+    And the reply returns "failed" with reason "not_connected" within the inject bound
+    When the broker is in reach through the link again
+    Then every gateway is ready again within 30 seconds
+    And herdr on "b" records no inject into "w1"
+    When "lead" polls messages from "w1"
+    Then "lead" gets no message
+
+  # The other side of the same rule, judged whatever the gateway declares: a SEND that reached the
+  # broker (its confirm lost with the link) may be unknown, never `not_connected`.
+  @PUB-3 @C-16
+  Scenario: a brief that reached the broker and lost its confirm is never answered not_connected
+    Given gateways reach the broker through a link the suite can cut
+    And the gateways' inject bound is 20 seconds
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" is idle
+    When the broker's answers through the link are lost
+    And "lead" sends "reached the broker" to "w1"
+    Then within 10 seconds the inbox of "w1" holds 1 message, ready or unacknowledged
+    When the link to the broker is cut
+    Then herdr on "b" records exactly 1 inject into "w1" with text "reached the broker"
+    And the send does not answer not_connected

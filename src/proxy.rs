@@ -10,6 +10,10 @@
 //! then reaches its queues while its confirm never arrives — the "confirm lost with the
 //! connection" of SPEC [C-16]/[C-18] made deterministic, ended by a [`Proxy::cut`] (a connection
 //! that lost bytes is useless afterwards).
+//!
+//! And it can be *down* ([`Proxy::go_down`]): every live connection is cut and every new one is
+//! closed as soon as it is accepted, until [`Proxy::come_back`] — a broker a gateway cannot reach
+//! for as long as the scenario says (CONTRACT §3 `not_connected`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +38,8 @@ pub struct Proxy {
     losing: Arc<AtomicBool>,
     /// Broker → gateway bytes dropped so far.
     lost: Arc<AtomicU64>,
+    /// New connections are closed at once while set (see the module doc).
+    down: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -43,18 +49,24 @@ impl Proxy {
         let listen = listener.local_addr()?;
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let (losing, lost): (Arc<AtomicBool>, Arc<AtomicU64>) = Default::default();
-        let (links2, losing2, lost2) = (links.clone(), losing.clone(), lost.clone());
+        let down: Arc<AtomicBool> = Arc::default();
+        let (links2, losing2, lost2, down2) = (links.clone(), losing.clone(), lost.clone(), down.clone());
         let accept = tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
+                if down2.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
                 let upstream = upstream.clone();
-                let (losing, lost) = (losing2.clone(), lost2.clone());
+                let (losing, lost, down) = (losing2.clone(), lost2.clone(), down2.clone());
                 let task = tokio::spawn(async move {
                     if let Ok(outbound) = TcpStream::connect(&upstream).await {
                         let (in_r, in_w) = inbound.into_split();
                         let (out_r, out_w) = outbound.into_split();
                         let never = Arc::new(AtomicBool::new(false));
-                        let up = pump(in_r, out_w, never, Arc::default());
-                        let down = pump(out_r, in_w, losing, lost);
+                        // A link that slipped past a `go_down` ends at its next read.
+                        let up = pump(in_r, out_w, never, Arc::default(), down.clone());
+                        let down = pump(out_r, in_w, losing, lost, down);
                         // Either direction ending ends the link (both sockets close on drop).
                         tokio::select! {
                             _ = up => {}
@@ -75,7 +87,20 @@ impl Proxy {
             cuts: Arc::default(),
             losing,
             lost,
+            down,
         })
+    }
+
+    /// Cuts every live connection and closes every new one at once until [`Proxy::come_back`]:
+    /// the broker is out of reach. Returns how many live connections were cut.
+    pub fn go_down(&self) -> usize {
+        self.down.store(true, Ordering::SeqCst);
+        self.cut()
+    }
+
+    /// Ends [`Proxy::go_down`]: new connections are carried again.
+    pub fn come_back(&self) {
+        self.down.store(false, Ordering::SeqCst);
     }
 
     /// From now on the broker's answers are dropped (gateways' bytes still reach the broker)
@@ -119,13 +144,14 @@ impl Proxy {
     }
 }
 
-/// Copies `from` to `to` until either side closes; while `losing` is set, reads are counted in
-/// `lost` and dropped instead of written.
+/// Copies `from` to `to` until either side closes or the proxy is `down`; while `losing` is set,
+/// reads are counted in `lost` and dropped instead of written.
 async fn pump(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     losing: Arc<AtomicBool>,
     lost: Arc<AtomicU64>,
+    down: Arc<AtomicBool>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -133,6 +159,9 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        if down.load(Ordering::SeqCst) {
+            return;
+        }
         if losing.load(Ordering::SeqCst) {
             lost.fetch_add(n as u64, Ordering::SeqCst);
             continue;
@@ -224,5 +253,42 @@ mod tests {
         let mut buf = [0u8; 5];
         c.read_exact(&mut buf).await.expect("answers flow after the cut");
         assert_eq!(&buf, b"again");
+    }
+
+    #[tokio::test]
+    async fn down_closes_live_and_new_connections_until_back() {
+        let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = upstream.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = upstream.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let proxy = Proxy::start(addr.to_string()).await.expect("proxy");
+        let mut live = TcpStream::connect(proxy.listen()).await.expect("connect");
+        live.write_all(b"x").await.expect("write");
+        let mut one = [0u8; 1];
+        live.read_exact(&mut one).await.expect("echo");
+        assert_eq!(proxy.go_down(), 1, "the live connection is cut");
+        let mut c = TcpStream::connect(proxy.listen()).await.expect("accepted, then closed");
+        let mut rest = Vec::new();
+        assert_eq!(
+            c.read_to_end(&mut rest).await.unwrap_or(0),
+            0,
+            "closed at once while down"
+        );
+        proxy.come_back();
+        let mut c = TcpStream::connect(proxy.listen()).await.expect("connect");
+        c.write_all(b"back").await.expect("write");
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).await.expect("carried again");
+        assert_eq!(&buf, b"back");
     }
 }

@@ -28,6 +28,7 @@ mod forward;
 mod hosts;
 mod membership;
 mod migration;
+mod not_sent;
 mod operations;
 mod presence;
 mod pull;

@@ -124,6 +124,8 @@ pub enum AskOutcome {
     Expired,
     NoRoute,
     Failed(String),
+    /// The ASK's publish failed ([`PublishError`]: `not_connected` is definite, CONTRACT §3).
+    NotPublished(PublishError),
 }
 
 /// What `bridge_answer` returns.
@@ -160,7 +162,7 @@ impl Gateway {
                 self.conversations.close_turn(&turn_id);
                 return match e {
                     PublishError::NoRoute => AskOutcome::NoRoute,
-                    other => AskOutcome::Failed(other.to_string()),
+                    other => AskOutcome::NotPublished(other),
                 };
             }
         };

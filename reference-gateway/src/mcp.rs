@@ -258,10 +258,7 @@ impl Mcp {
                     PublishError::ConfirmTimeout(_) => {
                         ok(finish("inject_timeout", json!({"reason": "inject_timeout"})))
                     }
-                    other => ok(finish(
-                        "failed",
-                        json!({"reason": "publish", "detail": other.to_string()}),
-                    )),
+                    other => ok(finish("failed", failure(&other))),
                 };
             }
         }
@@ -342,7 +339,7 @@ impl Mcp {
         match gw.publisher.publish(out).await {
             Ok(env) => ok(json!({"msgId": env.msg_id, "status": "sent"})),
             Err(PublishError::NoRoute) => ok(json!({"status": "no_route", "reason": "no_route"})),
-            Err(e) => ok(json!({"status": "failed", "reason": "publish", "detail": e.to_string()})),
+            Err(e) => ok(failed_json(&e)),
         }
     }
 }
@@ -360,7 +357,7 @@ impl Mcp {
         let out = Outgoing::new(Kind::Broadcast, MSG_EXCHANGE, key, me.gid.clone(), a.text.into_bytes());
         match self.gw.publisher.publish(out).await {
             Ok(env) => ok(json!({"msgId": env.msg_id})),
-            Err(e) => ok(json!({"status": "failed", "reason": "publish", "detail": e.to_string()})),
+            Err(e) => ok(failed_json(&e)),
         }
     }
 
@@ -433,7 +430,7 @@ impl Mcp {
             }
             Err(e) => {
                 gw.pending.close(&msg_id);
-                return ok(json!({"gid": gid, "status": "failed", "reason": "publish", "detail": e.to_string()}));
+                return ok(with_gid(&gid, failed_json(&e)));
             }
             Ok(_) => {}
         }
@@ -472,7 +469,7 @@ impl Mcp {
             }
             Err(e) => {
                 gw.pending.close(&msg_id);
-                return ok(json!({"status": "failed", "reason": "publish", "detail": e.to_string()}));
+                return ok(failed_json(&e));
             }
             Ok(_) => {}
         }
@@ -491,6 +488,7 @@ impl Mcp {
             AskOutcome::Expired => ok(json!({"status": "expired"})),
             AskOutcome::NoRoute => ok(json!({"status": "no_route"})),
             AskOutcome::Failed(detail) => ok(json!({"status": "failed", "detail": detail})),
+            AskOutcome::NotPublished(e) => ok(failed_json(&e)),
         }
     }
 
@@ -578,4 +576,32 @@ impl ServerHandler for Mcp {
             other => Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
         }
     }
+}
+
+/// The reason and detail of a publish that failed (CONTRACT §3): `not_connected` when nothing of
+/// the message was handed to the broker (definite: it is never delivered), else `publish` — the
+/// broker may have routed it ([C-16]: unknown).
+fn failure(e: &PublishError) -> Value {
+    let reason = match e {
+        PublishError::NotConnected => "not_connected",
+        _ => "publish",
+    };
+    json!({"reason": reason, "detail": e.to_string()})
+}
+
+/// `{status: failed, reason, detail}` for a publish that failed ([`failure`]).
+fn failed_json(e: &PublishError) -> Value {
+    let mut v = failure(e);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("status".into(), json!("failed"));
+    }
+    v
+}
+
+/// `v` with the spawned entity's `gid` first among its fields' meaning (bridge_spawn's result).
+fn with_gid(gid: &str, mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("gid".into(), json!(gid));
+    }
+    v
 }

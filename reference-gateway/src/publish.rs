@@ -13,6 +13,12 @@
 //!   envelope, `msgId` and signature — once the gateway is connected again, within the publish's
 //!   bound; every kind but SEND and BROADCAST (the forward path is at-most-once, and a receiver
 //!   that restarted in between has forgotten the `msgId`) and PRESENCE (repeated every H anyway).
+//! - **Not sent is said** (CONTRACT §3, a [C-16] companion): a publish that was never handed to
+//!   the broker — no connection, or a channel lapin already knew closed, so not one byte of it was
+//!   written — is [`PublishError::NotConnected`], a *definite* failure the tools answer
+//!   `not_connected`. Until the bound, such a publish waits for the reconnect and goes out then,
+//!   whatever its kind (SEND included: nothing of it left the gateway, so it cannot be a second
+//!   copy). Only a publish that was written and whose confirm was lost is *unknown* ([C-16]).
 
 use std::sync::Arc;
 
@@ -34,7 +40,9 @@ pub enum PublishError {
     /// PUB-3; CLU-4: a quorum inbox over its `x-max-length` refuses a publish this way.
     #[error("the broker nacked the message (refused it: the recipient's inbox may be full)")]
     Nacked,
-    #[error("not connected to the broker")]
+    /// Definite: nothing of the message was handed to the broker (no connection, or a channel
+    /// already closed, until the bound): it is never delivered (CONTRACT §3 `not_connected`).
+    #[error("not connected to the broker: the message was not sent")]
     NotConnected,
     #[error("no confirm from the broker within {0:?} (the message may still have been routed)")]
     ConfirmTimeout(std::time::Duration),
@@ -148,6 +156,17 @@ impl PublishError {
     fn lost(&self) -> bool {
         matches!(self, PublishError::NotConnected | PublishError::Amqp(_))
     }
+
+    /// Whether nothing of the message reached the wire: lapin refused the publish because it
+    /// already knew its channel closed (its state check comes before any frame is queued), or
+    /// there was no channel. A later attempt cannot make a second copy, whatever the kind.
+    fn not_sent(&self) -> bool {
+        match self {
+            PublishError::NotConnected => true,
+            PublishError::Amqp(e) => matches!(e.kind(), lapin::ErrorKind::InvalidChannelState(_, "basic.publish")),
+            _ => false,
+        }
+    }
 }
 
 impl Kind {
@@ -253,35 +272,60 @@ impl Publisher {
     pub async fn publish(&self, out: Outgoing) -> Result<Envelope, PublishError> {
         let started = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + self.confirm_timeout;
-        let prepared = self.prepare(out);
-        let kind = prepared.env.kind;
+        let (kind, from) = (out.kind, out.from.clone());
+        let mut out = Some(out);
+        let mut prepared: Option<Prepared> = None;
         let mut attempt = 0u32;
         loop {
             let changes = self.changes.subscribe();
-            let result = match self.ready_for(&prepared, deadline).await {
-                Ok(ch) => match tokio::time::timeout_at(deadline, self.hand_prepared(&ch, &prepared)).await {
-                    Ok(Ok(sent)) => match tokio::time::timeout_at(deadline, self.confirmed(sent)).await {
-                        Ok(r) => r,
-                        Err(_) => Err(self.timed_out(kind)),
-                    },
-                    Ok(Err(e)) => {
-                        self.failed(kind, "broker");
-                        Err(e.into())
-                    }
+            let ch = match self.ready_for(kind, &from, deadline).await {
+                Ok(ch) => ch,
+                Err(e) => {
+                    self.failed(kind, "not_connected");
+                    return Err(e);
+                }
+            };
+            // Stamped and signed once a channel is there: a publish that waited for the
+            // reconnect carries the time it was sent, not the time it was asked for.
+            let p = match (&mut prepared, out.take()) {
+                (Some(p), _) => &*p,
+                (slot, Some(out)) => &*slot.insert(self.prepare(out)),
+                (None, None) => return Err(PublishError::NotConnected),
+            };
+            let result = match tokio::time::timeout_at(deadline, self.hand_prepared(&ch, p)).await {
+                Ok(Ok(sent)) => match tokio::time::timeout_at(deadline, self.confirmed(sent)).await {
+                    Ok(r) => r,
                     Err(_) => Err(self.timed_out(kind)),
                 },
-                Err(e) => Err(e),
+                Ok(Err(e)) => {
+                    let e = PublishError::from(e);
+                    if !e.not_sent() {
+                        self.failed(kind, "broker");
+                    }
+                    Err(e)
+                }
+                Err(_) => Err(self.timed_out(kind)),
             };
             match result {
                 Ok(env) => {
                     if attempt > 0 {
-                        tracing::info!(msg_id = %env.msg_id, kind = kind.as_str(), attempt, "republished after a lost confirm ([C-18])");
+                        tracing::info!(msg_id = %env.msg_id, kind = kind.as_str(), attempt, "published after a reconnect ([C-18] / not sent before)");
                     }
                     self.metrics.observe(Stage::Publish, started.elapsed());
                     return Ok(env);
                 }
+                // Nothing of it left the gateway: wait for the next channel, whatever the kind.
+                Err(e) if e.not_sent() => {
+                    tracing::debug!(msg_id = %p.env.msg_id, kind = kind.as_str(), error = %e, "channel closed before the publish; sending once reconnected");
+                    if tokio::time::Instant::now() >= deadline {
+                        self.failed(kind, "not_connected");
+                        return Err(PublishError::NotConnected);
+                    }
+                    Self::next_change(changes, deadline).await;
+                    attempt += 1;
+                }
                 Err(e) if kind.may_republish() && e.lost() && tokio::time::Instant::now() < deadline => {
-                    tracing::debug!(msg_id = %prepared.env.msg_id, kind = kind.as_str(), error = %e, "publish lost with its connection; republishing once reconnected ([C-18])");
+                    tracing::debug!(msg_id = %p.env.msg_id, kind = kind.as_str(), error = %e, "publish lost with its connection; republishing once reconnected ([C-18])");
                     // The channel that failed is replaced on the reconnect; until then wait.
                     Self::next_change(changes, deadline).await;
                     attempt += 1;
@@ -291,20 +335,21 @@ impl Publisher {
         }
     }
 
-    /// The publishing channel, once `p`'s sender may publish on it ([C-19]: anything but a
-    /// presence waits for the sender's confirmed `up`). Without a channel, a kind that may be
-    /// republished waits for the reconnect; SEND and BROADCAST fail at once (PUB-3).
-    async fn ready_for(&self, p: &Prepared, deadline: tokio::time::Instant) -> Result<Channel, PublishError> {
+    /// The publishing channel, once `from` may publish on it ([C-19]: anything but a presence
+    /// waits for the sender's confirmed `up`). Without a channel every kind but PRESENCE waits
+    /// for the reconnect until the deadline, then fails [`PublishError::NotConnected`] (nothing
+    /// was sent). A presence fails at once: a heartbeat repeats itself, and its publisher holds
+    /// the departures lock.
+    async fn ready_for(&self, kind: Kind, from: &str, deadline: tokio::time::Instant) -> Result<Channel, PublishError> {
         loop {
             let changes = self.changes.subscribe();
             let ch = self.channel.read().await.clone();
             match ch {
-                None if !p.env.kind.may_republish() => return Err(PublishError::NotConnected),
-                Some(ch) if p.env.kind == Kind::Presence || self.announced.contains(&p.env.from) => return Ok(ch),
+                None if kind == Kind::Presence => return Err(PublishError::NotConnected),
+                Some(ch) if kind == Kind::Presence || self.announced.contains(from) => return Ok(ch),
                 _ => {}
             }
             if tokio::time::Instant::now() >= deadline {
-                self.failed(p.env.kind, "not_announced");
                 return Err(PublishError::NotConnected);
             }
             Self::next_change(changes, deadline).await;
