@@ -9,8 +9,11 @@ Feature: Soak — at most once into workers and at least once into mains, under 
   scenarios wait. A history checker then classifies every operation ok / failed / unknown and
   fails on anything lost (ok, never arrived), duplicated (a brief injected twice; a reply drained
   twice within one life of the main's gateway), unexpected (arrived, never sent) or failed but
-  delivered. Unknown operations (inject_timeout, a publish lost with its connection, an MCP call
-  that errored) may or may not arrive. The summary goes to `<reports>/<broker>/soak.json`.
+  delivered (a `failed` answer with reason `not_connected` says the publish never left the
+  gateway: its message must never arrive). Unknown operations (inject_timeout, a publish lost with
+  its connection — reason `publish`, [C-16] — an MCP call that errored) may or may not arrive. The
+  summary goes to `<reports>/<broker>/soak.json`, with the unknown rate over all operations with
+  and without the inherent unknowns, and the definite failures per nemesis kind, tool and reason.
   Operations are spread over at least two rounds of the nemesis cycle. FLEET_SOAK_OPS=N replaces
   the operation counts below (N/4 briefs to and N/4 replies from each worker); FLEET_SOAK_NEMESIS
   (e.g. kill,pause,cut,close,restart; on a cluster also node-kill, leader-kill, partition; with

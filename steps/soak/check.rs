@@ -1,6 +1,7 @@
 //! The history checker: what arrived ([`Arrivals`]: herdr's input log of each worker pane) and
 //! the verdict on a history, a pure function of the two — lost, duplicated, unexpected and
-//! failed-but-delivered operations, and the JSON summary.
+//! failed-but-delivered operations, and the JSON summary (its rates and per-nemesis tallies in
+//! [`super::summary`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use crate::world::FleetWorld;
 
 use super::history::{Op, Seen, SoakState, blame};
 use super::nemesis::{Event, Strike};
+use super::summary::{UnknownRates, failed_by_nemesis, failed_line};
 
 /// What arrived: injects per brief text on the workers' panes, with how many were submitted.
 #[derive(Default)]
@@ -51,7 +53,7 @@ pub(super) struct Verdict {
 /// At most this many items of each list go into the JSON (the counts are always whole).
 const LIST_MAX: usize = 100;
 
-fn capped<T: serde::Serialize>(items: &[T]) -> Value {
+pub(super) fn capped<T: serde::Serialize>(items: &[T]) -> Value {
     json!(items.iter().take(LIST_MAX).collect::<Vec<_>>())
 }
 
@@ -171,7 +173,9 @@ pub(super) fn unknown_line(v: &Value) -> String {
     format!("unknown by nemesis kind: {}", parts.join(", "))
 }
 
-pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {
+/// The verdict on `s` given what arrived. `bound` is the callers' bound and `after` the reconnect
+/// allowance, for the summary's per-nemesis parts ([`unknown_by_nemesis`]).
+pub(super) fn check(s: &SoakState, arrivals: &Arrivals, bound: Duration, after: Duration) -> Verdict {
     // Drains of REPLY messages: text → life → times; other kinds (late INJECTED/FAILED notices)
     // are counted apart.
     let mut drained: BTreeMap<&str, BTreeMap<u32, usize>> = BTreeMap::new();
@@ -210,13 +214,17 @@ pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {
     let class = |c: Seen| s.ops.iter().filter(|o| o.seen == c).count();
     // Lost: ok, never arrived.
     let lost: Vec<&Op> = s.ops.iter().filter(|o| o.seen == Seen::Ok && !arrived(o)).collect();
-    // Failed but delivered: a brief injected and submitted, a reply drained.
+    // Failed but delivered, whatever the reason: a brief injected and submitted (typed at all,
+    // where it never left the main's gateway), a reply drained.
     let failed_delivered: Vec<&Op> = s
         .ops
         .iter()
         .filter(|o| o.seen == Seen::Failed)
         .filter(|o| match o.tool {
-            "bridge_send" => arrivals.injects.get(&o.text).is_some_and(|(_, sub)| *sub > 0),
+            "bridge_send" => arrivals
+                .injects
+                .get(&o.text)
+                .is_some_and(|(n, sub)| *sub > 0 || (o.never_left() && *n > 0)),
             _ => drained.contains_key(o.text.as_str()),
         })
         .collect();
@@ -315,6 +323,9 @@ pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {
         json!({"total": s.polls_ok + s.polls_unknown, "ok": s.polls_ok, "unknown": s.polls_unknown}),
     );
     let config = s.config.as_ref();
+    let unknown_by = unknown_by_nemesis(s, bound, after);
+    let rates = UnknownRates::of(&s.ops, &unknown_by);
+    let failed_by = failed_by_nemesis(&s.ops, &s.events, after);
     let summary = json!({
         "verdict": if pass { "pass" } else { "fail" },
         "violations": violations,
@@ -333,6 +344,10 @@ pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {
         "ok": class(Seen::Ok),
         "failed": class(Seen::Failed),
         "unknown": class(Seen::Unknown),
+        "unknownRate": rates.rate_json(),
+        "unknownRateExcludingInherent": rates.excluding_inherent_json(),
+        "unknownByNemesis": unknown_by,
+        "failedByNemesis": failed_by,
         "lost": {
             "count": lost.len(),
             "briefs": capped(&texts(&lost, "bridge_send")),
@@ -371,7 +386,7 @@ pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {
     });
     let line = format!(
         "soak history: {} — ops {} (ok {} / failed {} / unknown {}; briefs ok {ok_briefs}, replies ok {ok_replies}); \
-         lost {}, duplicated {}, unexpected {}, failed-but-delivered {}; nemesis {} strikes {:?}; {:.0} s",
+         lost {}, duplicated {}, unexpected {}, failed-but-delivered {}; {}; {}; nemesis {} strikes {:?}; {:.0} s",
         if pass { "PASS" } else { "FAIL" },
         s.ops.len(),
         class(Seen::Ok),
@@ -381,6 +396,8 @@ pub(super) fn check(s: &SoakState, arrivals: &Arrivals) -> Verdict {
         dup_injects.len() + dup_drains.len(),
         unexpected_injects.len() + unexpected_drains.len(),
         failed_delivered.len(),
+        rates.line(),
+        failed_line(&summary["failedByNemesis"]),
         s.events.len(),
         nemesis_by_kind
             .iter()

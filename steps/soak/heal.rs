@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::world::FleetWorld;
 
-use super::check::{Arrivals, check, unknown_by_nemesis, unknown_line};
+use super::check::{Arrivals, check, unknown_line};
 use super::history::{Seen, record_poll};
 use super::nemesis::Strike;
 use super::nodes::cluster_profile;
@@ -83,7 +83,8 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
     let rejections = Rejections::read(w);
     let drained: BTreeSet<String> = w.soak.drains.iter().map(|d| d.text.clone()).collect();
     let revoked = reclassify(&mut w.soak.ops, &w.soak.events, &rejections, after, &drained);
-    let verdict = check(&w.soak, &arrivals);
+    // `inject_bound` is already stretched: the step that set it scaled it.
+    let verdict = check(&w.soak, &arrivals, w.inject_bound(), after);
     let mut summary = verdict.summary;
     summary["rejectedAsRevoked"] = revoked;
     summary["broker"] = json!(w.suite()?.broker.spec().label());
@@ -103,8 +104,6 @@ async fn history(w: &mut FleetWorld, main: String, w1: String, w2: String) -> an
             },
         });
     }
-    // `inject_bound` is already stretched: the step that set it scaled it.
-    summary["unknownByNemesis"] = unknown_by_nemesis(&w.soak, w.inject_bound(), after);
     println!("{}", unknown_line(&summary["unknownByNemesis"]));
     let path = summary_path(w)?;
     let pretty = serde_json::to_string_pretty(&summary)?;

@@ -12,11 +12,17 @@ use serde_json::Value;
 use super::config::SoakConfig;
 use super::nemesis::Event;
 
+/// The reason of a `failed` answer whose publish never left the caller's gateway (no connection,
+/// no open channel, refused before any byte of it was written): a definite "not sent", unlike
+/// `publish` — a publish whose confirm was lost, which may still have been routed ([C-16]).
+pub(super) const NOT_CONNECTED: &str = "not_connected";
+
 /// FAILED reasons that mean the worker's gateway did not inject the brief (SPEC §2.2, §5, §11),
-/// and `revoked`: a gateway that refuses to send while its own certificate is revoked (SPEC
-/// MEM-4 lets every receiver reject it; a gateway may say so before publishing). Every other
-/// reason, `inject_timeout` among them, leaves the outcome unknown.
-const DEFINITE_REASONS: [&str; 7] = [
+/// `revoked`: a gateway that refuses to send while its own certificate is revoked (SPEC MEM-4
+/// lets every receiver reject it; a gateway may say so before publishing), and
+/// [`NOT_CONNECTED`]: the SEND never left the main's gateway. Every other reason,
+/// `inject_timeout` and `publish` among them, leaves the outcome unknown.
+const DEFINITE_REASONS: [&str; 8] = [
     "busy",
     "stopped",
     "no_such_entity",
@@ -24,11 +30,17 @@ const DEFINITE_REASONS: [&str; 7] = [
     "expired",
     "not_submitted",
     "revoked",
+    NOT_CONNECTED,
 ];
 
 /// The reasons of a `bridge_reply` answer that mean nothing was published: a gateway that refuses
-/// to send while its own certificate is revoked. (`no_route` is the broker's, PUB-2.)
-const REPLY_NOT_SENT_REASONS: [&str; 1] = ["revoked"];
+/// to send while its own certificate is revoked, and [`NOT_CONNECTED`] (the publish never left
+/// the worker's gateway). (`no_route` is the broker's, PUB-2; `publish` is unknown, [C-16].)
+const REPLY_NOT_SENT_REASONS: [&str; 2] = ["revoked", NOT_CONNECTED];
+
+/// The outcome of a reply for which no call was made: its worker's MCP session could not be
+/// opened (counted failed; distinct from a gateway's [`NOT_CONNECTED`]).
+pub(super) const NO_SESSION: &str = "no_mcp_session";
 
 /// What the caller of one operation saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,6 +78,26 @@ pub(super) struct Op {
     /// The host whose gateway signed the message (the caller's), and the host it was for.
     pub(super) from_host: String,
     pub(super) to_host: String,
+}
+
+impl Op {
+    /// Why a *failed* operation failed, for grouping: the gateway's reason (`busy`,
+    /// `not_connected`, …), `no_route`, [`NO_SESSION`], or `rejected_revoked` for one the soak
+    /// counted failed on the receivers' evidence ([`super::revoked`]).
+    pub(super) fn reason(&self) -> &str {
+        let o = self.outcome.as_str();
+        match o.rsplit_once('→') {
+            Some((_, after)) => after,
+            None => o.strip_prefix("failed/").unwrap_or(o),
+        }
+    }
+
+    /// Whether the operation's message never left its caller's gateway, on the gateway's own word
+    /// (a `failed` answer with reason [`NOT_CONNECTED`]): then any arrival at all, even a brief
+    /// typed and never submitted, is a failed operation delivered.
+    pub(super) fn never_left(&self) -> bool {
+        self.seen == Seen::Failed && self.outcome == format!("failed/{NOT_CONNECTED}")
+    }
 }
 
 /// The `msgId` of a tool's answer.
@@ -142,7 +174,8 @@ pub(super) fn classify_send(v: &anyhow::Result<Value>) -> (Seen, String) {
                 "injected" => (Seen::Ok, "injected".into()),
                 "no_route" => (Seen::Failed, "no_route".into()),
                 "failed" if DEFINITE_REASONS.contains(&reason) => (Seen::Failed, format!("failed/{reason}")),
-                // inject_timeout, a publish lost with its connection ([C-16]), anything else.
+                // inject_timeout, `publish`: a publish lost with its connection ([C-16]), anything
+                // else.
                 _ => (Seen::Unknown, format!("{status}/{reason}")),
             }
         }
@@ -162,8 +195,8 @@ pub(super) fn classify_reply(v: &Result<Value, fleet_conformance::mcp::McpError>
         {
             (Seen::Failed, format!("failed/{}", v["reason"].as_str().unwrap_or("-")))
         }
-        // `failed` (the reference gateway's publish failure: connection lost before the confirm,
-        // [C-16]) or anything else: it may have been routed.
+        // `failed/publish` (the reference gateway's publish failure: connection lost before the
+        // confirm, [C-16]) or anything else: it may have been routed.
         Ok(v) => (
             Seen::Unknown,
             format!(

@@ -14,8 +14,10 @@
 //! - **failed** — a definite failure that means "not delivered": `no_route` (the broker returned
 //!   it, PUB-2) or a FAILED whose reason says the worker's gateway did not inject it (`busy`,
 //!   `stopped`, `no_such_entity`, `maxlen`, `expired`, `not_submitted`), a `failed` answer with
-//!   reason `revoked` (a gateway refusing to send on a revoked certificate), or a reply whose MCP
-//!   session could not even be opened (no call made); and, on evidence, an operation whose message
+//!   reason `revoked` (a gateway refusing to send on a revoked certificate) or `not_connected`
+//!   (the publish never left the caller's gateway: no connection, no open channel, refused before
+//!   any byte was written), or a reply whose MCP session could not even be opened (no call made,
+//!   outcome `no_mcp_session`); and, on evidence, an operation whose message
 //!   the receiving gateway rejected `revoked` while the nemesis had its signer's certificate
 //!   revoked — ok or unknown as the caller saw it, counted failed ([`revoked`]: a revoked host's
 //!   messages are rejected by design, MEM-4, and no FAILED is reported for them, SIG-6);
@@ -32,13 +34,19 @@
 //!   main's gateway (RPL-1: a restart of the main's gateway may show a message once more; that is
 //!   counted apart, as `redelivered_across_gateway_lives`, and allowed);
 //! - **unexpected**: something arrived that no operation sent;
-//! - **failed but delivered**: a *failed* operation's message arrived after all.
+//! - **failed but delivered**: a *failed* operation's message arrived after all, whatever its
+//!   reason — a brief injected and submitted (typed into the pane at all, for one that never left
+//!   the main's gateway: `not_connected`), a reply drained by the main.
 //!
 //! Unknown operations may or may not arrive; either is fine (counted, never a violation). Any
 //! violation fails the run. A history with no ok brief or no ok reply proves nothing and fails too.
 //!
 //! The summary is printed and written as JSON to `<reports>/<broker>/soak.json` beside
-//! `cucumber.json` (`$FLEET_E2E_OUT` or `target/fleet-e2e/`), pass or fail.
+//! `cucumber.json` (`$FLEET_E2E_OUT` or `target/fleet-e2e/`), pass or fail. Besides the verdict it
+//! measures ([`summary`]): the unknown rate over all operations, with and without the unknowns
+//! that are inherent (`unknownRate`, `unknownRateExcludingInherent`), the unknowns per nemesis kind
+//! (`unknownByNemesis`) and the definite failures per nemesis kind, tool and reason
+//! (`failedByNemesis`); the one-line summary gives both rates and the failures per kind.
 //!
 //! Knobs ([`config`]): `FLEET_SOAK_OPS` (operations in all, split evenly into briefs and replies
 //! over the two workers; default: what the feature says), `FLEET_SOAK_NEMESIS` (the nemesis
@@ -52,9 +60,11 @@
 //! and the clock that paces the operations), [`nodes`] (a cluster's links and node strikes),
 //! [`certs`] (the hosts on certificates) and [`trust`] (the rotate and revoke-restore strikes),
 //! [`history`] (what the callers saw, and the state the steps keep), [`run`] (the steps that set
-//! up and run the soak), [`check`] (the history checker, a pure function), [`revoked`] (what a
+//! up and run the soak), [`check`] (the history checker, a pure function), [`summary`] (the
+//! summary's rates and per-nemesis failures, pure functions too), [`revoked`] (what a
 //! revoked host could not complete, on the receivers' evidence) and [`heal`] (the last step:
-//! heal, check, write the summary).
+//! heal, check, write the summary). Their unit tests: `tests.rs` (`cargo test --features e2e --test
+//! steps-unit`).
 
 mod certs;
 mod check;
@@ -65,6 +75,12 @@ mod nemesis;
 mod nodes;
 mod revoked;
 mod run;
+mod summary;
+// The e2e target is built with `cfg(test)` but without the test harness (its `#[test]` functions
+// are dropped there), so what they use looks unused in it; `steps-unit` runs them.
+#[cfg(test)]
+#[allow(dead_code, unused_imports)]
+mod tests;
 mod trust;
 
 pub use history::SoakState;

@@ -18,7 +18,7 @@ use crate::world::FleetWorld;
 
 use super::certs::trust_strikes_off;
 use super::config::{NEMESIS_VAR, OPS_VAR, SEED_VAR, SoakConfig, op_counts};
-use super::history::{Op, Seen, classify_reply, classify_send, msg_id_of, record_poll};
+use super::history::{NO_SESSION, Op, Seen, classify_reply, classify_send, msg_id_of, record_poll};
 use super::nemesis::{Event, NemesisClock, Rng, Strike};
 use super::nodes::{cluster_profile, cut_links, node_strike_off, strike_node};
 use super::trust::strike_trust;
@@ -61,7 +61,7 @@ async fn reply_paced(
         }
         let began = run_started.elapsed();
         let (seen, outcome, msg_id) = match &client {
-            None => (Seen::Failed, "not_connected".to_string(), None),
+            None => (Seen::Failed, NO_SESSION.to_string(), None),
             Some(c) => {
                 let v = c.call("bridge_reply", json!({"text": text})).await;
                 if v.is_err() {
