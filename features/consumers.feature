@@ -112,3 +112,30 @@ Feature: Connections and consumers — one consumer per inbox, recovery after a 
     When the link to the broker is cut
     Then herdr on "b" records exactly 1 inject into "w1" with text "reached the broker"
     And the send does not answer not_connected
+
+  # SPEC [C-18] allows a republish (the REPLY's, above) of every kind but SEND, and that holds for
+  # every gateway, republishing or not: the forward path is at-most-once, and a receiver that restarted between
+  # two copies has forgotten the msgId, so its dedup (FWD-6) is no guard. The worker's gateway is
+  # down, so every copy that is routed stays in its inbox: after the main's SEND lost its confirm
+  # with the link, the wire carries one SEND to the worker and the inbox holds it once, until the
+  # send has ended and over a window after; once the worker's gateway is back, the brief is
+  # injected once.
+  @C-18 @PUB-3 @FWD-1
+  Scenario: a SEND whose confirm was lost with the link is never published again: the worker's inbox holds one copy, injected once
+    Given gateways reach the broker through a link the suite can cut
+    And the gateways' inject bound is 20 seconds
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And the probe copies every message routed to "w1"
+    When the gateway on "b" is killed with SIGKILL
+    And the broker's answers through the link are lost
+    And "lead" sends "one copy only" to "w1", timed
+    Then within 10 seconds the inbox of "w1" holds 1 message, ready or unacknowledged
+    When the link to the broker is cut
+    Then the gateway on "a" is ready within 20 seconds
+    And until the timed send of "one copy only" has ended, and over a window after, one SEND was routed to "w1" and its inbox holds one message
+    And the timed sends each ended within the inject bound, whatever the outcome
+    Given "w1" is idle
+    When the gateway on "b" is restarted
+    Then the gateway on "b" is ready within 20 seconds
+    And herdr on "b" records exactly 1 inject of each of "one copy only" into "w1" while 3 heartbeats pass

@@ -33,6 +33,7 @@ mod operations;
 mod presence;
 mod pull;
 mod queues;
+mod republish;
 mod security;
 mod soak;
 mod spawn;

@@ -234,6 +234,8 @@ pub struct FleetWorld {
     pub cluster: crate::cluster::ClusterState,
     /// The membership scenarios' files and credentials (SPEC §18).
     pub membership: crate::membership::MemState,
+    /// [C-18]'s SEND scenario: the probe's copy of what is routed to the worker.
+    pub republish: crate::republish::RepublishState,
     /// The scenario's wire probe and the AMQP URL it was connected to ([`FleetWorld::probe`]);
     /// closed at cleanup.
     probe: Option<(String, Arc<Probe>)>,
@@ -298,6 +300,7 @@ impl FleetWorld {
             broker_logins: BTreeMap::new(),
             cluster: Default::default(),
             membership: Default::default(),
+            republish: Default::default(),
             probe: None,
         })
     }

@@ -15,7 +15,7 @@ use crate::world::FleetWorld;
 use super::quoted;
 
 /// Prefix of `w.calls` labels of timed sends.
-const TIMED: &str = "timed:";
+pub(crate) const TIMED: &str = "timed:";
 
 #[when(regex = r#"^"([^"]+)" sends "([^"]*)" to "([^"]+)", timed$"#)]
 async fn timed_send(w: &mut FleetWorld, from: String, text: String, to: String) -> anyhow::Result<()> {

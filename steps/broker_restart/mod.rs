@@ -29,6 +29,7 @@ mod migration;
 mod outage;
 mod replies;
 
+pub(crate) use briefs::TIMED;
 pub(crate) use replies::{describe, drain_until};
 
 use anyhow::anyhow;
