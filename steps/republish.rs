@@ -118,7 +118,10 @@ enum Look {
 }
 
 async fn look_once(tap: &Tap, suite: &Suite, vhost: &str, queue: &str) -> Result<(), Look> {
-    let all = tap.fetch().await.map_err(|e| Look::Unread(format!("the probe's tap: {e}")))?;
+    let all = tap
+        .fetch()
+        .await
+        .map_err(|e| Look::Unread(format!("the probe's tap: {e}")))?;
     let sends: Vec<&Captured> = all
         .iter()
         .filter(|c| c.header_str("kind").as_deref() == Some("SEND"))
