@@ -114,12 +114,12 @@ Feature: Connections and consumers — one consumer per inbox, recovery after a 
     And the send does not answer not_connected
 
   # SPEC [C-18] allows a republish (the REPLY's, above) of every kind but SEND, and that holds for
-  # every gateway, republishing or not: the forward path is at-most-once, and a receiver that restarted between
-  # two copies has forgotten the msgId, so its dedup (FWD-6) is no guard. The worker's gateway is
-  # down, so every copy that is routed stays in its inbox: after the main's SEND lost its confirm
-  # with the link, the wire carries one SEND to the worker and the inbox holds it once, until the
-  # send has ended and over a window after; once the worker's gateway is back, the brief is
-  # injected once.
+  # every gateway, republishing or not: the forward path is at-most-once, and a receiver that
+  # restarted between two copies has forgotten the msgId, so its dedup (FWD-6) is no guard. The
+  # worker's gateway is down, so every copy that is routed stays in its inbox: after the main's
+  # SEND lost its confirm with the link, the wire carries one SEND to the worker and the inbox
+  # holds it once, until the send has ended and over a window after; once the worker's gateway is
+  # back, the brief is injected once.
   @C-18 @PUB-3 @FWD-1
   Scenario: a SEND whose confirm was lost with the link is never published again: the worker's inbox holds one copy, injected once
     Given gateways reach the broker through a link the suite can cut
