@@ -46,6 +46,11 @@ pub enum PublishError {
     NotConnected,
     #[error("no confirm from the broker within {0:?} (the message may still have been routed)")]
     ConfirmTimeout(std::time::Duration),
+    /// An earlier attempt was handed to the broker and lost its confirm with the connection; no
+    /// republish went through within the bound ([C-18]). Unknown, never [`Self::NotConnected`]:
+    /// the first copy may have been routed (measured by the soak: such replies were delivered).
+    #[error("the connection was lost before the broker confirmed the message and none came back within the bound (the message may still have been routed)")]
+    Unconfirmed,
     #[error("broker error: {0}")]
     Amqp(#[from] lapin::Error),
 }
@@ -276,14 +281,14 @@ impl Publisher {
         let mut out = Some(out);
         let mut prepared: Option<Prepared> = None;
         let mut attempt = 0u32;
+        // Whether an attempt may have reached the broker: from then on the publish can end
+        // unknown, never "not sent" (CONTRACT §3).
+        let mut handed = false;
         loop {
             let changes = self.changes.subscribe();
             let ch = match self.ready_for(kind, &from, deadline).await {
                 Ok(ch) => ch,
-                Err(e) => {
-                    self.failed(kind, "not_connected");
-                    return Err(e);
-                }
+                Err(e) => return Err(self.not_sent_in_time(kind, handed, e)),
             };
             // Stamped and signed once a channel is there: a publish that waited for the
             // reconnect carries the time it was sent, not the time it was asked for.
@@ -318,13 +323,13 @@ impl Publisher {
                 Err(e) if e.not_sent() => {
                     tracing::debug!(msg_id = %p.env.msg_id, kind = kind.as_str(), error = %e, "channel closed before the publish; sending once reconnected");
                     if tokio::time::Instant::now() >= deadline {
-                        self.failed(kind, "not_connected");
-                        return Err(PublishError::NotConnected);
+                        return Err(self.not_sent_in_time(kind, handed, PublishError::NotConnected));
                     }
                     Self::next_change(changes, deadline).await;
                     attempt += 1;
                 }
                 Err(e) if kind.may_republish() && e.lost() && tokio::time::Instant::now() < deadline => {
+                    handed = true;
                     tracing::debug!(msg_id = %p.env.msg_id, kind = kind.as_str(), error = %e, "publish lost with its connection; republishing once reconnected ([C-18])");
                     // The channel that failed is replaced on the reconnect; until then wait.
                     Self::next_change(changes, deadline).await;
@@ -332,6 +337,18 @@ impl Publisher {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// The failure of a publish that found no channel in time: "not sent" (definite) unless an
+    /// earlier attempt was handed to the broker — then unknown ([`PublishError::Unconfirmed`]).
+    fn not_sent_in_time(&self, kind: Kind, handed: bool, e: PublishError) -> PublishError {
+        if handed {
+            self.failed(kind, "unconfirmed");
+            PublishError::Unconfirmed
+        } else {
+            self.failed(kind, "not_connected");
+            e
         }
     }
 
