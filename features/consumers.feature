@@ -139,3 +139,21 @@ Feature: Connections and consumers — one consumer per inbox, recovery after a 
     When the gateway on "b" is restarted
     Then the gateway on "b" is ready within 20 seconds
     And herdr on "b" records exactly 1 inject of each of "one copy only" into "w1" while 3 heartbeats pass
+
+  # Found by the soak (issue 35): a REPLY that reached the broker and lost its confirm, whose
+  # [C-18] republish then found no connection within the bound, was answered `not_connected` —
+  # and the main drained it. Once an attempt may have reached the broker, the answer is unknown.
+  @PUB-3 @C-16 @RPL-1
+  Scenario: a reply that reached the broker and found no connection again within the bound is never answered not_connected
+    Given gateways reach the broker through a link the suite can cut
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the broker's answers through the link are lost
+    And "w1" starts replying "reached the broker before the outage"
+    Then within 10 seconds the inbox of "lead" holds 1 message, ready or unacknowledged
+    When the broker goes out of reach through the link
+    Then the reply does not answer not_connected
+    When the broker is in reach through the link again
+    Then every gateway is ready again within 30 seconds
+    When "lead" polls messages from "w1"
+    Then "lead" gets exactly 1 message

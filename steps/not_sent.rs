@@ -71,3 +71,18 @@ async fn send_not_definite(w: &mut FleetWorld) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The reply's message reached the broker (the scenario saw it in the main's inbox) before the
+/// broker went out of reach: whatever the reply answers, it may not be the definite "not sent".
+#[then("the reply does not answer not_connected")]
+async fn reply_not_definite(w: &mut FleetWorld) -> anyhow::Result<()> {
+    let bound = outage_bound(w);
+    let v = w.call_result("reply", bound).await?;
+    ensure!(
+        !is_not_connected(&v),
+        "bridge_reply answered {v}, yet its REPLY had reached the main's inbox before the broker \
+         went out of reach: `not_connected` promises the message was never handed to the broker \
+         (CONTRACT §3); a publish that may have reached it ends unknown ([C-16]), republished or not"
+    );
+    Ok(())
+}

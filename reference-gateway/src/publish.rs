@@ -49,7 +49,9 @@ pub enum PublishError {
     /// An earlier attempt was handed to the broker and lost its confirm with the connection; no
     /// republish went through within the bound ([C-18]). Unknown, never [`Self::NotConnected`]:
     /// the first copy may have been routed (measured by the soak: such replies were delivered).
-    #[error("the connection was lost before the broker confirmed the message and none came back within the bound (the message may still have been routed)")]
+    #[error(
+        "the connection was lost before the broker confirmed the message and none came back within the bound (the message may still have been routed)"
+    )]
     Unconfirmed,
     #[error("broker error: {0}")]
     Amqp(#[from] lapin::Error),
