@@ -28,6 +28,7 @@ use crate::registry::{Entity, Registry};
 use crate::topology;
 use crate::verify::{Rejection, SeenSet};
 
+mod stall;
 mod stop;
 
 pub use crate::entity_state::EntityHealth;
@@ -641,7 +642,8 @@ impl Gateway {
     }
 
     /// Waits until the connection (or an inbox connection) is lost (true) or shutdown is asked
-    /// (false). Losing an inbox connection is losing the connection: everything is set up again.
+    /// (false). Losing an inbox connection is losing the connection: everything is set up again;
+    /// so is a node whose confirms stalled while another node answers (`stall.rs`).
     async fn wait_for_loss(&self, conn: &Connection, shutdown: &mut watch::Receiver<bool>) -> bool {
         tokio::select! {
             lost = wait_for_main_loss(conn, shutdown) => lost,
@@ -652,6 +654,7 @@ impl Gateway {
                 }
                 warn!("an inbox connection was lost");
             } => true,
+            () = self.wait_for_stall() => true,
         }
     }
 }
