@@ -74,6 +74,8 @@ pub struct Gateway {
     pub(crate) inflight_injects: std::sync::atomic::AtomicUsize,
     /// A heartbeat's agent-status refresh is running (one at a time).
     pub(crate) refreshing_statuses: AtomicBool,
+    /// The connection is being left for stalled confirms (`stall.rs`): its teardown waits less.
+    stalled: AtomicBool,
     /// Orders every `down` after the heartbeats already on their way (no `up` follows a `down`).
     pub(crate) departures: crate::departures::Departures,
 }
@@ -119,6 +121,7 @@ impl Gateway {
             stopping: watch::channel(false).0,
             inflight_injects: std::sync::atomic::AtomicUsize::new(0),
             refreshing_statuses: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
             departures: Default::default(),
             cfg,
         }))

@@ -66,6 +66,7 @@ impl Gateway {
                     answered = %self.cfg.broker.node_masked(other),
                     "confirms stalled on this node while another node of FLEET_AMQP_URL answers: treating the connection as lost (CLU-1)"
                 );
+                self.stalled.store(true, Ordering::SeqCst);
                 return;
             }
             info!(node = %stalled_node, stalled_for = ?stalled, "confirms stalled, but no other node of FLEET_AMQP_URL answers: staying");
