@@ -280,8 +280,6 @@ pub struct ConnectionInfo {
     pub tls: bool,
     /// The broker node that holds it (`rabbit@host`; on a cluster, which node a client is on).
     pub node: String,
-    /// When the broker accepted it (Unix ms, the API's `connected_at`), if it says.
-    pub connected_at: Option<u64>,
 }
 
 impl ConnectionInfo {
@@ -297,7 +295,6 @@ impl ConnectionInfo {
             vhost: string(v, "vhost"),
             tls: flag(v, "ssl"),
             node: string(v, "node"),
-            connected_at: v.get("connected_at").and_then(Value::as_u64),
             client_name,
         }
     }

@@ -70,6 +70,12 @@ pub struct ClusterState {
     pub partitioned: Option<usize>,
     /// When the background replies were started ([`stall`] counts from the cut to their end).
     pub replies_started: Option<Instant>,
+    /// The host whose gateway reaches each node through a relay of the suite's, and the relays by
+    /// node ([`stall`]).
+    pub relayed: Option<String>,
+    pub relays: Vec<(usize, Arc<fleet_conformance::proxy::Proxy>)>,
+    /// From the cut on: the first lasting connection through another node's relay ([`stall`]).
+    pub moved: Option<Arc<Mutex<Option<(usize, Duration)>>>>,
     /// The replies sent in the background.
     pub replies: Option<ReplyRun>,
     /// Deliveries handed to the probe's own consumer of an inbox (CLU-3), with the consumer task.
