@@ -96,6 +96,8 @@ pub(crate) struct RunningCluster {
     /// Every node's `amqps://` listener (one certificate, copied into each), in node order.
     node_tls: Vec<TlsListener>,
     states: NodeStates,
+    /// When each node cut off from its peers only was cut (`docker logs --since`), by node.
+    isolated_since: std::sync::Mutex<std::collections::BTreeMap<usize, String>>,
     /// The node [`RunningCluster::halt`] stopped last: the first to start again.
     last_stopped: AtomicUsize,
     stopped: bool,
@@ -167,6 +169,7 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
         "fleet-conformance.role=broker".to_string(),
     ];
     let mut cluster = RunningCluster {
+        isolated_since: Default::default(),
         image: image.to_string(),
         network: network.clone(),
         nodes: Vec::with_capacity(NODES),

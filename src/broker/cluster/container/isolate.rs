@@ -15,8 +15,9 @@
 //! a node killed meanwhile loses them with its network namespace.
 
 use super::super::{NodeState, run_command};
-use super::{PROVIDER, RunningCluster, docker};
+use super::{MINORITY_LINE, PAUSED, PROVIDER, RunningCluster, STOPPED_LINE, docker, docker_since, logs_since};
 use crate::broker::BrokerError;
+use crate::timing::wait_for;
 
 impl RunningCluster {
     /// Drops node `node`'s traffic with the other nodes (its clients' links kept) and returns at
@@ -28,14 +29,39 @@ impl RunningCluster {
                 reason: format!("node {node} is killed or cut off already: start or heal it first"),
             });
         }
+        let since = docker_since();
         self.peer_rules(node, "-I").await?;
         self.states.set(node, NodeState::Isolated);
+        if let Ok(mut m) = self.isolated_since.lock() {
+            m.insert(node, since);
+        }
         Ok(())
     }
 
-    /// Deletes the rules [`RunningCluster::isolate_node`] added; the caller waits until the node
-    /// rejoined.
+    /// Deletes the rules [`RunningCluster::isolate_node`] added, once the node noticed the cut and
+    /// paused itself (`pause_minority`: its log says so). Healed before that, both sides would
+    /// remember a partition that no node resolves. The caller waits until the node rejoined.
     pub(crate) async fn rejoin_node(&self, node: usize) -> Result<(), BrokerError> {
+        let since = self.isolated_since.lock().ok().and_then(|mut m| m.remove(&node));
+        if let Some(since) = since {
+            let n = self.node(node)?;
+            let what = format!(
+                "{} (rabbit@{}) to pause in its minority before the heal",
+                n.name, n.host
+            );
+            let paused = wait_for(&what, PAUSED, || async {
+                let log = logs_since(&n.name, &since).await?;
+                match (log.contains(MINORITY_LINE), log.contains(STOPPED_LINE)) {
+                    (true, true) => Ok(Some(())),
+                    (true, false) => Err("minority noticed, the broker still stopping".to_string()),
+                    _ => Err("no sign yet that it noticed the cut".to_string()),
+                }
+            })
+            .await;
+            if let Err(e) = paused {
+                tracing::warn!(node, error = %e, "healing a node cut off from its peers that did not pause");
+            }
+        }
         self.peer_rules(node, "-D").await?;
         self.states.set(node, NodeState::Up);
         Ok(())
