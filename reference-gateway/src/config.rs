@@ -169,7 +169,8 @@ pub struct Config {
     /// makes it a per-entity gateway of SPEC §8 only — what a mixed fleet's old gateway does, so
     /// the suite can play one with the reference (PRB-4).
     pub presence_batch: bool,
-    /// `FLEET_CONFIRM_STALL_MS`: with several nodes, confirms stalled this long while another node answers is a lost connection (`gateway/stall.rs`).
+    /// `FLEET_CONFIRM_STALL_MS`: with several nodes, confirms stalled this long while another node
+    /// answers is a lost connection (`gateway/stall.rs`).
     pub confirm_stall: Duration,
 }
 

@@ -75,7 +75,7 @@ pub struct ClusterState {
     pub relayed: Option<String>,
     pub relays: Vec<(usize, Arc<fleet_conformance::proxy::Proxy>)>,
     /// From the cut on: the first lasting connection through another node's relay ([`stall`]).
-    pub moved: Option<Arc<Mutex<Option<(usize, Duration)>>>>,
+    pub moved: Option<Moved>,
     /// The replies sent in the background.
     pub replies: Option<ReplyRun>,
     /// Deliveries handed to the probe's own consumer of an inbox (CLU-3), with the consumer task.
@@ -90,6 +90,10 @@ pub struct ClusterState {
     /// TLS, [`tls`]).
     pub rogue: Option<fleet_conformance::tls::RogueEndpoint>,
 }
+
+/// The first lasting connection through another node's relay since the cut: (node, when it opened
+/// from the cut) ([`stall`]).
+pub type Moved = Arc<Mutex<Option<(usize, Duration)>>>;
 
 /// The probe's own consumer of an inbox (CLU-3): what it was handed, its task, its connection.
 pub type Standby = (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>, lapin::Connection);

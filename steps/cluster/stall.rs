@@ -186,7 +186,7 @@ async fn reply_confirmed(w: &mut FleetWorld, worker: String) -> anyhow::Result<(
 
 /// From `cut` on, watches the relays of every node but `cut_off`: the first connection through one
 /// that lives [`HELD`] is a move, noted as (node, when it opened, from the cut).
-fn watch_relays(relays: &[(usize, Arc<Proxy>)], cut_off: usize, cut: Instant) -> Arc<Mutex<Option<(usize, Duration)>>> {
+fn watch_relays(relays: &[(usize, Arc<Proxy>)], cut_off: usize, cut: Instant) -> super::Moved {
     let moved = Arc::new(Mutex::new(None));
     let others: Vec<(usize, Arc<Proxy>)> = relays.iter().filter(|(i, _)| *i != cut_off).cloned().collect();
     let (seen, give_up) = (moved.clone(), scaled(Duration::from_secs(120)));
