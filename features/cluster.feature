@@ -127,6 +127,29 @@ Feature: Cluster profile — quorum inboxes on a 3-node RabbitMQ cluster, node l
     Then "lead" drains every reply of "w1" the broker confirmed, each exactly once, within 60 seconds
     And "lead" gets no further message while 3 heartbeats pass
 
+  # A node cut off from the other nodes only keeps its clients' connections (heartbeats flow) and
+  # confirms nothing until the cluster notices (net_ticktime) and pause_minority pauses it. A
+  # gateway with the reference's confirm-stall detector (FLEET_CONFIRM_STALL_MS, not SPEC: hence
+  # the capability) moves to another node once its confirms stall past the bound while another
+  # node answers, seen at the suite's relays (one per node), counted from the cut (CONTRACT §11). The
+  # reply issued right after the cut is republished there ([C-18]): on RabbitMQ the new node can
+  # confirm it only once the cluster has noticed, hence the longer inject bound.
+  @CLU-1 @CLU-6 @PUB-3 @RPL-1 @node-partition @cap-confirm-stall
+  Scenario: the node the worker's gateway is connected to is cut off from the other nodes only; the gateway sees its confirms stall and moves before the cluster notices, and the reply in flight is confirmed and drained once
+    Given the gateways' confirm stall bound is 2 seconds
+    And the gateways' inject bound is 40 seconds
+    And host "b" reaches every node of the cluster through a relay of the suite's
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the node the gateway on "b" is connected to is cut off from the other nodes only, its clients' links kept
+    And "w1" sends a reply "stalled-1" in the background
+    Then the gateway on "b" holds a connection to another node within the confirm stall bound and 2 seconds of the cut
+    When the other nodes see the cut-off node down
+    Then the reply of "w1" ends confirmed within the inject bound
+    When the partition heals
+    Then "lead" drains every reply of "w1" the broker confirmed, each exactly once, within 60 seconds
+    And "lead" gets no further message while 3 heartbeats pass
+
   @CLU-7
   Scenario: a quorum gateway that meets a classic inbox stays up and reports that entity not ready; the conversion, killed halfway and run again, loses and doubles nothing
     Given host "b" runs a gateway with a main "w1"

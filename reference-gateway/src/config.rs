@@ -169,6 +169,9 @@ pub struct Config {
     /// makes it a per-entity gateway of SPEC §8 only — what a mixed fleet's old gateway does, so
     /// the suite can play one with the reference (PRB-4).
     pub presence_batch: bool,
+    /// `FLEET_CONFIRM_STALL_MS`: with several nodes, confirms stalled this long while another node
+    /// answers is a lost connection (`gateway/stall.rs`).
+    pub confirm_stall: Duration,
 }
 
 /// Where a raw value came from, so errors can name the right thing.
@@ -305,6 +308,7 @@ impl Config {
             log_format,
             legacy_panes: parse_legacy_panes(&src.get("FLEET_LEGACY_PANES").unwrap_or_default())?,
             presence_batch: parse_switch("FLEET_PRESENCE_BATCH", src.get("FLEET_PRESENCE_BATCH"), true)?,
+            confirm_stall: src.millis("FLEET_CONFIRM_STALL_MS", 4_000)?,
         };
         if cfg.submit_confirm >= cfg.inject_timeout {
             return Err(ConfigError::Invalid {
@@ -391,6 +395,7 @@ impl Config {
         line("FLEET_AMQP_HEARTBEAT_S", self.broker.amqp_heartbeat_s.to_string());
         line("FLEET_NUDGE_INITIAL_MS", self.nudge_initial.as_millis().to_string());
         line("FLEET_NUDGE_MAX_MS", self.nudge_max.as_millis().to_string());
+        line("FLEET_CONFIRM_STALL_MS", self.confirm_stall.as_millis().to_string());
         line("FLEET_LOG_FORMAT", self.log_format.clone());
         line("FLEET_LEGACY_PANES", self.legacy_panes.join(","));
         line(
@@ -693,6 +698,7 @@ mod tests {
     #[case("FLEET_PREFETCH", "0")]
     #[case("FLEET_PREFETCH", "lots")]
     #[case("FLEET_HEARTBEAT_MS", "-5")]
+    #[case("FLEET_CONFIRM_STALL_MS", "0")]
     #[case("FLEET_PROFILES", "claude")]
     #[case("FLEET_ADMIN_TOKEN", "short")]
     fn a_bad_value_names_its_variable(#[case] var: &str, #[case] value: &str) {

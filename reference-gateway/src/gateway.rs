@@ -28,6 +28,7 @@ use crate::registry::{Entity, Registry};
 use crate::topology;
 use crate::verify::{Rejection, SeenSet};
 
+mod stall;
 mod stop;
 
 pub use crate::entity_state::EntityHealth;
@@ -73,6 +74,8 @@ pub struct Gateway {
     pub(crate) inflight_injects: std::sync::atomic::AtomicUsize,
     /// A heartbeat's agent-status refresh is running (one at a time).
     pub(crate) refreshing_statuses: AtomicBool,
+    /// The connection is being left for stalled confirms (`stall.rs`): its teardown waits less.
+    stalled: AtomicBool,
     /// Orders every `down` after the heartbeats already on their way (no `up` follows a `down`).
     pub(crate) departures: crate::departures::Departures,
 }
@@ -118,6 +121,7 @@ impl Gateway {
             stopping: watch::channel(false).0,
             inflight_injects: std::sync::atomic::AtomicUsize::new(0),
             refreshing_statuses: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
             departures: Default::default(),
             cfg,
         }))
@@ -641,7 +645,8 @@ impl Gateway {
     }
 
     /// Waits until the connection (or an inbox connection) is lost (true) or shutdown is asked
-    /// (false). Losing an inbox connection is losing the connection: everything is set up again.
+    /// (false). Losing an inbox connection is losing the connection: everything is set up again;
+    /// so is a node whose confirms stalled while another node answers (`stall.rs`).
     async fn wait_for_loss(&self, conn: &Connection, shutdown: &mut watch::Receiver<bool>) -> bool {
         tokio::select! {
             lost = wait_for_main_loss(conn, shutdown) => lost,
@@ -652,6 +657,7 @@ impl Gateway {
                 }
                 warn!("an inbox connection was lost");
             } => true,
+            () = self.wait_for_stall() => true,
         }
     }
 }

@@ -17,6 +17,7 @@
 //! - [`migration`] — SPEC §13, moving v1.0.0 legacy queues into v2 inboxes (MIG, TOP-5)
 //! - [`convert`] — SPEC §16 (CLU-7), converting classic inboxes to quorum (`convert-inboxes`)
 //! - [`tls`] — `amqps://` with a pinned CA (SEC-1)
+//! - [`unconfirmed`] — the age of the oldest unconfirmed publish, for the stall detector (CLU-1)
 
 pub mod api;
 pub mod config;
@@ -44,4 +45,5 @@ pub mod signing;
 pub mod spawn;
 pub mod tls;
 pub mod topology;
+pub mod unconfirmed;
 pub mod verify;

@@ -111,6 +111,8 @@ pub struct Sent {
     confirm: lapin::PublisherConfirm,
     /// A presence `up`: once confirmed, its entity may publish on this connection ([C-19]).
     announces: bool,
+    /// Counts in the age of the oldest unconfirmed publish until dropped (the stall detector).
+    waiting: crate::unconfirmed::Waiting,
 }
 
 /// An envelope built and signed once, with what its publish needs: a [C-18] republish sends
@@ -202,6 +204,8 @@ pub struct Publisher {
     confirm_timeout: std::time::Duration,
     /// `fleet_published_total{kind}` / `fleet_publish_failed_total{kind,reason}` go here.
     metrics: Arc<crate::metrics::Metrics>,
+    /// The publishes handed over and not yet confirmed (the gateway's stall detector reads it).
+    pub unconfirmed: crate::unconfirmed::Unconfirmed,
 }
 
 impl Publisher {
@@ -215,6 +219,7 @@ impl Publisher {
             changes: watch::Sender::new(0),
             confirm_timeout: std::time::Duration::from_secs(30),
             metrics: Arc::default(),
+            unconfirmed: Default::default(),
         }
     }
 
@@ -491,6 +496,7 @@ impl Publisher {
             mandatory: p.mandatory,
             ..BasicPublishOptions::default()
         };
+        let waiting = self.unconfirmed.track();
         let confirm = ch
             .basic_publish(p.exchange.into(), env.to.as_str().into(), opts, &p.body, props)
             .await?;
@@ -498,6 +504,7 @@ impl Publisher {
             env,
             confirm,
             announces: p.announces,
+            waiting,
         })
     }
 
@@ -508,6 +515,7 @@ impl Publisher {
             env,
             confirm,
             announces,
+            waiting: _waiting,
         } = sent;
         let confirm = self.bounded(env.kind, confirm).await?;
         if confirm.is_nack() {

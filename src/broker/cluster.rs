@@ -47,6 +47,8 @@ pub(crate) enum NodeState {
     Killed,
     /// Cut off by [`Broker::partition_node`] and not healed.
     Partitioned,
+    /// Cut off from the other nodes only (its clients' links kept) by [`Broker::isolate_node`].
+    Isolated,
 }
 
 /// What the suite did to each node of a cluster it runs, by index: shared by the process and
@@ -290,7 +292,24 @@ impl Broker {
         Ok(())
     }
 
-    /// Reconnects node `node` cut off by [`Broker::partition_node`] (the same name and ports) and
+    /// Cuts node `node` off from the other nodes only: its clients' connections stay up (container
+    /// provider: its packets to and from the other nodes dropped). Returns at once, before the
+    /// cluster notices ([`Broker::wait_cut_seen`]): what a client sees in between is the point.
+    pub async fn isolate_node(&self, node: usize) -> Result<(), BrokerError> {
+        self.faultable(node, "cut off")?;
+        self.check_partitionable()?;
+        self.provider.isolate_node(&self.spec, node).await?;
+        tracing::info!(spec = %self.spec.label(), node, "broker node cut off from the other nodes, its clients' links kept");
+        Ok(())
+    }
+
+    /// Returns once every other node sees node `node` (cut off by [`Broker::isolate_node`]) down.
+    pub async fn wait_cut_seen(&self, node: usize) -> Result<(), BrokerError> {
+        let nodes = self.faultable(node, "cut off")?;
+        self.wait_fault_seen(nodes, node, "cut off").await
+    }
+
+    /// Reconnects node `node` cut off by [`Broker::partition_node`] or [`Broker::isolate_node`] (the same name and ports) and
     /// returns once the cluster is whole again (every node running, no partition).
     pub async fn heal_node(&self, node: usize) -> Result<(), BrokerError> {
         let nodes = self.faultable(node, "reconnect")?;
@@ -391,7 +410,7 @@ impl Broker {
                     self.provider.start_node(&self.spec, node).await?;
                     mended = true;
                 }
-                NodeState::Partitioned => {
+                NodeState::Partitioned | NodeState::Isolated => {
                     tracing::warn!(spec = %self.spec.label(), node, "a scenario left a node cut off: reconnecting it");
                     self.provider.heal_node(&self.spec, node).await?;
                     mended = true;
@@ -464,6 +483,13 @@ impl Provider {
     pub(super) async fn partition_node(&self, spec: &super::BrokerSpec, node: usize) -> Result<(), BrokerError> {
         match self {
             Provider::ContainerCluster(c) => c.partition_node(node).await,
+            _ => Err(cannot_partition(spec)),
+        }
+    }
+
+    pub(super) async fn isolate_node(&self, spec: &super::BrokerSpec, node: usize) -> Result<(), BrokerError> {
+        match self {
+            Provider::ContainerCluster(c) => c.isolate_node(node).await,
             _ => Err(cannot_partition(spec)),
         }
     }

@@ -38,6 +38,7 @@ use crate::world::FleetWorld;
 mod convert;
 mod convert_interrupted;
 mod queue_form;
+mod stall;
 mod tls;
 
 /// The tags of scenarios that kill or cut off broker nodes: they take the cluster to themselves.
@@ -67,6 +68,14 @@ pub struct ClusterState {
     pub held_before: BTreeMap<String, usize>,
     /// The node cut off and not healed yet.
     pub partitioned: Option<usize>,
+    /// When the background replies were started ([`stall`] counts from the cut to their end).
+    pub replies_started: Option<Instant>,
+    /// The host whose gateway reaches each node through a relay of the suite's, and the relays by
+    /// node ([`stall`]).
+    pub relayed: Option<String>,
+    pub relays: Vec<(usize, Arc<fleet_conformance::proxy::Proxy>)>,
+    /// From the cut on: the first lasting connection through another node's relay ([`stall`]).
+    pub moved: Option<Moved>,
     /// The replies sent in the background.
     pub replies: Option<ReplyRun>,
     /// Deliveries handed to the probe's own consumer of an inbox (CLU-3), with the consumer task.
@@ -81,6 +90,10 @@ pub struct ClusterState {
     /// TLS, [`tls`]).
     pub rogue: Option<fleet_conformance::tls::RogueEndpoint>,
 }
+
+/// The first lasting connection through another node's relay since the cut: (node, when it opened
+/// from the cut) ([`stall`]).
+pub type Moved = Arc<Mutex<Option<(usize, Duration)>>>;
 
 /// The probe's own consumer of an inbox (CLU-3): what it was handed, its task, its connection.
 pub type Standby = (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>, lapin::Connection);
@@ -226,11 +239,17 @@ async fn node_of_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<usize> {
 
 #[when(regex = r#"^"([^"]+)" sends (\d+) replies "([^"]+)-1" to "[^"]+-\d+" in the background$"#)]
 async fn replies_in_background(w: &mut FleetWorld, worker: String, n: usize, prefix: String) -> anyhow::Result<()> {
+    let texts: Vec<String> = (1..=n).map(|i| format!("{prefix}-{i}")).collect();
+    send_replies(w, worker, texts).await
+}
+
+/// Starts `worker`'s `bridge_reply` of each of `texts`, one after another, in the background.
+async fn send_replies(w: &mut FleetWorld, worker: String, texts: Vec<String>) -> anyhow::Result<()> {
     let handle = w.mcp(&worker).await?.handle();
     let bound = scaled(w.inject_bound()) + Duration::from_secs(1);
-    let texts: Vec<String> = (1..=n).map(|i| format!("{prefix}-{i}")).collect();
     let outcomes = Arc::new(Mutex::new(Vec::new()));
     let (todo, out) = (texts.clone(), outcomes.clone());
+    w.cluster.replies_started = Some(Instant::now());
     let task = tokio::spawn(async move {
         for text in todo {
             let started = Instant::now();

@@ -19,6 +19,11 @@ use super::Gateway;
 /// broker that stopped answering must not hold up a stop or a reconnect).
 const CHANNELS_CLOSE_BOUND: Duration = Duration::from_secs(3);
 
+/// The same bound when the connection is left because its node stalled (`stall.rs`): the node's
+/// channel processes wait on the nodes it cannot reach, so its close-oks come late or never, and
+/// every moment spent waiting for them delays the move to another node.
+const STALLED_CLOSE_BOUND: Duration = Duration::from_millis(500);
+
 impl Gateway {
     /// Graceful stop on SIGTERM, bounded: stop consuming inboxes (held messages go back to the
     /// broker), fail pending injects as `stopped` and wait until their FAILED is published,
@@ -27,7 +32,7 @@ impl Gateway {
     pub async fn graceful_stop(&self, bound: Duration) {
         let work = async {
             self.stopping.send_replace(true);
-            close_all(self.local.take_inboxes(), "gateway stopping").await;
+            close_all(self.local.take_inboxes(), "gateway stopping", CHANNELS_CLOSE_BOUND).await;
             while self.inflight_injects.load(Ordering::SeqCst) > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -46,21 +51,26 @@ impl Gateway {
 
     /// Ends the current connection (after a stop, a loss or a failed setup): every channel first
     /// (on a lost connection each close fails at once), then the extra inbox connections, then
-    /// the main one.
+    /// the main one; each step bounded.
     pub(super) async fn teardown_connection(&self) {
+        let bound = if self.stalled.swap(false, Ordering::SeqCst) {
+            STALLED_CLOSE_BOUND
+        } else {
+            CHANNELS_CLOSE_BOUND
+        };
         let mut open = self.local.take_inboxes();
         if let Ok(mut kept) = self.service_channels.lock() {
             open.append(&mut kept);
         }
         open.extend(self.publisher.detach().await);
-        close_all(open, "bye").await;
+        close_all(open, "bye", bound).await;
         let links = self
             .inbox_links
             .lock()
             .map(|mut l| std::mem::take(&mut *l))
             .unwrap_or_default();
         for link in links {
-            let _ = link.close(200, "bye".into()).await;
+            let _ = tokio::time::timeout(bound, link.close(200, "bye".into())).await;
         }
         for key in self.pull.forget_held() {
             // Their deliveries died with the connection; the broker redelivers them, and that
@@ -68,21 +78,21 @@ impl Gateway {
             self.seen.remove(&key);
         }
         if let Some(conn) = self.conn.write().await.take() {
-            let _ = conn.close(200, "bye".into()).await;
+            let _ = tokio::time::timeout(bound, conn.close(200, "bye".into())).await;
         }
     }
 }
 
-/// Closes `channels` at once and waits for the broker's close-ok of each, at most
-/// [`CHANNELS_CLOSE_BOUND`] in all. A channel already closed (by the broker, or with its
-/// connection) answers at once with an error, which is nothing to report.
-async fn close_all(channels: Vec<Channel>, why: &str) {
+/// Closes `channels` at once and waits for the broker's close-ok of each, at most `bound` in all.
+/// A channel already closed (by the broker, or with its connection) answers at once with an
+/// error, which is nothing to report.
+async fn close_all(channels: Vec<Channel>, why: &str, bound: Duration) {
     if channels.is_empty() {
         return;
     }
     let closing = channels.iter().map(|ch| ch.close(200, why.into()));
     let closed = futures_util::future::join_all(closing);
-    match tokio::time::timeout(CHANNELS_CLOSE_BOUND, closed).await {
+    match tokio::time::timeout(bound, closed).await {
         Ok(results) => {
             let failed = results.iter().filter(|r| r.is_err()).count();
             if failed > 0 {
@@ -91,7 +101,7 @@ async fn close_all(channels: Vec<Channel>, why: &str) {
         }
         Err(_) => tracing::warn!(
             channels = channels.len(),
-            bound = ?CHANNELS_CLOSE_BOUND,
+            ?bound,
             "the broker did not confirm closing every channel in time; closing the connection anyway"
         ),
     }

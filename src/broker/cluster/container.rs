@@ -29,6 +29,8 @@ use super::super::{BrokerError, BrokerKind, Endpoint, TlsListener};
 use super::{Booting, NODES, NodeState, NodeStates, start_order, wait_booted};
 use crate::timing::wait_for;
 
+mod isolate;
+
 const PROVIDER: &str = "container:rabbitmq-cluster";
 
 /// Nominal `net_ticktime` of the nodes (scaled, at most [`MAX_TICKTIME`]): how soon a cut link is
@@ -94,6 +96,8 @@ pub(crate) struct RunningCluster {
     /// Every node's `amqps://` listener (one certificate, copied into each), in node order.
     node_tls: Vec<TlsListener>,
     states: NodeStates,
+    /// When each node cut off from its peers only was cut (`docker logs --since`), by node.
+    isolated_since: std::sync::Mutex<std::collections::BTreeMap<usize, String>>,
     /// The node [`RunningCluster::halt`] stopped last: the first to start again.
     last_stopped: AtomicUsize,
     stopped: bool,
@@ -165,6 +169,7 @@ pub(crate) async fn start(image: &str) -> Result<RunningCluster, BrokerError> {
         "fleet-conformance.role=broker".to_string(),
     ];
     let mut cluster = RunningCluster {
+        isolated_since: Default::default(),
         image: image.to_string(),
         network: network.clone(),
         nodes: Vec::with_capacity(NODES),
@@ -536,8 +541,12 @@ impl RunningCluster {
         }
     }
 
-    /// `docker network connect` with the node's alias again; the caller waits until it rejoined.
+    /// `docker network connect` with the node's alias again (or, for a node cut off from its peers
+    /// only, [`RunningCluster::rejoin_node`]); the caller waits until it rejoined.
     pub(crate) async fn heal_node(&self, node: usize) -> Result<(), BrokerError> {
+        if self.states.get(node) == Some(NodeState::Isolated) {
+            return self.rejoin_node(node).await;
+        }
         let n = self.node(node)?;
         self.connect(n).await?;
         self.states.set(node, NodeState::Up);
@@ -559,7 +568,7 @@ impl RunningCluster {
     /// mnesia then lets boot first and alone ([`RunningCluster::resume`]).
     pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
         for (node, state) in self.states().into_iter().enumerate() {
-            if state == NodeState::Partitioned {
+            if matches!(state, NodeState::Partitioned | NodeState::Isolated) {
                 self.heal_node(node).await?;
             }
         }
