@@ -170,8 +170,9 @@ pub struct Config {
     /// the suite can play one with the reference (PRB-4).
     pub presence_batch: bool,
     /// `FLEET_CONFIRM_STALL_MS`: with several nodes, confirms stalled this long while another node
-    /// answers is a lost connection (`gateway/stall.rs`).
-    pub confirm_stall: Duration,
+    /// answers is a lost connection (`gateway/stall.rs`). Unset: off (opt-in, see the README's
+    /// design notes: on RabbitMQ 3.10 the move comes early but the confirms do not).
+    pub confirm_stall: Option<Duration>,
 }
 
 /// Where a raw value came from, so errors can name the right thing.
@@ -308,7 +309,10 @@ impl Config {
             log_format,
             legacy_panes: parse_legacy_panes(&src.get("FLEET_LEGACY_PANES").unwrap_or_default())?,
             presence_batch: parse_switch("FLEET_PRESENCE_BATCH", src.get("FLEET_PRESENCE_BATCH"), true)?,
-            confirm_stall: src.millis("FLEET_CONFIRM_STALL_MS", 4_000)?,
+            confirm_stall: match src.get("FLEET_CONFIRM_STALL_MS") {
+                Some(_) => Some(src.millis("FLEET_CONFIRM_STALL_MS", 4_000)?),
+                None => None,
+            },
         };
         if cfg.submit_confirm >= cfg.inject_timeout {
             return Err(ConfigError::Invalid {
@@ -395,7 +399,11 @@ impl Config {
         line("FLEET_AMQP_HEARTBEAT_S", self.broker.amqp_heartbeat_s.to_string());
         line("FLEET_NUDGE_INITIAL_MS", self.nudge_initial.as_millis().to_string());
         line("FLEET_NUDGE_MAX_MS", self.nudge_max.as_millis().to_string());
-        line("FLEET_CONFIRM_STALL_MS", self.confirm_stall.as_millis().to_string());
+        line(
+            "FLEET_CONFIRM_STALL_MS",
+            self.confirm_stall
+                .map_or_else(|| "off".to_string(), |d| d.as_millis().to_string()),
+        );
         line("FLEET_LOG_FORMAT", self.log_format.clone());
         line("FLEET_LEGACY_PANES", self.legacy_panes.join(","));
         line(

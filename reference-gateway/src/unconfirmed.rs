@@ -88,7 +88,7 @@ impl Unconfirmed {
             .stamps
             .iter()
             .map(|s| s.load(Ordering::Acquire))
-            .filter(|&s| s != 0 && s - 1 >= floor)
+            .filter(|&s| s != 0 && s > floor)
             .min()?;
         Some(Duration::from_millis(t.millis(now).saturating_sub(oldest - 1)))
     }

@@ -8,7 +8,8 @@
 //! container cluster, issue 35); all that time a gateway attached to the node would keep
 //! publishing into it and every caller would wait out its bound for an unknown outcome ([C-16]).
 //!
-//! So, when `FLEET_AMQP_URL` lists more than one node and the oldest publish still waiting for
+//! So, when `FLEET_CONFIRM_STALL_MS` is set (opt-in: unset, nothing here runs), `FLEET_AMQP_URL`
+//! lists more than one node and the oldest publish still waiting for
 //! its confirm on this connection has waited longer than `FLEET_CONFIRM_STALL_MS`, the gateway
 //! asks the other nodes of the list, in the order CLU-1 would try them: a short AMQP connection
 //! each (bounded), closed at once. If one answers, the stall is this node's: the connection is
@@ -40,10 +41,9 @@ impl Gateway {
     /// life of one connection (by `wait_for_loss`): publishes from before it are left out.
     pub(super) async fn wait_for_stall(&self) {
         let nodes = self.cfg.broker.nodes();
-        if nodes < 2 {
+        let Some(bound) = self.cfg.confirm_stall.filter(|_| nodes >= 2) else {
             return std::future::pending().await;
-        }
-        let bound = self.cfg.confirm_stall;
+        };
         let connected = std::time::Instant::now();
         let mut tick = tokio::time::interval((bound / 8).clamp(LOOK_MIN, LOOK_MAX));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -58,7 +58,7 @@ impl Gateway {
             }
             let current = self.node.load(Ordering::SeqCst) % nodes;
             let stalled_node = self.cfg.broker.node_masked(current);
-            if let Some(other) = self.another_node_answers(current, nodes).await {
+            if let Some(other) = self.another_node_answers(current, nodes, bound).await {
                 warn!(
                     stalled_node = %stalled_node,
                     stalled_for = ?stalled,
@@ -76,12 +76,9 @@ impl Gateway {
 
     /// The first node after `current` (in CLU-1's order) that accepts an AMQP connection within
     /// the probe bound; the connection is closed at once.
-    async fn another_node_answers(&self, current: usize, nodes: usize) -> Option<usize> {
+    async fn another_node_answers(&self, current: usize, nodes: usize, stall: Duration) -> Option<usize> {
         let broker = &self.cfg.broker;
-        let bound = self
-            .cfg
-            .confirm_stall
-            .clamp(PROBE_MIN, broker.connect_timeout().max(PROBE_MIN));
+        let bound = stall.clamp(PROBE_MIN, broker.connect_timeout().max(PROBE_MIN));
         for k in 1..nodes {
             let i = (current + k) % nodes;
             let name = format!("fleet-gateway {} stall probe", self.cfg.host_id);
