@@ -184,8 +184,8 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    #[tokio::test]
-    async fn forwards_and_cuts() {
+    /// A loopback server that echoes whatever it reads; its address.
+    async fn echo_upstream() -> SocketAddr {
         let echo = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = echo.local_addr().expect("addr");
         tokio::spawn(async move {
@@ -200,6 +200,12 @@ mod tests {
                 });
             }
         });
+        addr
+    }
+
+    #[tokio::test]
+    async fn forwards_and_cuts() {
+        let addr = echo_upstream().await;
         let proxy = Proxy::start(addr.to_string()).await.expect("proxy");
         let mut c = TcpStream::connect(proxy.listen()).await.expect("connect");
         c.write_all(b"ping").await.expect("write");
@@ -257,20 +263,7 @@ mod tests {
 
     #[tokio::test]
     async fn down_closes_live_and_new_connections_until_back() {
-        let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = upstream.local_addr().expect("addr");
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = upstream.accept().await {
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 64];
-                    while let Ok(n) = s.read(&mut buf).await {
-                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-        });
+        let addr = echo_upstream().await;
         let proxy = Proxy::start(addr.to_string()).await.expect("proxy");
         let mut live = TcpStream::connect(proxy.listen()).await.expect("connect");
         live.write_all(b"x").await.expect("write");
