@@ -14,7 +14,7 @@ use super::{Options, SECTIONS, cluster, default_baseline, migration, paths, raw,
 
 /// Gateway paths against the raw broker, in one run: ratios, where the time goes, footprint.
 #[derive(Debug, clap::Parser)]
-#[command(name = "fleet-bench", version)]
+#[command(name = "fleet-bench", version, args_override_self = true)]
 pub struct BenchCli {
     /// The broker: container:rabbitmq | process:rabbitmq | url:rabbitmq | …
     #[arg(
@@ -164,6 +164,14 @@ pub struct BenchCli {
     /// FLEET_AMQP_HEARTBEAT_S of every --cluster gateway: with --heartbeat-ms, CLU-5(c)'s bound.
     #[arg(long, default_value_t = 10, value_name = "S")]
     pub amqp_heartbeat_s: u64,
+    /// Another gateway (A) to measure against this one (B) in the same invocation, runs
+    /// interleaved A B B A … ([`super::compare`]); `scripts/bench --compare-baseline` passes the
+    /// baseline commit's gateway. Default sections raw,forward,pull.
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["fleet", "cluster", "gate_reports", "record_baseline"])]
+    pub compare: Option<String>,
+    /// Rounds of --compare (each gateway runs once per round).
+    #[arg(long, default_value_t = 3, value_name = "N", requires = "compare")]
+    pub rounds: usize,
 }
 
 /// `quorum` / `classic` (or `none`) as queue kinds.
@@ -211,6 +219,9 @@ impl BenchCli {
         if (self.fleet || self.cluster) && self.only.is_none() && self.skip.is_none() {
             chosen.clear();
         }
+        if self.compare.is_some() && self.only.is_none() && self.skip.is_none() {
+            chosen = ["raw", "forward", "pull"].iter().map(|s| s.to_string()).collect();
+        }
         if let Some(only) = &self.only {
             chosen = sections("--only", only)?;
         }
@@ -257,6 +268,10 @@ impl BenchCli {
             None
         };
         Ok(Options {
+            compare: self
+                .compare
+                .filter(|c| !c.trim().is_empty())
+                .map(|c| (c, self.rounds.max(1))),
             cluster,
             broker: self.broker,
             gateway_cmd: self
@@ -345,6 +360,18 @@ mod tests {
         let o = parse_args(&["--gate-reports", "a.json,b.json", "--record-baseline"]).expect("valid");
         assert_eq!(o.gate_reports, vec![PathBuf::from("a.json"), PathBuf::from("b.json")]);
         assert!(o.record_baseline);
+    }
+
+    #[test]
+    fn compare_runs_the_paths_and_a_later_argument_wins() {
+        let o = parse_args(&["--compare", "old-gw", "--rounds", "3", "--rounds", "5"]).expect("valid");
+        assert_eq!(o.compare, Some(("old-gw".to_string(), 5)));
+        let want: BTreeSet<String> = ["raw", "forward", "pull"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(o.sections, want);
+        let o = parse_args(&["--compare", "old-gw", "--only", "forward"]).expect("valid");
+        assert_eq!(o.sections.len(), 1);
+        assert!(parse_args(&["--rounds", "2"]).is_err(), "--rounds needs --compare");
+        assert!(parse_args(&["--compare", "x", "--record-baseline"]).is_err());
     }
 
     #[test]

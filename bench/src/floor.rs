@@ -14,7 +14,7 @@
 //!   over a brief-sized signing input, with the key already parsed.
 //!
 //! Each side also speaks one local protocol SPEC and herdr impose: gateway a serves the sender's
-//! MCP call over HTTP, gateway b makes herdr's three one-shot requests of an inject. Their floors
+//! MCP call over HTTP, gateway b makes herdr's four one-shot requests of an inject. Their floors
 //! are measured with minimal implementations in [`super::local_floor`] and added per side.
 //!
 //! What a gateway spends above its side's floor is its own (the MCP framework beyond bare HTTP,
@@ -37,7 +37,7 @@ pub struct CpuFloor {
     /// Side a's local protocol: one `tools/call` served by a bare HTTP server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_ms: Option<f64>,
-    /// Side b's local protocol: an inject's three one-shot herdr requests by a bare client.
+    /// Side b's local protocol: an inject's four one-shot herdr requests ([C-20] added `pane.process_info`) by a bare client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub herdr_ms: Option<f64>,
     /// Why a local floor could not be measured (shown, never fatal).
@@ -60,7 +60,7 @@ impl CpuFloor {
         Some(self.total_ms()? + self.mcp_ms?)
     }
 
-    /// Side b's floor: the shared part plus herdr's three requests (when they were measured).
+    /// Side b's floor: the shared part plus herdr's four requests (when they were measured).
     pub fn side_b_ms(&self) -> Option<f64> {
         Some(self.total_ms()? + self.herdr_ms?)
     }
@@ -202,7 +202,7 @@ pub fn lines(floor: &CpuFloor, spent: &BTreeMap<String, f64>) -> Vec<String> {
     ));
     out.extend(side(
         "b",
-        "herdr's three one-shot requests of an inject (bare client)",
+        "herdr's four one-shot requests of an inject (bare client)",
         floor.herdr_ms,
         floor.side_b_ms(),
         "gateway_b",

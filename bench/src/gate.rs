@@ -65,7 +65,19 @@ const GATED: [(&str, Pick, Better); 6] = [
 pub struct Baseline {
     /// When and on what the ratios were measured (free text, for the reader).
     pub recorded: String,
+    /// The commit whose gateway was measured (`scripts/bench` passes it in
+    /// `FLEET_BENCH_GATEWAY_COMMIT`): what `scripts/bench --compare-baseline` builds and runs
+    /// against the working tree's gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
     pub ratios: BTreeMap<String, f64>,
+}
+
+/// The commit `scripts/bench` says the measured gateway was built from, if any.
+pub fn gateway_commit() -> Option<String> {
+    std::env::var("FLEET_BENCH_GATEWAY_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
 }
 
 /// One gated ratio, compared.
@@ -107,6 +119,7 @@ fn gated(ratios: &Ratios) -> BTreeMap<String, f64> {
 pub fn baseline_of(ratios: &Ratios, recorded: String) -> Baseline {
     Baseline {
         recorded,
+        commit: gateway_commit(),
         ratios: gated(ratios),
     }
 }
@@ -316,6 +329,7 @@ mod tests {
         assert!(median_of(&[]).is_empty());
         let base = Baseline {
             recorded: "test".into(),
+            commit: None,
             ratios: median_of(&runs),
         };
         let c = compare_values(&median_of(&[report(0.2, 2.5)]), &base);

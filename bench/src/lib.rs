@@ -37,6 +37,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod compare;
 pub mod decomposition;
 #[cfg(test)]
 mod fixtures;
@@ -101,6 +102,9 @@ pub struct Options {
     /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
     /// asked for.
     pub cluster: Option<cluster::ClusterSettings>,
+    /// `--compare CMD --rounds N`: that gateway (A) against `gateway_cmd` (B), interleaved
+    /// ([`compare`]).
+    pub compare: Option<(String, usize)>,
 }
 
 /// The baseline in this repository: `fixtures/bench/baseline.json`.
@@ -198,6 +202,7 @@ pub fn gate_reports(opts: &Options) -> anyhow::Result<Vec<String>> {
     if opts.record_baseline {
         let b = gate::Baseline {
             recorded: format!("median of {} quiet runs · {}", runs.len(), machine.unwrap_or_default()),
+            commit: gate::gateway_commit(),
             ratios: medians,
         };
         out.push(record_baseline(&opts.baseline, &b)?);

@@ -1,21 +1,21 @@
 //! The floor of a gateway's two local protocols: serving one MCP call over HTTP (side a) and
-//! making herdr's three one-shot requests of an inject (side b), each timed with a minimal
+//! making herdr's four one-shot requests of an inject (side b), each timed with a minimal
 //! implementation on this machine, in the same run.
 //!
 //! Why: the profile charges a share of gateway a's CPU per brief to "HTTP + MCP" and of gateway
 //! b's to "herdr client". Whether that is the gateway's own fat or what the protocols cost anyone
 //! cannot be read from the profile: SPEC §15 makes every gateway serve MCP over HTTP, and
-//! herdr (HERDR.md) answers one request per connection, so every inject pays three connects,
-//! three writes, three reads and three closes whatever the gateway is written in. This module
+//! herdr (HERDR.md) answers one request per connection, so every inject pays four connects,
+//! four writes, four reads and four closes whatever the gateway is written in. This module
 //! measures both with the least code that still does the job:
 //!
 //! - **MCP over HTTP**: a bare `hyper` HTTP/1.1 server (no router, no middleware, no MCP
 //!   session) on its own thread and single-threaded runtime, answering `tools/call` requests shaped
 //!   like the bench's `bridge_send` (bearer token, JSON-RPC body with the brief) with a JSON
 //!   result, to `pairs` kept-alive clients at once. Its thread's CPU clock ÷ calls served.
-//! - **herdr**: a client on its own thread and single-threaded runtime making an inject's three
-//!   requests (`agent.wait`, `pane.send_input`, `pane.get`: connect, one line out, one line in,
-//!   close) against the suite's fake herdr, `pairs` injects at once. Its thread's CPU clock ÷
+//! - **herdr**: a client on its own thread and single-threaded runtime making an inject's four
+//!   requests (`agent.wait`; `pane.process_info`, which SPEC [C-20] makes every gateway ask right
+//!   before typing; `pane.send_input`; `pane.get`: connect, one line out, one line in, close) against the suite's fake herdr, `pairs` injects at once. Its thread's CPU clock ÷
 //!   injects; the fake's own work runs on other threads and is not counted, as in the gateway.
 //!
 //! Both figures are lower bounds: a real MCP server also keeps sessions and may answer in SSE,
@@ -172,7 +172,7 @@ async fn drive_mcp(addr: std::net::SocketAddr, size: usize, clients: usize, call
     Ok(())
 }
 
-/// CPU ms one minimal herdr client spends on an inject's three requests, `injects` in all,
+/// CPU ms one minimal herdr client spends on an inject's four requests, `injects` in all,
 /// `parallel` at once, against a fake herdr in `dir`.
 pub async fn herdr_ms(dir: PathBuf, parallel: usize, injects: usize) -> anyhow::Result<f64> {
     let herdr = FakeHerdr::start(&dir)
@@ -215,6 +215,11 @@ async fn drive_herdr(socket: PathBuf, panes: Vec<String>, injects: usize) -> any
             {
                 let wait = json!({"target": pane, "until": ["idle", "done"], "timeout_ms": 5000});
                 one_shot::<IgnoredAny>(&socket, "agent.wait", wait).await?;
+                let front = one_shot::<ProcessInfoGot>(&socket, "pane.process_info", json!({"pane_id": pane})).await?;
+                anyhow::ensure!(
+                    front.process_info.foreground_process_group_id != front.process_info.shell_pid,
+                    "the floor's fake pane shows its shell in front"
+                );
                 let input = json!({"pane_id": pane, "text": "brief", "keys": ["enter"]});
                 one_shot::<IgnoredAny>(&socket, "pane.send_input", input).await?;
                 one_shot::<PaneGot>(&socket, "pane.get", json!({"pane_id": pane})).await?;
@@ -226,6 +231,18 @@ async fn drive_herdr(socket: PathBuf, panes: Vec<String>, injects: usize) -> any
         done.context("a herdr floor client")??;
     }
     Ok(())
+}
+
+/// What [C-20]'s decision reads of `pane.process_info` (the least: who has the terminal).
+#[derive(Deserialize)]
+struct ProcessInfoGot {
+    process_info: Front,
+}
+
+#[derive(Deserialize)]
+struct Front {
+    shell_pid: u64,
+    foreground_process_group_id: u64,
 }
 
 #[derive(Deserialize)]
@@ -283,7 +300,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_minimal_inject_makes_its_three_requests() {
+    async fn a_minimal_inject_makes_its_four_requests() {
         let dir = std::env::temp_dir().join(format!("fleet-floor-{}", uuid::Uuid::new_v4()));
         let ms = herdr_ms(dir, 2, 20).await.expect("the fake herdr answers");
         assert!(ms > 0.0 && ms < 50.0, "{ms} ms");

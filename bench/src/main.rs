@@ -58,6 +58,30 @@ async fn main() -> std::process::ExitCode {
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
         }
     };
+    if let Some((a, rounds)) = opts.compare.clone() {
+        let out = opts.out.with_file_name("compare.json");
+        let opts = bench::Options {
+            out: out.clone(),
+            ..opts
+        };
+        return tokio::select! {
+            r = bench::compare::compare(&opts, &a, rounds) => match r {
+                Ok(c) => {
+                    println!("{}", bench::compare::table(&c));
+                    println!("JSON: {} (each run's report beside it)", out.display());
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("fleet-bench: the comparison failed: {e:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            },
+            () = interrupted => {
+                eprintln!("fleet-bench: interrupted; gateways and broker stopped");
+                std::process::ExitCode::from(130)
+            }
+        };
+    }
     let result = tokio::select! {
         r = bench::run(&opts) => r,
         () = interrupted => {
