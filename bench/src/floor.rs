@@ -1,9 +1,9 @@
-//! The floor under the CPU goal: what any gateway pays per brief on this machine, measured in the
-//! same run.
+//! The floor under the CPU goals: what any gateway pays per brief (forward path) and per reply
+//! (pull path) on this machine, measured in the same run.
 //!
-//! Why: "gateway CPU per brief ≤ 0.15 ms" is only a fair goal if the work SPEC asks of every
-//! gateway costs less than that here. Two parts of a brief are the same for every gateway that
-//! speaks AMQP and signs (SPEC §3, §5), whatever it is written in:
+//! Why: a gateway's CPU is only fairly judged against the work SPEC asks of every gateway here,
+//! not against an absolute number another machine set. Two parts of a brief are the same for every
+//! gateway that speaks AMQP and signs (SPEC §3, §5), whatever it is written in:
 //!
 //! - **the AMQP client's work**: per side, one confirmed persistent publish, one consume and one
 //!   ack. The raw envelope echo ([`super::raw`]) does exactly both sides' share of it with the
@@ -17,8 +17,17 @@
 //! MCP call over HTTP, gateway b makes herdr's four one-shot requests of an inject. Their floors
 //! are measured with minimal implementations in [`super::local_floor`] and added per side.
 //!
+//! A pull reply costs both gateways together: the worker's `bridge_reply` MCP call served by b,
+//! which signs and publishes it (confirmed, persistent); a consumes it, verifies it strictly,
+//! holds it and acks it; the main drains it with `bridge_wait` / `bridge_poll` MCP calls served by
+//! a, batched (the run's drain calls per reply). That is one side's AMQP share (one publish, one
+//! consume, one ack), one sign + one verify, and the MCP floor once per call served
+//! ([`CpuFloor::pull_both_sides_ms`]).
+//!
 //! What a gateway spends above its side's floor is its own (the MCP framework beyond bare HTTP,
-//! logging, scheduling, logic). Nothing here is judged: the floor is printed beside the goal.
+//! logging, scheduling, logic). This module measures and prints the floors and the ceilings they
+//! allow; the goals ([`super::goals`]) judge each gateway's CPU against its side's floor and each
+//! path's throughput against its ceiling.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,7 +36,9 @@ use ed25519_dalek::{Signer as _, SigningKey};
 use fleet_conformance::envelope::Envelope;
 use serde::{Deserialize, Serialize};
 
-/// The floor of each side of a brief, ms of CPU.
+use super::paths::PullResult;
+
+/// The floor of each side of a brief (and of both sides of a pull reply), ms of CPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuFloor {
     /// One Ed25519 signature plus one strict verification of a brief's signing input.
@@ -47,6 +58,10 @@ pub struct CpuFloor {
     /// gateways *at the floor* could reach: see [`throughput_ceiling`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_ceiling: Option<f64>,
+    /// The same for the pull path: the highest pull ÷ envelope echo ratio two gateways at their
+    /// pull floor could reach ([`pull_ceiling`]); `None` without the pull section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_ceiling: Option<f64>,
 }
 
 impl CpuFloor {
@@ -73,6 +88,19 @@ impl CpuFloor {
             _ => self.total_ms().map(|t| 2.0 * t),
         }
     }
+
+    /// Both gateways' floor for one pull reply, when the shared part and the MCP floor were
+    /// measured: one side's AMQP share (b's publish, a's consume and ack), one sign (b) + one
+    /// verify (a), and one MCP call served for the `bridge_reply` plus `drain_calls_per_reply`
+    /// for the main's `bridge_wait` / `bridge_poll`.
+    pub fn pull_both_sides_ms(&self, drain_calls_per_reply: f64) -> Option<f64> {
+        Some(self.total_ms()? + self.mcp_ms? * (1.0 + drain_calls_per_reply))
+    }
+}
+
+/// The main's drain calls per reply drained in a pull run (`None` when none was drained).
+pub fn drain_calls_per_reply(pull: &PullResult) -> Option<f64> {
+    (pull.replies > 0).then(|| pull.drain_calls as f64 / pull.replies as f64)
 }
 
 /// One thread's CPU time so far.
@@ -119,17 +147,27 @@ pub fn cpu_of(per_unit: &BTreeMap<String, f64>, who: &[&str]) -> Option<f64> {
 }
 
 /// The forward ÷ envelope echo ratio two gateways at the floor could reach on a CPU-bound
-/// machine, with `floors_ms` both gateways' floor for one brief ([`CpuFloor::both_sides_ms`]).
+/// machine, with `floors_ms` both gateways' floor for one brief ([`CpuFloor::both_sides_ms`]);
+/// the pull path's the same way per reply ([`pull_ceiling`]).
 ///
 /// Where the cores are the limit, throughput is inversely proportional to the CPU one unit costs
 /// the machine. A raw echo round trip costs the bench (both clients) and the broker (`echo_ms`);
 /// a brief costs the bench (MCP clients and fake herdrs, which the echo does not need) and the
-/// broker (`brief_ms`), plus both gateways. With the gateways' share at their floors, the ratio is
-/// at most `echo_ms ÷ (brief_ms + floors_ms)`. Meaningful only when the run kept the cores busy
-/// (the table shows how busy).
+/// broker (`brief_ms`, or a reply's), plus both gateways. With the gateways' share at their
+/// floors, the ratio is at most `echo_ms ÷ (brief_ms + floors_ms)`. Meaningful only when the run
+/// kept the cores busy (the table shows how busy).
 pub fn throughput_ceiling(echo_ms: Option<f64>, brief_ms: Option<f64>, floors_ms: Option<f64>) -> Option<f64> {
     let (echo, cost) = (echo_ms?, brief_ms? + floors_ms?);
     (echo > 0.0 && cost > 0.0).then(|| echo / cost)
+}
+
+/// The pull ÷ envelope echo ratio two gateways at their pull floor could reach: `echo_ms` (the
+/// bench's and the broker's CPU per envelope echo round trip) over the bench's and the broker's
+/// CPU per reply in `pull` plus both gateways' pull floor at the run's drain calls per reply.
+pub fn pull_ceiling(floor: &CpuFloor, echo_ms: Option<f64>, pull: &PullResult) -> Option<f64> {
+    let reply_ms = cpu_of(&pull.cpu_ms_per_reply, &["bench", "broker"]);
+    let floors_ms = floor.pull_both_sides_ms(drain_calls_per_reply(pull)?);
+    throughput_ceiling(echo_ms, reply_ms, floors_ms)
 }
 
 /// The floor of a run: the signatures and the local protocols timed now (`parallel` at once, as
@@ -161,6 +199,7 @@ pub async fn measure(
         herdr_ms,
         not_measured,
         throughput_ceiling: None,
+        pull_ceiling: None,
     }
 }
 
@@ -211,6 +250,37 @@ pub fn lines(floor: &CpuFloor, spent: &BTreeMap<String, f64>) -> Vec<String> {
     out
 }
 
+/// The pull path's floor line (both gateways per reply, and what the run's gateways spent above
+/// it) and its ceiling line, printed beside the pull goal.
+pub fn pull_lines(floor: &CpuFloor, pull: &PullResult) -> Vec<String> {
+    let calls = drain_calls_per_reply(pull);
+    let mut out = vec![match (floor.amqp_ms, floor.mcp_ms, calls) {
+        (Some(amqp), Some(mcp), Some(calls)) => {
+            let whole = floor.pull_both_sides_ms(calls).unwrap_or(f64::NAN);
+            let mut l = format!(
+                "  pull floor per reply, both gateways (any gateway here): AMQP client {amqp:.3} (one publish + consume + ack) + Ed25519 sign + verify {:.3} + MCP call served {mcp:.3} × (1 reply + {calls:.2} drain calls) = {whole:.3} ms",
+                floor.sign_verify_ms
+            );
+            if let Some(ms) = cpu_of(&pull.cpu_ms_per_reply, &["gateway_a", "gateway_b"]) {
+                l.push_str(&format!(
+                    " · gateways a + b spent {ms:.3}: {:.3} above it ({:.1}× the floor)",
+                    ms - whole,
+                    ms / whole
+                ));
+            }
+            l
+        }
+        _ => "  pull floor per reply: not measured (it needs the raw section's AMQP share, the MCP floor and a reply drained)"
+            .to_string(),
+    }];
+    out.extend(floor.pull_ceiling.map(|c| {
+        format!(
+            "  pull ceiling: with both gateways at their pull floor, pull ÷ envelope echo ≤ {c:.2}× on this machine while its cores are busy (the bench's MCP clients and the broker share them)"
+        )
+    }));
+    out
+}
+
 /// The ceiling line, when it was computed.
 pub fn ceiling_line(floor: &CpuFloor) -> Option<String> {
     floor.throughput_ceiling.map(|c| {
@@ -239,6 +309,7 @@ mod tests {
             herdr_ms: None,
             not_measured: vec![],
             throughput_ceiling: None,
+            pull_ceiling: None,
         };
         assert!((f.total_ms().unwrap_or(0.0) - 0.20).abs() < 1e-9);
         assert!(lines(&f, &BTreeMap::new())[0].contains("= 0.200 ms"));
@@ -261,6 +332,7 @@ mod tests {
             herdr_ms: Some(0.10),
             not_measured: vec![],
             throughput_ceiling: None,
+            pull_ceiling: None,
         };
         assert!((f.side_a_ms().unwrap_or(0.0) - 0.25).abs() < 1e-9);
         assert!((f.side_b_ms().unwrap_or(0.0) - 0.30).abs() < 1e-9);
@@ -297,5 +369,84 @@ mod tests {
         assert!((c - 0.5).abs() < 1e-9, "{c}");
         assert_eq!(cpu_of(&BTreeMap::new(), &both), None);
         assert_eq!(throughput_ceiling(None, cpu_of(&brief, &both), Some(0.4)), None);
+    }
+
+    fn pull_run(replies: usize, drain_calls: usize, per_reply: &[(&str, f64)]) -> PullResult {
+        PullResult {
+            replies,
+            drain_calls,
+            cpu_ms_per_reply: per_reply.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..crate::fixtures::pull(1_000.0, 2.0)
+        }
+    }
+
+    #[test]
+    fn the_pull_floor_is_one_side_of_amqp_one_signature_pair_and_every_mcp_call_served() {
+        let f = CpuFloor {
+            sign_verify_ms: 0.08,
+            amqp_ms: Some(0.12),
+            mcp_ms: Some(0.05),
+            herdr_ms: None,
+            not_measured: vec![],
+            throughput_ceiling: None,
+            pull_ceiling: None,
+        };
+        // 0.12 + 0.08 + 0.05 × (1 + 0.2) = 0.26: herdr plays no part in a reply.
+        let p = pull_run(1_000, 200, &[("gateway_a", 0.3), ("gateway_b", 0.22)]);
+        let calls = drain_calls_per_reply(&p).unwrap_or(f64::NAN);
+        assert!((calls - 0.2).abs() < 1e-9, "{calls}");
+        let floor = f.pull_both_sides_ms(calls).unwrap_or(f64::NAN);
+        assert!((floor - 0.26).abs() < 1e-9, "{floor}");
+        assert_eq!(drain_calls_per_reply(&pull_run(0, 3, &[])), None, "nothing drained");
+        assert_eq!(
+            CpuFloor {
+                mcp_ms: None,
+                ..f.clone()
+            }
+            .pull_both_sides_ms(0.2),
+            None
+        );
+        assert_eq!(
+            CpuFloor {
+                amqp_ms: None,
+                ..f.clone()
+            }
+            .pull_both_sides_ms(0.2),
+            None
+        );
+        // Echo 0.8 (bench + broker) over reply 0.3 + 0.24 (bench + broker) + floor 0.26 → 1.0×.
+        let p = pull_run(
+            1_000,
+            200,
+            &[
+                ("bench", 0.3),
+                ("broker", 0.24),
+                ("gateway_a", 0.3),
+                ("gateway_b", 0.22),
+            ],
+        );
+        let c = pull_ceiling(&f, Some(0.8), &p).unwrap_or(f64::NAN);
+        assert!((c - 1.0).abs() < 1e-9, "{c}");
+        assert_eq!(pull_ceiling(&f, None, &p), None);
+        assert_eq!(
+            pull_ceiling(&f, Some(0.8), &pull_run(1_000, 200, &[("bench", 0.3)])),
+            None
+        );
+        let l = pull_lines(
+            &CpuFloor {
+                pull_ceiling: Some(c),
+                ..f.clone()
+            },
+            &p,
+        );
+        assert!(
+            l[0].contains("× (1 reply + 0.20 drain calls) = 0.260 ms")
+                && l[0].contains("spent 0.520: 0.260 above it (2.0× the floor)"),
+            "{l:?}"
+        );
+        assert!(l[1].contains("pull ÷ envelope echo ≤ 1.00×"), "{l:?}");
+        let l = pull_lines(&CpuFloor { mcp_ms: None, ..f }, &p);
+        assert_eq!(l.len(), 1, "no ceiling computed: {l:?}");
+        assert!(l[0].contains("pull floor per reply: not measured"), "{l:?}");
     }
 }

@@ -1,5 +1,5 @@
-//! The goals of issue 16 a run is judged against: each a measured figure, its bound, and whether
-//! it was met.
+//! The goals a run is judged against (issue 16; the path goals relative to this machine's floor
+//! since issue 36): each a measured figure, its bound, and whether it was met.
 //!
 //! Why a module: a goal is the one place the bench says "good enough" about a number, so the
 //! bounds, which figure each is taken from and the rule for a figure that was not measured (no
@@ -7,9 +7,9 @@
 //!
 //! | figure | goal |
 //! |---|---|
-//! | forward briefs/s (8 senders) ÷ raw envelope echo round trips/s | ≥ 0.8× |
-//! | pull replies/s (8 workers) ÷ raw envelope echo round trips/s | ≥ 0.8× |
-//! | gateway CPU per brief, each side (a = sender, b = worker) | ≤ 0.15 ms each |
+//! | gateway CPU per brief, each side (a = sender, b = worker) ÷ its side's floor | ≤ 1.5× each |
+//! | forward briefs/s (8 senders) ÷ raw envelope echo round trips/s, ÷ the forward ceiling | ≥ 0.85× |
+//! | pull replies/s (8 workers) ÷ raw envelope echo round trips/s, ÷ the pull ceiling | ≥ 0.85× |
 //! | SEND→INJECTED p50 (1 sender) − raw unloaded round-trip p50 | ≤ +1 ms |
 //! | RSS of one gateway with 10,000 entities | ≤ 150 MiB |
 //! | heartbeat round at the largest entity count | ≤ H/5 |
@@ -20,6 +20,12 @@
 //! | same: each real gateway's CPU | ≤ 5 % of one core |
 //! | same: revocation-list change → the revoked host's messages rejected on every real gateway | ≤ 2 s (MEM-4) |
 //!
+//! The floors and ceilings are measured in the same run ([`super::floor`]): a side's floor is
+//! what any gateway pays per brief on that side here (its AMQP client's share, one sign + one
+//! verify, its local protocol); a ceiling is the path's ratio to the envelope echo that two
+//! gateways at their floors could reach while the cores are busy. Without the floor (no raw
+//! section, a local floor not measured) those three goals are not measured.
+//!
 //! Beside the fleet goals, not a goal: the per-entity form at the same size, and the largest N
 //! at which the per-entity form kept up ([`super::sim_fleet::FleetRun::keeps_up`]).
 //!
@@ -29,16 +35,20 @@
 use serde::{Deserialize, Serialize};
 
 use super::fleet_trust;
+use super::floor::CpuFloor;
 use super::report::{Ratios, Sections};
 use super::scale::{ScalePoint, ScaleResult};
 use super::sim_fleet::{self, Form};
 
-/// Forward briefs/s over the raw envelope echo round trips/s, at least.
-pub const GOAL_FORWARD_TO_ENVELOPE_ECHO: f64 = 0.8;
-/// Pull replies/s over the raw envelope echo round trips/s, at least.
-pub const GOAL_PULL_TO_ENVELOPE_ECHO: f64 = 0.8;
-/// Gateway CPU per forwarded brief on each side, ms, at most.
-pub const GOAL_CPU_MS_PER_BRIEF: f64 = 0.15;
+/// Gateway CPU per forwarded brief on each side over that side's floor
+/// ([`CpuFloor::side_a_ms`], [`CpuFloor::side_b_ms`]), at most.
+pub const GOAL_CPU_TO_SIDE_FLOOR: f64 = 1.5;
+/// Forward briefs/s ÷ raw envelope echo round trips/s over the forward ceiling
+/// ([`CpuFloor::throughput_ceiling`]), at least.
+pub const GOAL_FORWARD_TO_CEILING: f64 = 0.85;
+/// Pull replies/s ÷ raw envelope echo round trips/s over the pull ceiling
+/// ([`CpuFloor::pull_ceiling`]), at least.
+pub const GOAL_PULL_TO_CEILING: f64 = 0.85;
 /// SEND→INJECTED p50 (one sender) over the raw unloaded round trip, ms, at most.
 pub const GOAL_FORWARD_P50_DELTA_MS: f64 = 1.0;
 /// RSS of one gateway holding [`GOAL_RSS_ENTITIES`] entities, MiB, at most.
@@ -120,15 +130,27 @@ pub struct Extrapolated {
     pub rss_mib: f64,
 }
 
-/// Every goal of issue 16; `None` where the figure was not measured.
+/// Every goal; `None` where the figure was not measured.
+///
+/// Reports written before issue 36 carry the retired absolute goals (`forward_to_envelope_echo`,
+/// `pull_to_envelope_echo`, `cpu_ms_per_brief_gateway_a`/`_b`): they are read past, and the goals
+/// that replace them read as not measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Goals {
-    pub forward_to_envelope_echo: Option<Goal>,
-    pub pull_to_envelope_echo: Option<Goal>,
-    /// Gateway a (the senders' side), CPU ms per brief in the forward throughput run.
-    pub cpu_ms_per_brief_gateway_a: Option<Goal>,
-    /// Gateway b (the workers' side), CPU ms per brief in the forward throughput run.
-    pub cpu_ms_per_brief_gateway_b: Option<Goal>,
+    /// Gateway a (the senders' side): CPU ms per brief in the forward throughput run over side
+    /// a's floor.
+    #[serde(default)]
+    pub cpu_to_floor_gateway_a: Option<Goal>,
+    /// Gateway b (the workers' side): CPU ms per brief in the forward throughput run over side
+    /// b's floor.
+    #[serde(default)]
+    pub cpu_to_floor_gateway_b: Option<Goal>,
+    /// Forward briefs/s ÷ raw envelope echo round trips/s over the forward ceiling.
+    #[serde(default)]
+    pub forward_to_ceiling: Option<Goal>,
+    /// Pull replies/s ÷ raw envelope echo round trips/s over the pull ceiling.
+    #[serde(default)]
+    pub pull_to_ceiling: Option<Goal>,
     pub forward_p50_minus_raw_round_trip_ms: Option<Goal>,
     /// RSS of the scale run's gateway at [`GOAL_RSS_ENTITIES`] entities, MiB.
     pub rss_mib_at_10000_entities: Option<Goal>,
@@ -176,6 +198,12 @@ fn at_level(scale: &ScaleResult, entities: usize) -> Option<&ScalePoint> {
         .min_by_key(|p| p.entities)
 }
 
+/// `figure` over `ceiling`, when both were measured and the ceiling is above zero.
+fn over_ceiling(figure: Option<f64>, ceiling: Option<f64>) -> Option<f64> {
+    let ceiling = ceiling.filter(|c| *c > 0.0)?;
+    Some(figure? / ceiling)
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -200,10 +228,12 @@ pub fn extrapolate_rss(points: &[ScalePoint], entities: usize) -> Option<Extrapo
 impl Goals {
     /// The goals of the measured `sections`, from their `ratios`.
     pub fn of(sections: &Sections, ratios: &Ratios) -> Goals {
-        let cpu = |side: &str| {
+        let floor = sections.cpu_floor.as_ref();
+        let cpu = |side: &str, side_floor: fn(&CpuFloor) -> Option<f64>| {
             let f = sections.forward.as_ref()?;
             let ms = f.result.cpu_ms_per_brief.get(side)?;
-            (f.result.briefs > 0).then(|| Goal::at_most(*ms, GOAL_CPU_MS_PER_BRIEF))
+            let floor_ms = floor.and_then(side_floor).filter(|x| *x > 0.0)?;
+            (f.result.briefs > 0).then(|| Goal::at_most(ms / floor_ms, GOAL_CPU_TO_SIDE_FLOOR))
         };
         let scale = sections.scale.as_ref();
         let rss = scale
@@ -286,14 +316,18 @@ impl Goals {
                     })
                     .unwrap_or(0)
             }),
-            forward_to_envelope_echo: ratios
-                .forward_briefs_to_raw_envelope_echo
-                .map(|v| Goal::at_least(v, GOAL_FORWARD_TO_ENVELOPE_ECHO)),
-            pull_to_envelope_echo: ratios
-                .pull_replies_to_raw_envelope_echo
-                .map(|v| Goal::at_least(v, GOAL_PULL_TO_ENVELOPE_ECHO)),
-            cpu_ms_per_brief_gateway_a: cpu("gateway_a"),
-            cpu_ms_per_brief_gateway_b: cpu("gateway_b"),
+            cpu_to_floor_gateway_a: cpu("gateway_a", CpuFloor::side_a_ms),
+            cpu_to_floor_gateway_b: cpu("gateway_b", CpuFloor::side_b_ms),
+            forward_to_ceiling: over_ceiling(
+                ratios.forward_briefs_to_raw_envelope_echo,
+                floor.and_then(|f| f.throughput_ceiling),
+            )
+            .map(|v| Goal::at_least(v, GOAL_FORWARD_TO_CEILING)),
+            pull_to_ceiling: over_ceiling(
+                ratios.pull_replies_to_raw_envelope_echo,
+                floor.and_then(|f| f.pull_ceiling),
+            )
+            .map(|v| Goal::at_least(v, GOAL_PULL_TO_CEILING)),
             forward_p50_minus_raw_round_trip_ms: ratios
                 .forward_p50_minus_raw_round_trip_ms
                 .map(|v| Goal::at_most(v, GOAL_FORWARD_P50_DELTA_MS)),
@@ -330,12 +364,25 @@ mod tests {
         assert_eq!(g, Goals::default());
     }
 
+    /// Side a's floor 0.25 ms, side b's 0.30 ms; both ceilings 1.0×.
+    fn floor() -> CpuFloor {
+        CpuFloor {
+            sign_verify_ms: 0.08,
+            amqp_ms: Some(0.12),
+            mcp_ms: Some(0.05),
+            herdr_ms: Some(0.10),
+            not_measured: vec![],
+            throughput_ceiling: Some(1.0),
+            pull_ceiling: Some(1.0),
+        }
+    }
+
     fn paths() -> Sections {
         Sections {
             // Envelope echo 5,000 round trips/s; unloaded round trip p50 2 ms.
             raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
             forward: Some(ForwardSection {
-                result: forward(4_500.0, 2.9, &[("gateway_a", 0.15), ("gateway_b", 0.2)]),
+                result: forward(4_500.0, 2.9, &[("gateway_a", 0.3), ("gateway_b", 0.6)]),
                 stages: ForwardStages::default(),
                 profile: None,
             }),
@@ -343,19 +390,59 @@ mod tests {
                 result: pull(3_500.0, 2.5),
                 stages: Breakdown::new(),
             }),
+            cpu_floor: Some(floor()),
             ..Sections::default()
         }
     }
 
+    fn goals(s: &Sections) -> Goals {
+        Goals::of(s, &Ratios::of(s))
+    }
+
     #[test]
-    fn the_path_goals_are_against_the_envelope_echo_and_the_round_trip() {
+    fn the_throughput_goals_are_against_each_paths_ceiling() {
         let s = paths();
-        let g = Goals::of(&s, &Ratios::of(&s));
-        let fwd = g.forward_to_envelope_echo.expect("forward measured");
-        assert!((fwd.value - 0.9).abs() < 1e-9 && fwd.met && fwd.goal == 0.8, "{fwd:?}");
-        let pull = g.pull_to_envelope_echo.expect("pull measured");
+        let g = goals(&s);
+        // Forward 0.9× the envelope echo under a 1.0× ceiling: met; pull 0.7×: MISSED.
+        let fwd = g.forward_to_ceiling.expect("forward measured");
+        assert!(
+            (fwd.value - 0.9).abs() < 1e-9 && fwd.met && fwd.goal == 0.85 && fwd.bound == Bound::AtLeast,
+            "{fwd:?}"
+        );
+        let pull = g.pull_to_ceiling.expect("pull measured");
         assert!((pull.value - 0.7).abs() < 1e-9 && !pull.met, "{pull:?}");
-        let p50 = g.forward_p50_minus_raw_round_trip_ms.expect("latency measured");
+        assert_eq!(verdict(Some(&pull)), "MISSED");
+        // The same figures under other ceilings: forward ÷ 1.2 = 0.75 MISSED, pull ÷ 0.8 = 0.875 met.
+        let mut s = paths();
+        s.cpu_floor = Some(CpuFloor {
+            throughput_ceiling: Some(1.2),
+            pull_ceiling: Some(0.8),
+            ..floor()
+        });
+        let g = goals(&s);
+        let fwd = g.forward_to_ceiling.expect("forward measured");
+        assert!((fwd.value - 0.75).abs() < 1e-9 && !fwd.met, "{fwd:?}");
+        let pull = g.pull_to_ceiling.expect("pull measured");
+        assert!((pull.value - 0.875).abs() < 1e-9 && pull.met, "{pull:?}");
+        assert_eq!(verdict(Some(&pull)), "met");
+        // No ceiling (no raw CPU, no pull run, no floor): not measured.
+        s.cpu_floor = Some(CpuFloor {
+            throughput_ceiling: None,
+            pull_ceiling: Some(0.0),
+            ..floor()
+        });
+        let g = goals(&s);
+        assert_eq!(verdict(g.forward_to_ceiling.as_ref()), "not measured");
+        assert_eq!(verdict(g.pull_to_ceiling.as_ref()), "not measured");
+        s.cpu_floor = None;
+        let g = goals(&s);
+        assert!(g.forward_to_ceiling.is_none() && g.pull_to_ceiling.is_none());
+    }
+
+    #[test]
+    fn the_latency_goal_is_against_the_raw_round_trip() {
+        let s = paths();
+        let p50 = goals(&s).forward_p50_minus_raw_round_trip_ms.expect("latency measured");
         assert!(
             (p50.value - 0.9).abs() < 1e-9 && p50.met && p50.bound == Bound::AtMost,
             "{p50:?}"
@@ -363,17 +450,56 @@ mod tests {
     }
 
     #[test]
-    fn cpu_per_brief_is_judged_on_each_side_and_needs_both_pids() {
-        let s = paths();
-        let g = Goals::of(&s, &Ratios::of(&s));
-        assert!(g.cpu_ms_per_brief_gateway_a.expect("a").met, "0.15 is at the goal");
-        assert!(!g.cpu_ms_per_brief_gateway_b.expect("b").met);
+    fn cpu_per_brief_is_judged_against_each_sides_floor() {
+        let g = goals(&paths());
+        // a: 0.3 ms over 0.25 = 1.2× (met); b: 0.6 ms over 0.30 = 2.0× (MISSED).
+        let a = g.cpu_to_floor_gateway_a.expect("a");
+        assert!(
+            (a.value - 1.2).abs() < 1e-9 && a.met && a.goal == 1.5 && a.bound == Bound::AtMost,
+            "{a:?}"
+        );
+        let b = g.cpu_to_floor_gateway_b.expect("b");
+        assert!((b.value - 2.0).abs() < 1e-9 && !b.met, "{b:?}");
+        assert_eq!(verdict(Some(&b)), "MISSED");
+        // A missing pid: that side is not measured.
         let mut s = paths();
         if let Some(f) = s.forward.as_mut() {
             f.result.cpu_ms_per_brief.remove("gateway_b");
         }
-        let g = Goals::of(&s, &Ratios::of(&s));
-        assert!(g.cpu_ms_per_brief_gateway_a.is_some() && g.cpu_ms_per_brief_gateway_b.is_none());
+        let g = goals(&s);
+        assert!(g.cpu_to_floor_gateway_a.is_some() && g.cpu_to_floor_gateway_b.is_none());
+        // A side whose local floor was not measured is not judged; the other side still is.
+        let mut s = paths();
+        s.cpu_floor = Some(CpuFloor {
+            herdr_ms: None,
+            ..floor()
+        });
+        let g = goals(&s);
+        assert!(g.cpu_to_floor_gateway_a.is_some() && g.cpu_to_floor_gateway_b.is_none());
+        // No floor at all (no raw section): neither.
+        s.cpu_floor = None;
+        let g = goals(&s);
+        assert!(g.cpu_to_floor_gateway_a.is_none() && g.cpu_to_floor_gateway_b.is_none());
+    }
+
+    #[test]
+    fn a_report_with_the_retired_absolute_goals_still_reads() {
+        let goal = serde_json::json!({"value": 0.9, "goal": 0.8, "bound": "at_least", "met": true});
+        let old = serde_json::json!({
+            "forward_to_envelope_echo": goal,
+            "pull_to_envelope_echo": goal,
+            "cpu_ms_per_brief_gateway_a": {"value": 0.1, "goal": 0.15, "bound": "at_most", "met": true},
+            "cpu_ms_per_brief_gateway_b": null,
+            "forward_p50_minus_raw_round_trip_ms": null,
+            "rss_mib_at_10000_entities": null,
+            "rss_mib_at_10000_extrapolated": null,
+            "heartbeat_round_ms": null,
+            "migration_replies_per_s": {"value": 1200.0, "goal": 1000.0, "bound": "at_least", "met": true},
+        });
+        let g: Goals = serde_json::from_value(old).expect("an old report's goals read");
+        assert!(g.forward_to_ceiling.is_none() && g.pull_to_ceiling.is_none());
+        assert!(g.cpu_to_floor_gateway_a.is_none() && g.cpu_to_floor_gateway_b.is_none());
+        assert!(g.migration_replies_per_s.is_some_and(|m| m.met));
     }
 
     fn scaled(levels: &[(usize, u64, f64)]) -> Sections {

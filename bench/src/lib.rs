@@ -21,11 +21,13 @@
 //!   raw get → publish → ack move of the same messages, then checked for losses
 //! - [`stages`] — the gateways' own `fleet_stage_seconds` read around each path: where the time goes
 //! - [`decomposition`] — the 1-sender forward p50 split into raw round trip, herdr, verify, rest
+//! - [`floor`] — the CPU floor any gateway pays per brief and per pull reply here, and the
+//!   throughput ceilings it allows (the path goals are relative to them)
 //! - [`stats`] — percentiles and `/proc` CPU accounting
 //! - [`gate`] — the regression gate: ratios against `fixtures/bench/baseline.json`, and whether
 //!   the machine was quiet enough to trust them
 //! - [`report`] — the typed report (sections, ratios), written as JSON; [`goals`] — what it is
-//!   judged against; [`table`] — the report as text
+//!   judged against; [`table`] — the report as text, its goals block in [`goals_table`]
 //! - [`fleet_trust`] — `--fleet-trust`: the fleet with certificates (SPEC §18) beside the peers
 //!   file in the same invocation, and a revocation timed to rejected everywhere; [`fleet_certs`] —
 //!   the fleet CA, host certificates and revocation list, made by `ssh-keygen`; [`fleet_table`] —
@@ -48,6 +50,7 @@ pub mod fleet_trust;
 pub mod floor;
 pub mod gate;
 pub mod goals;
+pub mod goals_table;
 pub mod local_floor;
 pub mod migration;
 pub mod paths;
@@ -484,18 +487,23 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
     let mut raws = raws.into_iter();
     sections.raw = raws.next();
     sections.raw_after = raws.next();
-    if let Some(fw) = &sections.forward {
+    if sections.forward.is_some() || sections.pull.is_some() {
         // Echo figures are the mean of the raw runs, as the ratios take them.
         let echo = |who: &[&str]| {
             sections
                 .raw_mean(|r| floor::cpu_of(&r.echo_envelope.cpu_ms_per_round_trip, who).unwrap_or(f64::NAN))
                 .filter(|ms| ms.is_finite())
         };
-        let brief = floor::cpu_of(&fw.result.cpu_ms_per_brief, &["bench", "broker"]);
         let herdr_dir = std::env::temp_dir().join(format!("fleet-bench-floor-{}", uuid::Uuid::new_v4()));
         let mut cpu_floor = floor::measure(opts.paths.size, opts.paths.pairs, herdr_dir, echo(&["bench"])).await;
-        cpu_floor.throughput_ceiling =
-            floor::throughput_ceiling(echo(&["bench", "broker"]), brief, cpu_floor.both_sides_ms());
+        if let Some(fw) = &sections.forward {
+            let brief = floor::cpu_of(&fw.result.cpu_ms_per_brief, &["bench", "broker"]);
+            cpu_floor.throughput_ceiling =
+                floor::throughput_ceiling(echo(&["bench", "broker"]), brief, cpu_floor.both_sides_ms());
+        }
+        if let Some(p) = &sections.pull {
+            cpu_floor.pull_ceiling = floor::pull_ceiling(&cpu_floor, echo(&["bench", "broker"]), &p.result);
+        }
         sections.cpu_floor = Some(cpu_floor);
     }
     Ok(sections)

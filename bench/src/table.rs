@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use super::decomposition::Decomposition;
 use super::gate;
 use super::goals::{
-    GOAL_CPU_MS_PER_BRIEF, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_ENVELOPE_ECHO, GOAL_MIGRATION_REPLIES_PER_S,
-    GOAL_PULL_TO_ENVELOPE_ECHO, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, Goals, verdict,
+    GOAL_CPU_TO_SIDE_FLOOR, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING, GOAL_MIGRATION_REPLIES_PER_S,
+    GOAL_PULL_TO_CEILING, Goal, Goals, verdict,
 };
 use super::migration::MigrationResult;
 use super::presence::PresenceResult;
@@ -95,6 +95,9 @@ pub fn table(r: &Report) -> String {
     }
     if let Some(p) = &s.pull {
         pull_rows(&mut t, p, &r.ratios, &r.goals);
+        if let Some(floor) = &s.cpu_floor {
+            t.lines(crate::floor::pull_lines(floor, &p.result));
+        }
     }
     if let Some(p) = &s.presence {
         presence_rows(&mut t, p);
@@ -114,7 +117,7 @@ pub fn table(r: &Report) -> String {
     if let Some(c) = &s.cluster {
         t.lines(crate::cluster::lines(c));
     }
-    goal_rows(&mut t, r);
+    t.lines(crate::goals_table::lines(r));
     if let Some(g) = &r.gate {
         t.lines(gate::lines(g));
     }
@@ -190,8 +193,8 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
         "",
         times(rt.forward_briefs_to_raw_envelope_echo),
         goal_cell(
-            &format!("≥{GOAL_FORWARD_TO_ENVELOPE_ECHO}×"),
-            g.forward_to_envelope_echo.as_ref(),
+            &format!("≥{GOAL_FORWARD_TO_CEILING}×ceil"),
+            g.forward_to_ceiling.as_ref(),
         ),
     );
     t.row(
@@ -207,10 +210,7 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
         "",
     );
     let cpu = |side: &str| f.cpu_ms_per_brief.get(side).map(|ms| format!("{ms:.3}"));
-    let (a, b) = (
-        g.cpu_ms_per_brief_gateway_a.as_ref(),
-        g.cpu_ms_per_brief_gateway_b.as_ref(),
-    );
+    let (a, b) = (g.cpu_to_floor_gateway_a.as_ref(), g.cpu_to_floor_gateway_b.as_ref());
     t.row(
         "  gateway CPU ms per brief, a / b",
         format!(
@@ -219,7 +219,7 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
             cpu("gateway_b").unwrap_or_else(|| "-".into())
         ),
         "",
-        format!("≤{GOAL_CPU_MS_PER_BRIEF} {}/{}", verdict(a), verdict(b)),
+        format!("≤{GOAL_CPU_TO_SIDE_FLOOR}×floor {}/{}", verdict(a), verdict(b)),
     );
     t.row(
         "forward SEND→INJECTED (1 sender) ms",
@@ -296,10 +296,7 @@ fn pull_rows(t: &mut Table, p: &PullSection, rt: &Ratios, g: &Goals) {
         "  ÷ raw envelope echo round trips/s",
         "",
         times(rt.pull_replies_to_raw_envelope_echo),
-        goal_cell(
-            &format!("≥{GOAL_PULL_TO_ENVELOPE_ECHO}×"),
-            g.pull_to_envelope_echo.as_ref(),
-        ),
+        goal_cell(&format!("≥{GOAL_PULL_TO_CEILING}×ceil"), g.pull_to_ceiling.as_ref()),
     );
     t.row(
         "  ÷ raw plain echo round trips/s",
@@ -432,143 +429,6 @@ fn scale_rows(t: &mut Table, scale: &ScaleResult) {
     }
 }
 
-/// Goals of issue 16, one line each: figure, value, goal, verdict.
-fn goal_rows(t: &mut Table, r: &Report) {
-    let g = &r.goals;
-    let s = &r.sections;
-    t.line(format!(
-        "goals (issue 16) {:<43} {:>14} {:>12}  verdict",
-        "", "value", "goal"
-    ));
-    let mut line = |name: String, value: Option<String>, goal: String, verdict: &str, note: String| {
-        let value = value.unwrap_or_else(|| "-".into());
-        t.line(format!("  {name:<57} {value:>14} {goal:>12}  {verdict}{note}"));
-    };
-    // The pairs the paths ran with, or would have.
-    let pairs = s.forward.as_ref().map_or(r.settings.paths.pairs, |f| f.result.senders);
-    let workers = s.pull.as_ref().map_or(r.settings.paths.pairs, |p| p.result.workers);
-    let ratio = |x: Option<&Goal>| x.map(|x| format!("{:.2}×", x.value));
-    let ms = |x: Option<&Goal>, digits: usize| x.map(|x| format!("{:.digits$} ms", x.value));
-    line(
-        format!("forward briefs/s ({pairs} senders) ÷ raw envelope echo"),
-        ratio(g.forward_to_envelope_echo.as_ref()),
-        format!("≥ {GOAL_FORWARD_TO_ENVELOPE_ECHO}×"),
-        verdict(g.forward_to_envelope_echo.as_ref()),
-        String::new(),
-    );
-    line(
-        format!("pull replies/s ({workers} workers) ÷ raw envelope echo"),
-        ratio(g.pull_to_envelope_echo.as_ref()),
-        format!("≥ {GOAL_PULL_TO_ENVELOPE_ECHO}×"),
-        verdict(g.pull_to_envelope_echo.as_ref()),
-        String::new(),
-    );
-    for (side, goal) in [
-        ("a (sender side)", g.cpu_ms_per_brief_gateway_a.as_ref()),
-        ("b (worker side)", g.cpu_ms_per_brief_gateway_b.as_ref()),
-    ] {
-        line(
-            format!("gateway {side} CPU per brief"),
-            ms(goal, 3),
-            format!("≤ {GOAL_CPU_MS_PER_BRIEF} ms"),
-            verdict(goal),
-            String::new(),
-        );
-    }
-    let p50 = g.forward_p50_minus_raw_round_trip_ms.as_ref();
-    line(
-        "SEND→INJECTED p50 (1 sender) − raw unloaded round trip p50".into(),
-        p50.map(|x| format!("{:+.2} ms", x.value)),
-        format!("≤ +{GOAL_FORWARD_P50_DELTA_MS} ms"),
-        verdict(p50),
-        String::new(),
-    );
-    let rss = g.rss_mib_at_10000_entities.as_ref();
-    let extrapolated = g
-        .rss_mib_at_10000_extrapolated
-        .as_ref()
-        .map(|x| {
-            format!(
-                " (extrapolated, linear from {} and {} entities: {:.0} MiB)",
-                x.from_entities[0], x.from_entities[1], x.rss_mib
-            )
-        })
-        .unwrap_or_default();
-    line(
-        format!("RSS of one gateway with {GOAL_RSS_ENTITIES} entities"),
-        rss.map(|x| format!("{:.1} MiB", x.value)),
-        format!("≤ {GOAL_RSS_MIB} MiB"),
-        verdict(rss),
-        extrapolated,
-    );
-    let hb = g.heartbeat_round_ms.as_ref();
-    let scale = s.scale.as_ref();
-    let at = match (scale, scale.and_then(|s| s.largest())) {
-        (Some(s), Some(p)) => format!("{} entities (H = {} ms)", p.entities, s.heartbeat_ms),
-        _ => "the largest entity count".into(),
-    };
-    line(
-        format!("heartbeat round at {at}"),
-        ms(hb, 1),
-        hb.map(|x| format!("≤ {:.0} ms", x.goal))
-            .unwrap_or_else(|| "≤ H/5".into()),
-        verdict(hb),
-        String::new(),
-    );
-    let mig = g.migration_replies_per_s.as_ref();
-    line(
-        "migration move (registration → legacy queue gone)".into(),
-        mig.map(|x| format!("{:.0}/s", x.value)),
-        format!("≥ {GOAL_MIGRATION_REPLIES_PER_S}/s"),
-        verdict(mig),
-        String::new(),
-    );
-    t.lines(crate::fleet_table::goal_rows(r));
-    cluster_goal_rows(t, r);
-}
-
-/// The cluster section's goal line and its replication ratios (not goals: the price is the
-/// broker's, printed to be read beside the gateway's share on each side).
-fn cluster_goal_rows(t: &mut Table, r: &Report) {
-    let g = r.goals.cluster_kill_to_ready_worst_ms.as_ref();
-    let k = r.sections.cluster.as_ref().and_then(|c| c.kill_to_ready.as_ref());
-    let name = match k {
-        Some(k) => format!(
-            "kill-to-ready worst of {} node kills (H {} ms, AMQP hb {} s)",
-            k.kills.len(),
-            k.heartbeat_ms,
-            k.amqp_heartbeat_s
-        ),
-        None => "kill-to-ready worst over node kills (--cluster)".into(),
-    };
-    let value = g.map_or_else(|| "-".into(), |x| format!("{:.0} ms", x.value));
-    let goal = g.map_or_else(|| "≤ 2H + 2 hb".into(), |x| format!("≤ {:.0} ms", x.goal));
-    let median = k
-        .and_then(|k| k.median_ms)
-        .map(|m| format!(" (median {m:.0} ms)"))
-        .unwrap_or_default();
-    t.line(format!("  {name:<57} {value:>14} {goal:>12}  {}{median}", verdict(g)));
-    let Some(c) = &r.sections.cluster else {
-        return;
-    };
-    for cost in c
-        .costs
-        .iter()
-        .filter(|x| c.cluster().is_some_and(|cl| cl.label == x.of))
-    {
-        t.line(format!(
-            "  (not a goal) replication: {} ÷ {}: forward {:.2}× · pull {:.2}× · raw echo {:.2}× (rates)",
-            cost.of, cost.over, cost.forward_rate, cost.pull_rate, cost.echo_rate
-        ));
-    }
-    for side in &c.sides {
-        t.line(format!(
-            "  (not a goal) gateway share on {}: forward {:.2}× · pull {:.2}× its raw envelope echo",
-            side.label, side.figures.forward_to_echo, side.figures.pull_to_echo
-        ));
-    }
-}
-
 /// `label  bench 0.12 · broker 0.30 · …`, or `None` when nothing was measured.
 fn cpu_line(label: &str, per: Option<&BTreeMap<String, f64>>, cpu: Option<&CpuSpent>) -> Option<String> {
     let per = per?;
@@ -660,53 +520,50 @@ mod tests {
         assert!(table(&lost).contains("MIGRATION LOST"));
     }
 
-    /// The goals block's line for `figure`.
-    fn goal_line<'a>(text: &'a str, figure: &str) -> &'a str {
-        text.lines()
-            .find(|l| l.starts_with("  ") && l.contains(figure))
-            .unwrap_or_else(|| panic!("no goal line for {figure}:\n{text}"))
-    }
-
     #[test]
-    fn every_goal_has_a_line_measured_or_not() {
+    fn the_path_rows_carry_the_floor_relative_goals_and_the_pull_floor() {
+        use crate::floor::CpuFloor;
+        use crate::stages::Breakdown;
+        let mut p = pull(3_500.0, 2.5);
+        p.cpu_ms_per_reply = BTreeMap::from([("gateway_a".to_string(), 0.3), ("gateway_b".to_string(), 0.2)]);
         let r = report(Sections {
             raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
             forward: Some(ForwardSection {
-                result: forward(4_500.0, 2.9, &[("gateway_a", 0.1), ("gateway_b", 0.2)]),
+                result: forward(4_500.0, 2.9, &[("gateway_a", 0.3), ("gateway_b", 0.6)]),
                 stages: ForwardStages::default(),
                 profile: None,
             }),
-            scale: Some(ScaleResult {
-                heartbeat_ms: 5_000,
-                points: vec![scale_point(100, 20 * 1024, 5.0), scale_point(1_000, 38 * 1024, 1_500.0)],
-                refused: None,
+            pull: Some(PullSection {
+                result: p,
+                stages: Breakdown::new(),
+            }),
+            cpu_floor: Some(CpuFloor {
+                sign_verify_ms: 0.08,
+                amqp_ms: Some(0.12),
+                mcp_ms: Some(0.05),
+                herdr_ms: Some(0.10),
+                not_measured: vec![],
+                throughput_ceiling: Some(1.0),
+                pull_ceiling: Some(1.0),
             }),
             ..Sections::default()
         });
         let text = table(&r);
         assert!(
-            goal_line(&text, "forward briefs/s (8 senders)").ends_with("met"),
+            text.contains("≥0.85×ceil met") && text.contains("≥0.85×ceil MISSED"),
+            "forward 0.9, pull 0.7 under 1.0× ceilings: {text}"
+        );
+        assert!(text.contains("≤1.5×floor met/MISSED"), "{text}");
+        // 1,600 replies, 10 drain calls: 0.12 + 0.08 + 0.05 × (1 + 0.00625) ≈ 0.250 ms.
+        assert!(
+            text.contains("pull floor per reply, both gateways") && text.contains("= 0.250 ms"),
             "{text}"
         );
-        assert!(goal_line(&text, "pull replies/s").ends_with("not measured"), "{text}");
-        assert!(goal_line(&text, "gateway a (sender side)").ends_with("met"), "{text}");
         assert!(
-            goal_line(&text, "gateway b (worker side)").ends_with("MISSED"),
+            text.contains("pull ceiling: with both gateways at their pull floor"),
             "{text}"
         );
-        assert!(goal_line(&text, "SEND→INJECTED p50").contains("+0.90 ms"), "{text}");
-        let rss = goal_line(&text, "RSS of one gateway with 10000 entities");
-        assert!(
-            rss.contains("not measured (extrapolated, linear from 100 and 1000 entities: 218 MiB)"),
-            "{rss}"
-        );
-        let hb = goal_line(&text, "heartbeat round at 1000 entities (H = 5000 ms)");
-        assert!(hb.contains("≤ 1000 ms") && hb.ends_with("MISSED"), "{hb}");
-        assert!(goal_line(&text, "migration move").ends_with("not measured"), "{text}");
-        assert!(
-            text.contains("≥0.8× met") && text.contains("≤0.15 met/MISSED"),
-            "{text}"
-        );
+        assert!(text.contains("goals (issues 16, 36)"), "{text}");
     }
 
     #[test]

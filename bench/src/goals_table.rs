@@ -1,0 +1,321 @@
+//! The goals block of the table: one line per goal, with its figure, value, bound and verdict.
+//!
+//! Why a module: [`super::goals`] judges and [`super::table`] prints the whole report; the goals
+//! block grew with the floor-relative path goals (issue 36), whose lines also show what they are
+//! relative to (a side's floor in ms, a path's ceiling), so it lives here, apart from the
+//! sections' rows. The fleet's goal lines are [`super::fleet_table::goal_rows`].
+
+use super::goals::{
+    GOAL_CPU_TO_SIDE_FLOOR, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING, GOAL_MIGRATION_REPLIES_PER_S,
+    GOAL_PULL_TO_CEILING, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, verdict,
+};
+use super::report::Report;
+
+/// One row of the goals block, in its columns.
+fn row(name: &str, value: Option<String>, goal: &str, verdict: &str, note: &str) -> String {
+    let value = value.unwrap_or_else(|| "-".into());
+    format!("  {name:<57} {value:>14} {goal:>12}  {verdict}{note}")
+}
+
+/// A goal's value as a ratio, `1.23×`.
+fn ratio(g: Option<&Goal>) -> Option<String> {
+    g.map(|x| format!("{:.2}×", x.value))
+}
+
+/// The goals block: its header, the paths' goals, the footprint's, the migration's, the fleet's
+/// and the cluster's.
+pub fn lines(r: &Report) -> Vec<String> {
+    let mut out = vec![format!(
+        "goals (issues 16, 36) {:<38} {:>14} {:>12}  verdict",
+        "", "value", "goal"
+    )];
+    out.extend(path_rows(r));
+    out.extend(footprint_rows(r));
+    out.extend(crate::fleet_table::goal_rows(r));
+    out.extend(cluster_rows(r));
+    out
+}
+
+/// The forward and pull goals: each gateway's CPU against its side's floor, each path's
+/// throughput against its ceiling, the 1-sender latency against the raw round trip.
+fn path_rows(r: &Report) -> Vec<String> {
+    let (g, s) = (&r.goals, &r.sections);
+    let floor = s.cpu_floor.as_ref();
+    // The pairs the paths ran with, or would have.
+    let pairs = s.forward.as_ref().map_or(r.settings.paths.pairs, |f| f.result.senders);
+    let workers = s.pull.as_ref().map_or(r.settings.paths.pairs, |p| p.result.workers);
+    let mut out = Vec::new();
+    let sides = [
+        (
+            "a (sender side)",
+            "gateway_a",
+            g.cpu_to_floor_gateway_a.as_ref(),
+            floor.and_then(|f| f.side_a_ms()),
+        ),
+        (
+            "b (worker side)",
+            "gateway_b",
+            g.cpu_to_floor_gateway_b.as_ref(),
+            floor.and_then(|f| f.side_b_ms()),
+        ),
+    ];
+    for (side, process, goal, side_floor) in sides {
+        let spent = s.forward.as_ref().and_then(|f| f.result.cpu_ms_per_brief.get(process));
+        let note = match (spent, side_floor) {
+            (Some(ms), Some(fl)) => format!(" ({ms:.3} ms; floor {fl:.3} ms)"),
+            (Some(ms), None) => format!(" ({ms:.3} ms; no floor: run the raw section)"),
+            _ => String::new(),
+        };
+        out.push(row(
+            &format!("gateway {side} CPU per brief ÷ its side's floor"),
+            ratio(goal),
+            &format!("≤ {GOAL_CPU_TO_SIDE_FLOOR}×"),
+            verdict(goal),
+            &note,
+        ));
+    }
+    let ceiling_note = |figure: Option<f64>, ceiling: Option<f64>| match (figure, ceiling) {
+        (Some(x), Some(c)) => format!(" ({x:.2}× the envelope echo; ceiling {c:.2}×)"),
+        (Some(x), None) => format!(" ({x:.2}× the envelope echo; no ceiling)"),
+        _ => String::new(),
+    };
+    let fwd = g.forward_to_ceiling.as_ref();
+    out.push(row(
+        &format!("forward briefs/s ({pairs} senders) ÷ envelope echo ÷ ceiling"),
+        ratio(fwd),
+        &format!("≥ {GOAL_FORWARD_TO_CEILING}×"),
+        verdict(fwd),
+        &ceiling_note(
+            r.ratios.forward_briefs_to_raw_envelope_echo,
+            floor.and_then(|f| f.throughput_ceiling),
+        ),
+    ));
+    let pull = g.pull_to_ceiling.as_ref();
+    out.push(row(
+        &format!("pull replies/s ({workers} workers) ÷ envelope echo ÷ ceiling"),
+        ratio(pull),
+        &format!("≥ {GOAL_PULL_TO_CEILING}×"),
+        verdict(pull),
+        &ceiling_note(
+            r.ratios.pull_replies_to_raw_envelope_echo,
+            floor.and_then(|f| f.pull_ceiling),
+        ),
+    ));
+    let p50 = g.forward_p50_minus_raw_round_trip_ms.as_ref();
+    out.push(row(
+        "SEND→INJECTED p50 (1 sender) − raw unloaded round trip p50",
+        p50.map(|x| format!("{:+.2} ms", x.value)),
+        &format!("≤ +{GOAL_FORWARD_P50_DELTA_MS} ms"),
+        verdict(p50),
+        "",
+    ));
+    out
+}
+
+/// RSS at 10,000 entities (or its labelled extrapolation), the heartbeat round, the migration.
+fn footprint_rows(r: &Report) -> Vec<String> {
+    let (g, s) = (&r.goals, &r.sections);
+    let ms = |x: Option<&Goal>, digits: usize| x.map(|x| format!("{:.digits$} ms", x.value));
+    let rss = g.rss_mib_at_10000_entities.as_ref();
+    let extrapolated = g
+        .rss_mib_at_10000_extrapolated
+        .as_ref()
+        .map(|x| {
+            format!(
+                " (extrapolated, linear from {} and {} entities: {:.0} MiB)",
+                x.from_entities[0], x.from_entities[1], x.rss_mib
+            )
+        })
+        .unwrap_or_default();
+    let hb = g.heartbeat_round_ms.as_ref();
+    let scale = s.scale.as_ref();
+    let at = match (scale, scale.and_then(|s| s.largest())) {
+        (Some(s), Some(p)) => format!("{} entities (H = {} ms)", p.entities, s.heartbeat_ms),
+        _ => "the largest entity count".into(),
+    };
+    let mig = g.migration_replies_per_s.as_ref();
+    vec![
+        row(
+            &format!("RSS of one gateway with {GOAL_RSS_ENTITIES} entities"),
+            rss.map(|x| format!("{:.1} MiB", x.value)),
+            &format!("≤ {GOAL_RSS_MIB} MiB"),
+            verdict(rss),
+            &extrapolated,
+        ),
+        row(
+            &format!("heartbeat round at {at}"),
+            ms(hb, 1),
+            &hb.map(|x| format!("≤ {:.0} ms", x.goal))
+                .unwrap_or_else(|| "≤ H/5".into()),
+            verdict(hb),
+            "",
+        ),
+        row(
+            "migration move (registration → legacy queue gone)",
+            mig.map(|x| format!("{:.0}/s", x.value)),
+            &format!("≥ {GOAL_MIGRATION_REPLIES_PER_S}/s"),
+            verdict(mig),
+            "",
+        ),
+    ]
+}
+
+/// The cluster section's goal line and its replication ratios (not goals: the price is the
+/// broker's, printed to be read beside the gateway's share on each side).
+fn cluster_rows(r: &Report) -> Vec<String> {
+    let g = r.goals.cluster_kill_to_ready_worst_ms.as_ref();
+    let k = r.sections.cluster.as_ref().and_then(|c| c.kill_to_ready.as_ref());
+    let name = match k {
+        Some(k) => format!(
+            "kill-to-ready worst of {} node kills (H {} ms, AMQP hb {} s)",
+            k.kills.len(),
+            k.heartbeat_ms,
+            k.amqp_heartbeat_s
+        ),
+        None => "kill-to-ready worst over node kills (--cluster)".into(),
+    };
+    let goal = g.map_or_else(|| "≤ 2H + 2 hb".into(), |x| format!("≤ {:.0} ms", x.goal));
+    let median = k
+        .and_then(|k| k.median_ms)
+        .map(|m| format!(" (median {m:.0} ms)"))
+        .unwrap_or_default();
+    let mut out = vec![row(
+        &name,
+        g.map(|x| format!("{:.0} ms", x.value)),
+        &goal,
+        verdict(g),
+        &median,
+    )];
+    let Some(c) = &r.sections.cluster else {
+        return out;
+    };
+    for cost in c
+        .costs
+        .iter()
+        .filter(|x| c.cluster().is_some_and(|cl| cl.label == x.of))
+    {
+        out.push(format!(
+            "  (not a goal) replication: {} ÷ {}: forward {:.2}× · pull {:.2}× · raw echo {:.2}× (rates)",
+            cost.of, cost.over, cost.forward_rate, cost.pull_rate, cost.echo_rate
+        ));
+    }
+    for side in &c.sides {
+        out.push(format!(
+            "  (not a goal) gateway share on {}: forward {:.2}× · pull {:.2}× its raw envelope echo",
+            side.label, side.figures.forward_to_echo, side.figures.pull_to_echo
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+    use crate::floor::CpuFloor;
+    use crate::report::{ForwardSection, ForwardStages, PullSection, Sections};
+    use crate::scale::ScaleResult;
+    use crate::stages::Breakdown;
+
+    /// The goals block's line for `figure`.
+    fn goal_line<'a>(lines: &'a [String], figure: &str) -> &'a str {
+        lines
+            .iter()
+            .find(|l| l.starts_with("  ") && l.contains(figure))
+            .unwrap_or_else(|| panic!("no goal line for {figure}:\n{}", lines.join("\n")))
+    }
+
+    /// Forward 0.9× and pull 0.7× the envelope echo; side floors 0.25 / 0.30 ms.
+    fn paths(throughput_ceiling: Option<f64>, pull_ceiling: Option<f64>) -> Sections {
+        Sections {
+            raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
+            forward: Some(ForwardSection {
+                result: forward(4_500.0, 2.9, &[("gateway_a", 0.3), ("gateway_b", 0.6)]),
+                stages: ForwardStages::default(),
+                profile: None,
+            }),
+            pull: Some(PullSection {
+                result: pull(3_500.0, 2.5),
+                stages: Breakdown::new(),
+            }),
+            cpu_floor: Some(CpuFloor {
+                sign_verify_ms: 0.08,
+                amqp_ms: Some(0.12),
+                mcp_ms: Some(0.05),
+                herdr_ms: Some(0.10),
+                not_measured: vec![],
+                throughput_ceiling,
+                pull_ceiling,
+            }),
+            ..Sections::default()
+        }
+    }
+
+    #[test]
+    fn every_goal_has_a_line_measured_or_not() {
+        let mut s = paths(Some(1.0), None);
+        s.pull = None;
+        s.scale = Some(ScaleResult {
+            heartbeat_ms: 5_000,
+            points: vec![scale_point(100, 20 * 1024, 5.0), scale_point(1_000, 38 * 1024, 1_500.0)],
+            refused: None,
+        });
+        let l = lines(&report(s));
+        let fwd = goal_line(&l, "forward briefs/s (8 senders) ÷ envelope echo ÷ ceiling");
+        assert!(
+            fwd.contains("0.90×")
+                && fwd.contains("≥ 0.85×")
+                && fwd.ends_with("met (0.90× the envelope echo; ceiling 1.00×)"),
+            "{fwd}"
+        );
+        assert!(goal_line(&l, "pull replies/s").ends_with("not measured"), "{l:?}");
+        let a = goal_line(&l, "gateway a (sender side) CPU per brief ÷ its side's floor");
+        assert!(
+            a.contains("1.20×") && a.contains("≤ 1.5×") && a.ends_with("met (0.300 ms; floor 0.250 ms)"),
+            "{a}"
+        );
+        let b = goal_line(&l, "gateway b (worker side)");
+        assert!(
+            b.contains("2.00×") && b.ends_with("MISSED (0.600 ms; floor 0.300 ms)"),
+            "{b}"
+        );
+        assert!(goal_line(&l, "SEND→INJECTED p50").contains("+0.90 ms"), "{l:?}");
+        let rss = goal_line(&l, "RSS of one gateway with 10000 entities");
+        assert!(
+            rss.contains("not measured (extrapolated, linear from 100 and 1000 entities: 218 MiB)"),
+            "{rss}"
+        );
+        let hb = goal_line(&l, "heartbeat round at 1000 entities (H = 5000 ms)");
+        assert!(hb.contains("≤ 1000 ms") && hb.ends_with("MISSED"), "{hb}");
+        assert!(goal_line(&l, "migration move").ends_with("not measured"), "{l:?}");
+        assert!(goal_line(&l, "kill-to-ready").ends_with("not measured"), "{l:?}");
+    }
+
+    #[test]
+    fn the_throughput_goals_print_their_ceiling_and_verdict() {
+        // Forward 0.9 ÷ 1.25 = 0.72 (MISSED), pull 0.7 ÷ 0.75 = 0.93 (met).
+        let l = lines(&report(paths(Some(1.25), Some(0.75))));
+        let fwd = goal_line(&l, "forward briefs/s");
+        assert!(
+            fwd.contains("0.72×") && fwd.ends_with("MISSED (0.90× the envelope echo; ceiling 1.25×)"),
+            "{fwd}"
+        );
+        let pull = goal_line(&l, "pull replies/s (8 workers) ÷ envelope echo ÷ ceiling");
+        assert!(
+            pull.contains("0.93×") && pull.ends_with("met (0.70× the envelope echo; ceiling 0.75×)"),
+            "{pull}"
+        );
+        // No floor: the figures are printed, the goals not measured.
+        let mut s = paths(None, None);
+        s.cpu_floor = None;
+        let l = lines(&report(s));
+        assert!(
+            goal_line(&l, "forward briefs/s").ends_with("not measured (0.90× the envelope echo; no ceiling)"),
+            "{l:?}"
+        );
+        assert!(
+            goal_line(&l, "gateway a").ends_with("not measured (0.300 ms; no floor: run the raw section)"),
+            "{l:?}"
+        );
+    }
+}
