@@ -164,11 +164,11 @@ pub struct BenchCli {
     /// FLEET_AMQP_HEARTBEAT_S of every --cluster gateway: with --heartbeat-ms, CLU-5(c)'s bound.
     #[arg(long, default_value_t = 10, value_name = "S")]
     pub amqp_heartbeat_s: u64,
-    /// Another gateway (A) to measure against this one (B) in the same invocation, runs
+    /// Other gateways (A, B, …) to measure with this one (the last) in the same invocation, runs
     /// interleaved A B B A … ([`super::compare`]); `scripts/bench --compare-baseline` passes the
     /// baseline commit's gateway. Default sections raw,forward,pull.
-    #[arg(long, value_name = "CMD", conflicts_with_all = ["fleet", "cluster", "gate_reports", "record_baseline"])]
-    pub compare: Option<String>,
+    #[arg(long, value_name = "CMD,…", value_delimiter = ',', conflicts_with_all = ["fleet", "cluster", "gate_reports", "record_baseline"])]
+    pub compare: Option<Vec<String>>,
     /// Rounds of --compare (each gateway runs once per round).
     #[arg(long, default_value_t = 3, value_name = "N", requires = "compare")]
     pub rounds: usize,
@@ -270,7 +270,8 @@ impl BenchCli {
         Ok(Options {
             compare: self
                 .compare
-                .filter(|c| !c.trim().is_empty())
+                .map(|c| c.into_iter().filter(|c| !c.trim().is_empty()).collect::<Vec<_>>())
+                .filter(|c| !c.is_empty())
                 .map(|c| (c, self.rounds.max(1))),
             cluster,
             broker: self.broker,
@@ -365,7 +366,9 @@ mod tests {
     #[test]
     fn compare_runs_the_paths_and_a_later_argument_wins() {
         let o = parse_args(&["--compare", "old-gw", "--rounds", "3", "--rounds", "5"]).expect("valid");
-        assert_eq!(o.compare, Some(("old-gw".to_string(), 5)));
+        assert_eq!(o.compare, Some((vec!["old-gw".to_string()], 5)));
+        let o = parse_args(&["--compare", "a,b"]).expect("valid");
+        assert_eq!(o.compare, Some((vec!["a".to_string(), "b".to_string()], 3)));
         let want: BTreeSet<String> = ["raw", "forward", "pull"].iter().map(|s| s.to_string()).collect();
         assert_eq!(o.sections, want);
         let o = parse_args(&["--compare", "old-gw", "--only", "forward"]).expect("valid");

@@ -10,7 +10,8 @@
 //! two spreads; that is the verdict printed, never a hard failure.
 //!
 //! `scripts/bench --compare-baseline` builds the gateway of the baseline's commit and runs this
-//! with it as A and the working tree's gateway as B; `--compare CMD` takes any other gateway.
+//! with it as A and the working tree's gateway as B; `--compare CMD[,CMD…]` takes any others (a
+//! bisection: several commits' gateways in one invocation, each compared with the first).
 
 use std::path::PathBuf;
 
@@ -85,42 +86,47 @@ fn forward(r: &Report) -> Option<&super::report::ForwardSection> {
     r.sections.forward.as_ref()
 }
 
-/// One figure, both gateways.
+/// One figure, every gateway (the first is the one the others are compared with).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Figure {
     pub name: String,
     pub better: Better,
-    pub a: Vec<f64>,
-    pub b: Vec<f64>,
-    pub a_median: f64,
-    pub b_median: f64,
-    /// How much worse (positive) or better (negative) B's median is than A's, as a fraction.
-    pub b_worse_by: f64,
-    /// The larger of the two gateways' own spreads ((max − min) ÷ median).
-    pub noise: f64,
+    /// Per gateway, its runs' values.
+    pub values: Vec<Vec<f64>>,
+    pub medians: Vec<f64>,
+    /// Per gateway, its own spread: (max − min) ÷ median.
+    pub spreads: Vec<f64>,
 }
 
 impl Figure {
-    /// B worse than A by more than the noise.
-    pub fn worse_beyond_noise(&self) -> bool {
-        self.b_worse_by > self.noise
+    /// How much worse (positive) or better (negative) gateway `i`'s median is than the first
+    /// gateway's, as a fraction.
+    pub fn worse_by(&self, i: usize) -> f64 {
+        let (a, b) = (self.medians[0], self.medians[i]);
+        match self.better {
+            Better::Higher => (a - b) / a,
+            Better::Lower => (b - a) / a,
+        }
     }
 
-    fn of(name: &str, better: Better, a: Vec<f64>, b: Vec<f64>) -> Option<Figure> {
-        let (a_median, b_median) = (median(&a)?, median(&b)?);
-        let worse = match better {
-            Better::Higher => (a_median - b_median) / a_median,
-            Better::Lower => (b_median - a_median) / a_median,
-        };
+    /// The noise of comparing gateway `i` with the first: the larger of their spreads.
+    pub fn noise(&self, i: usize) -> f64 {
+        self.spreads[0].max(self.spreads[i])
+    }
+
+    /// Gateway `i` worse than the first by more than the noise.
+    pub fn worse_beyond_noise(&self, i: usize) -> bool {
+        self.worse_by(i) > self.noise(i)
+    }
+
+    fn of(name: &str, better: Better, values: Vec<Vec<f64>>) -> Option<Figure> {
+        let medians = values.iter().map(|v| median(v)).collect::<Option<Vec<f64>>>()?;
         Some(Figure {
             name: name.to_string(),
             better,
-            noise: spread(&a).max(spread(&b)),
-            a,
-            b,
-            a_median,
-            b_median,
-            b_worse_by: worse,
+            spreads: values.iter().map(|v| spread(v)).collect(),
+            values,
+            medians,
         })
     }
 }
@@ -128,60 +134,69 @@ impl Figure {
 /// The comparison, written as JSON beside the runs' reports.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Comparison {
-    pub a: String,
-    pub b: String,
+    /// The gateways, as labelled in the table: `A`, `B`, … in the order given (the last is
+    /// `--gateway-cmd`, the working tree's by default).
+    pub gateways: Vec<String>,
     pub rounds: usize,
-    /// The order the runs were made in (`A`/`B`).
+    /// The order the runs were made in, by label.
     pub order: String,
     pub figures: Vec<Figure>,
     /// Runs other processes disturbed ([`super::gate::trusted`]), by name.
     pub untrusted: Vec<String>,
 }
 
-/// The run order of `rounds` rounds: A B, B A, A B, …
-pub fn order(rounds: usize) -> Vec<bool> {
+/// The run order of `rounds` rounds of `n` gateways: forward in even rounds, backward in odd
+/// ones (A B, B A, A B, … for two), so each takes each place equally often over pairs of rounds.
+pub fn order(n: usize, rounds: usize) -> Vec<usize> {
     (0..rounds)
-        .flat_map(|i| if i % 2 == 0 { [true, false] } else { [false, true] })
+        .flat_map(|r| {
+            let ids: Vec<usize> = if r % 2 == 0 {
+                (0..n).collect()
+            } else {
+                (0..n).rev().collect()
+            };
+            ids
+        })
         .collect()
 }
 
-/// Runs `opts`' sections `rounds` times with each gateway, interleaved ([`order`]): `a_cmd` is
-/// A, `opts.gateway_cmd` is B. Every run's report is written beside `opts.out`
+fn label(i: usize) -> char {
+    char::from(b'A' + (i % 26) as u8)
+}
+
+/// Runs `opts`' sections `rounds` times with each gateway of `others` and then
+/// `opts.gateway_cmd`, interleaved ([`order`]). Every run's report is written beside `opts.out`
 /// (`<stem>-A-1.json`, …), the comparison to `opts.out` itself.
-pub async fn compare(opts: &Options, a_cmd: &str, rounds: usize) -> anyhow::Result<Comparison> {
-    let (mut a, mut b, mut untrusted) = (Vec::new(), Vec::new(), Vec::new());
-    let mut seen = [0usize; 2];
-    let mut order_text = String::new();
-    for is_a in order(rounds) {
-        let (label, cmd) = if is_a {
-            ("A", a_cmd)
-        } else {
-            ("B", opts.gateway_cmd.as_str())
-        };
-        let n = &mut seen[usize::from(!is_a)];
-        *n += 1;
-        order_text.push_str(label);
+pub async fn compare(opts: &Options, others: &[String], rounds: usize) -> anyhow::Result<Comparison> {
+    let gateways: Vec<String> = others.iter().cloned().chain([opts.gateway_cmd.clone()]).collect();
+    let mut reports: Vec<Vec<Report>> = gateways.iter().map(|_| Vec::new()).collect();
+    let (mut untrusted, mut order_text) = (Vec::new(), String::new());
+    for i in order(gateways.len(), rounds) {
+        let n = reports[i].len() + 1;
+        order_text.push(label(i));
         let mut o = opts.clone();
-        o.gateway_cmd = cmd.to_string();
-        o.out = beside(&opts.out, &format!("{label}-{n}"));
+        o.gateway_cmd = gateways[i].clone();
+        o.out = beside(&opts.out, &format!("{}-{n}", label(i)));
         o.record_baseline = false;
-        eprintln!("fleet-bench: compare run {label} {n}/{rounds}: {cmd}");
+        eprintln!("fleet-bench: compare run {} {n}/{rounds}: {}", label(i), gateways[i]);
         let report = run(&o).await?;
         if report.gate.as_ref().is_some_and(|g| !g.trusted) {
             untrusted.push(o.out.display().to_string());
         }
-        if is_a { a.push(report) } else { b.push(report) }
+        reports[i].push(report);
     }
     let figures = FIGURES
         .iter()
         .filter_map(|(name, pick, better)| {
-            let values = |runs: &[Report]| runs.iter().filter_map(pick).filter(|v| v.is_finite()).collect();
-            Figure::of(name, *better, values(&a), values(&b))
+            let values = reports
+                .iter()
+                .map(|runs| runs.iter().filter_map(pick).filter(|v| v.is_finite()).collect())
+                .collect();
+            Figure::of(name, *better, values)
         })
         .collect();
     let c = Comparison {
-        a: a_cmd.to_string(),
-        b: opts.gateway_cmd.clone(),
+        gateways,
         rounds,
         order: order_text,
         figures,
@@ -225,37 +240,48 @@ fn spread(v: &[f64]) -> f64 {
     }
 }
 
-/// The comparison as a table: each figure's runs, medians, B against A and the verdict.
+/// The verdict on gateway `i` against the first.
+fn verdict(f: &Figure, i: usize) -> &'static str {
+    if f.worse_beyond_noise(i) {
+        "WORSE"
+    } else if -f.worse_by(i) > f.noise(i) {
+        "better"
+    } else {
+        "~"
+    }
+}
+
+/// The comparison as a table: per figure each gateway's median and, for every gateway after the
+/// first, how it compares with the first (+ better), the noise and the verdict.
 pub fn table(c: &Comparison) -> String {
-    let mut out = vec![
-        format!("Interleaved comparison, {} rounds, order {}", c.rounds, c.order),
-        format!("  A = {}", c.a),
-        format!("  B = {}", c.b),
-        String::new(),
-        format!(
-            "{:<40} {:>10} {:>10} {:>9} {:>7}  verdict",
-            "figure", "A median", "B median", "B vs A", "noise"
-        ),
-    ];
-    for f in &c.figures {
-        let verdict = if f.worse_beyond_noise() {
-            "B WORSE beyond the noise"
-        } else if -f.b_worse_by > f.noise {
-            "B better beyond the noise"
-        } else {
-            "within the noise"
-        };
-        out.push(format!(
-            "{:<40} {:>10.3} {:>10.3} {:>+8.1}% {:>6.1}%  {verdict}",
-            f.name,
-            f.a_median,
-            f.b_median,
-            -f.b_worse_by * 100.0,
-            f.noise * 100.0
-        ));
+    let mut out = vec![format!(
+        "Interleaved comparison, {} rounds, order {}",
+        c.rounds, c.order
+    )];
+    for (i, g) in c.gateways.iter().enumerate() {
+        out.push(format!("  {} = {g}", label(i)));
     }
     out.push(String::new());
-    out.push("B vs A: + is B better (whichever way is better for the figure); noise: the larger of the two gateways' own spreads (max − min) ÷ median.".into());
+    let mut head = format!("{:<40} {:>9}", "figure", "A");
+    for i in 1..c.gateways.len() {
+        head.push_str(&format!(" | {:>9} {:>8} {:>6} {:>6}", label(i), "vs A", "noise", ""));
+    }
+    out.push(head);
+    for f in &c.figures {
+        let mut line = format!("{:<40} {:>9.3}", f.name, f.medians[0]);
+        for i in 1..f.medians.len() {
+            line.push_str(&format!(
+                " | {:>9.3} {:>+7.1}% {:>5.1}% {:>6}",
+                f.medians[i],
+                -f.worse_by(i) * 100.0,
+                f.noise(i) * 100.0,
+                verdict(f, i)
+            ));
+        }
+        out.push(line);
+    }
+    out.push(String::new());
+    out.push("vs A: + is better than A (whichever way is better for the figure); noise: the larger of the two gateways' own spreads, (max − min) ÷ median; WORSE / better only beyond it.".into());
     if !c.untrusted.is_empty() {
         out.push(format!(
             "Not quiet (other processes took a share of the machine): {}",
@@ -271,18 +297,34 @@ mod tests {
 
     #[test]
     fn the_order_puts_each_gateway_first_as_often_as_second() {
-        let o: String = order(4).into_iter().map(|a| if a { 'A' } else { 'B' }).collect();
+        let o: String = order(2, 4).into_iter().map(label).collect();
         assert_eq!(o, "ABBAABBA");
+        let o: String = order(3, 2).into_iter().map(label).collect();
+        assert_eq!(o, "ABCCBA");
     }
 
     #[test]
     fn a_figure_is_worse_only_beyond_the_larger_spread() {
-        let f = Figure::of("x", Better::Higher, vec![1.0, 1.1, 0.9], vec![0.85, 0.9, 0.95]).expect("figure");
-        assert!((f.noise - 0.2).abs() < 1e-9, "A's spread 0.2 over 1.0: {}", f.noise);
-        assert!((f.b_worse_by - 0.1).abs() < 1e-9);
-        assert!(!f.worse_beyond_noise());
-        let f = Figure::of("x", Better::Lower, vec![1.0, 1.02, 0.98], vec![1.5, 1.5, 1.5]).expect("figure");
-        assert!(f.worse_beyond_noise(), "{f:?}");
+        let f = Figure::of("x", Better::Higher, vec![vec![1.0, 1.1, 0.9], vec![0.85, 0.9, 0.95]]).expect("figure");
+        assert!(
+            (f.noise(1) - 0.2).abs() < 1e-9,
+            "A's spread 0.2 over 1.0: {}",
+            f.noise(1)
+        );
+        assert!((f.worse_by(1) - 0.1).abs() < 1e-9);
+        assert!(!f.worse_beyond_noise(1));
+        let f = Figure::of(
+            "x",
+            Better::Lower,
+            vec![vec![1.0, 1.02, 0.98], vec![1.5, 1.5, 1.5], vec![0.5, 0.5, 0.5]],
+        )
+        .expect("figure");
+        assert!(f.worse_beyond_noise(1), "{f:?}");
+        assert_eq!((verdict(&f, 1), verdict(&f, 2)), ("WORSE", "better"));
+        assert!(
+            Figure::of("x", Better::Lower, vec![vec![1.0], vec![]]).is_none(),
+            "a gateway without the figure"
+        );
     }
 
     #[test]

@@ -105,9 +105,9 @@ pub struct Options {
     /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
     /// asked for.
     pub cluster: Option<cluster::ClusterSettings>,
-    /// `--compare CMD --rounds N`: that gateway (A) against `gateway_cmd` (B), interleaved
+    /// `--compare CMD,… --rounds N`: those gateways and then `gateway_cmd`, interleaved
     /// ([`compare`]).
-    pub compare: Option<(String, usize)>,
+    pub compare: Option<(Vec<String>, usize)>,
 }
 
 /// The baseline in this repository: `fixtures/bench/baseline.json`.
