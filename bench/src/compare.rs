@@ -240,9 +240,12 @@ fn spread(v: &[f64]) -> f64 {
     }
 }
 
-/// The verdict on gateway `i` against the first.
+/// The verdict on gateway `i` against the first: none without a noise to judge by (a gateway
+/// with a single run has no spread of its own).
 fn verdict(f: &Figure, i: usize) -> &'static str {
-    if f.worse_beyond_noise(i) {
+    if f.values[0].len() < 2 || f.values[i].len() < 2 {
+        "1 run"
+    } else if f.worse_beyond_noise(i) {
         "WORSE"
     } else if -f.worse_by(i) > f.noise(i) {
         "better"

@@ -193,18 +193,22 @@ impl Gateway {
         let gate_deadline_ms = (env.ts + window).min(env.expires_at);
         // A graceful stop (SIGTERM) ends the wait: the sender learns `stopped` now, not at its bound.
         let mut stopping = self.stopping.subscribe();
-        if gate_deadline_ms <= now {
+        let front = if gate_deadline_ms <= now {
             self.look_at_gate(&worker.pane).await?;
+            None
         } else {
             let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
             tokio::select! {
-                r = self.wait_gate(&worker.pane, deadline, launch) => r?,
+                r = self.gate_and_front(&worker.pane, deadline, launch) => r?,
                 _ = stopping.wait_for(|s| *s) => {
                     return Err(NotInjected(FailReason::Stopped, "the worker's gateway is shutting down".into()));
                 }
             }
+        };
+        match front {
+            Some(front) => Self::judge_front(front)?,
+            None => self.ensure_agent_in_front(&worker.pane).await?,
         }
-        self.ensure_agent_in_front(&worker.pane).await?;
         self.herdr
             .send_input(&worker.pane, text)
             .await
@@ -213,6 +217,37 @@ impl Gateway {
                 _ => NotInjected(FailReason::NotSubmitted, e.to_string()),
             })?;
         self.confirm_submitted(&worker.pane, confirm).await
+    }
+
+    /// The gate (FWD-2) and [C-20]'s look at the terminal, asked of herdr together: one round trip
+    /// less per brief in the common case, an agent already idle or done.
+    ///
+    /// The look is used only when herdr answered the gate first: the agent was then idle or done
+    /// by the time the look was answered, so the look is as recent as one asked after the gate
+    /// (both lie between the asking and the typing, nothing else between them). When the look came
+    /// back first — the agent was still working, herdr showed no agent yet, or it simply answered
+    /// that one sooner — it may predate the agent's exit: `None`, and the caller looks again right
+    /// before typing, as without the overlap.
+    async fn gate_and_front(
+        &self,
+        pane: &str,
+        deadline: tokio::time::Instant,
+        launch: Launch,
+    ) -> Result<Option<Result<Foreground, HerdrError>>, NotInjected> {
+        let gate = self.wait_gate(pane, deadline, launch);
+        let front = self.herdr.foreground(pane);
+        tokio::pin!(gate, front);
+        tokio::select! {
+            biased;
+            opened = &mut gate => {
+                opened?;
+                Ok(Some(front.await))
+            }
+            _ = &mut front => {
+                gate.await?;
+                Ok(None)
+            }
+        }
     }
 
     /// [C-12]'s one look: a brief that arrived after its gate deadline is injected only if the
@@ -337,7 +372,12 @@ impl Gateway {
     /// its pane is not). A herdr that cannot tell (no such method, unreachable) leaves the decision
     /// to the gate and to the input call.
     async fn ensure_agent_in_front(&self, pane: &str) -> Result<(), NotInjected> {
-        match self.herdr.foreground(pane).await {
+        Self::judge_front(self.herdr.foreground(pane).await)
+    }
+
+    /// [C-20]'s decision on herdr's answer to `pane.process_info` (see [`Self::ensure_agent_in_front`]).
+    fn judge_front(front: Result<Foreground, HerdrError>) -> Result<(), NotInjected> {
+        match front {
             Ok(f) if f.is_shell() => Err(NotInjected(
                 FailReason::Stopped,
                 format!(

@@ -18,6 +18,7 @@
 pub mod ca;
 pub mod cert;
 pub mod cli;
+pub mod dir_events;
 pub mod files;
 pub mod gate;
 pub mod krl;

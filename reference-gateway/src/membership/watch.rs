@@ -2,7 +2,7 @@
 //! within 2 s (MEM-1), and the gateway's own key and certificate (MEM-3).
 //!
 //! Files are replaced by rename (configuration managers write beside and rename over: the path
-//! stays, the inode changes), so the *directories* are watched (`notify`: inotify on Linux), and
+//! stays, the inode changes), so the *directories* are watched ([`super::dir_events`]: inotify on Linux), and
 //! a poll every [`POLL`] compares each file's (device, inode, size, mtime, ctime) for volumes
 //! that deliver no events (some network and container mounts). A changed stamp makes the file be
 //! read; content equal to what was last seen changes nothing. Content that does not parse is not
@@ -15,8 +15,6 @@
 //! [`super::rotate`]. The same task sweeps the roster of hosts that lost their last key
 //! ([`super::sweep`]) and watches the own certificate's expiry (MEM-4).
 
-use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,7 +128,7 @@ async fn run(gw: Arc<Gateway>) {
     }
     let wake = Arc::new(Notify::new());
     let paths: Vec<&Path> = trust.iter().chain(&identity).map(|w| w.path.as_path()).collect();
-    let _events = watch_dirs(&paths, Arc::clone(&wake));
+    let _events = super::dir_events::watch_dirs(&paths, Arc::clone(&wake));
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -291,50 +289,6 @@ fn watch_own_cert(gw: &Gateway, unready: &mut Option<String>) {
         }
         *unready = now_unready;
     }
-}
-
-/// Watches the directories of `paths` (non-recursively) and wakes `wake` on an event about one of
-/// their files. None (polling only) when the platform's watcher cannot be set up.
-fn watch_dirs(paths: &[&Path], wake: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
-    use notify::Watcher as _;
-    let names: BTreeSet<OsString> = paths.iter().filter_map(|p| p.file_name().map(OsString::from)).collect();
-    let dirs: BTreeSet<PathBuf> = paths
-        .iter()
-        .map(|p| match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        })
-        .collect();
-    let handler = move |res: notify::Result<notify::Event>| {
-        let ours = match &res {
-            Ok(ev) => {
-                ev.paths.is_empty()
-                    || ev
-                        .paths
-                        .iter()
-                        .any(|p| p.file_name().is_some_and(|n| names.contains(n)))
-            }
-            Err(_) => true,
-        };
-        if ours {
-            wake.notify_one();
-        }
-    };
-    let mut watcher = match notify::recommended_watcher(handler) {
-        Ok(w) => w,
-        Err(e) => {
-            warn!(error = %e, "cannot watch the trust files' directories; polling every {POLL:?}");
-            return None;
-        }
-    };
-    for dir in &dirs {
-        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
-            warn!(dir = %dir.display(), error = %e, "cannot watch a trust file's directory; polling it every {POLL:?}");
-        } else {
-            debug!(dir = %dir.display(), "watching for trust file changes");
-        }
-    }
-    Some(watcher)
 }
 
 #[cfg(test)]
