@@ -7,10 +7,15 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::fleet_trust::Trust;
-use super::raw::QueueKind;
-use super::sim_fleet::{self, Form};
-use super::{Options, SECTIONS, cluster, default_baseline, migration, paths, raw, scale};
+use crate::cluster::runs::ClusterSettings;
+use crate::fleet::scale::ScaleSettings;
+use crate::fleet::sim_fleet::{FleetSettings, Form};
+use crate::fleet::trust::Trust;
+use crate::migration::MigrationSettings;
+use crate::paths::forward_pull::PathSettings;
+use crate::paths::raw::QueueKind;
+use crate::paths::raw::RawSettings;
+use crate::{Options, SECTIONS, default_baseline};
 
 /// Gateway paths against the raw broker, in one run: ratios, where the time goes, footprint.
 #[derive(Debug, clap::Parser)]
@@ -165,7 +170,7 @@ pub struct BenchCli {
     #[arg(long, default_value_t = 10, value_name = "S")]
     pub amqp_heartbeat_s: u64,
     /// Other gateways (A, B, …) to measure with this one (the last) in the same invocation, runs
-    /// interleaved A B B A … ([`super::compare`]); `scripts/bench --compare-baseline` passes the
+    /// interleaved A B B A … ([`crate::compare`]); `scripts/bench --compare-baseline` passes the
     /// baseline commit's gateway. Default sections raw,forward,pull.
     #[arg(long, value_name = "CMD,…", value_delimiter = ',', conflicts_with_all = ["fleet", "cluster", "gate_reports", "record_baseline"])]
     pub compare: Option<Vec<String>>,
@@ -239,7 +244,7 @@ impl BenchCli {
             if heartbeats_ms.iter().any(|&h| h < 100) {
                 return Err("--fleet-heartbeat-ms must be at least 100".into());
             }
-            Some(sim_fleet::FleetSettings {
+            Some(FleetSettings {
                 hosts,
                 entities: self.fleet_entities,
                 heartbeats_ms,
@@ -257,7 +262,7 @@ impl BenchCli {
             if self.amqp_heartbeat_s == 0 {
                 return Err("--amqp-heartbeat-s must be at least 1".into());
             }
-            Some(cluster::ClusterSettings {
+            Some(ClusterSettings {
                 cluster_broker: self.cluster_broker.clone(),
                 single_broker: self.broker.clone(),
                 single_kinds: queue_kinds(&self.cluster_single_types)?,
@@ -281,7 +286,7 @@ impl BenchCli {
                 .unwrap_or(default_gateway),
             out: self.out.unwrap_or(default_out),
             sections: chosen,
-            raw: raw::RawSettings {
+            raw: RawSettings {
                 size: self.size,
                 messages: self.raw_msgs.unwrap_or(q(5_000, 30_000)),
                 warmup: q(500, 2_000),
@@ -291,7 +296,7 @@ impl BenchCli {
                 echo_flows: self.pairs.max(1),
                 echo_rounds: self.echo_rounds.unwrap_or(q(800, 6_000)),
             },
-            paths: paths::PathSettings {
+            paths: PathSettings {
                 size: self.size,
                 pairs: self.pairs,
                 briefs: self.briefs.unwrap_or(q(800, 8_000)),
@@ -301,7 +306,7 @@ impl BenchCli {
             },
             presence_trials: self.presence_trials.unwrap_or(q(1, 3)),
             heartbeat_ms: self.heartbeat_ms,
-            scale: scale::ScaleSettings {
+            scale: ScaleSettings {
                 // 10,000 is the footprint goal's level (~1–2 min of registrations here); a
                 // gateway that refuses entities before it ends the scale run, reported, and the
                 // goal is then extrapolated from the largest level reached (goals.rs).
@@ -317,7 +322,7 @@ impl BenchCli {
                 concurrency: 8,
                 heartbeat_ms: self.heartbeat_ms,
             },
-            migration: migration::MigrationSettings {
+            migration: MigrationSettings {
                 replies: self.migration_replies.unwrap_or(q(500, 2_000)).max(1),
                 size: self.size,
                 outstanding: self.outstanding,

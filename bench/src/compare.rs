@@ -1,6 +1,6 @@
 //! Two gateways in one invocation, interleaved: is this one worse than that one, beyond the noise?
 //!
-//! Why: one run's ratios move by a fifth or more on a quiet shared machine (see [`super::gate`]),
+//! Why: one run's ratios move by a fifth or more on a quiet shared machine (see [`crate::report::gate`]),
 //! so comparing a run today with a baseline recorded yesterday blames the gateway for the machine.
 //! Here both gateways are measured in the same invocation, on the same broker, in turns ordered
 //! A B B A A B … (each gateway first as often as second, so a drift of the machine over the run
@@ -17,9 +17,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::floor::cpu_of;
-use super::report::Report;
-use super::{Options, run};
+use crate::floors::floor::cpu_of;
+use crate::report::document::Report;
+use crate::{Options, run};
 
 /// Which way is better for a compared figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,7 +82,7 @@ pub const FIGURES: [(&str, Pick, Better); 9] = [
     ),
 ];
 
-fn forward(r: &Report) -> Option<&super::report::ForwardSection> {
+fn forward(r: &Report) -> Option<&crate::report::document::ForwardSection> {
     r.sections.forward.as_ref()
 }
 
@@ -141,7 +141,7 @@ pub struct Comparison {
     /// The order the runs were made in, by label.
     pub order: String,
     pub figures: Vec<Figure>,
-    /// Runs other processes disturbed ([`super::gate::trusted`]), by name.
+    /// Runs other processes disturbed ([`crate::report::gate::trusted`]), by name.
     pub untrusted: Vec<String>,
 }
 

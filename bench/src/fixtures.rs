@@ -5,14 +5,14 @@
 
 use std::collections::BTreeMap;
 
+use crate::fleet::scale::ScalePoint;
 use crate::migration;
 use crate::migration::{MigrationResult, Rate, Verified};
-use crate::paths::{ForwardResult, PullResult};
-use crate::raw::EchoResult;
-use crate::raw::RawResult;
-use crate::report::*;
-use crate::scale::ScalePoint;
-use crate::stats::{CpuSpent, Latency};
+use crate::paths::forward_pull::{ForwardResult, PullResult};
+use crate::paths::raw::EchoResult;
+use crate::paths::raw::RawResult;
+use crate::report::document::*;
+use crate::rig::stats::{CpuSpent, Latency};
 
 pub fn latency(p50_ms: f64) -> Latency {
     Latency {

@@ -6,33 +6,33 @@
 //! minute to the next. The raw baseline runs before and after the gateway paths; ratios use their
 //! mean, and the spread between the two says how noisy the run was.
 //!
-//! - [`raw`] — the baseline: pipelined confirms → durable queue → manual-ack consumer
-//! - [`paths`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
-//! - [`presence`] — roster convergence after a gateway start
-//! - [`scale`] — gateway RSS, CPU and heartbeat rounds with 1, 100, 1000 (… 10,000) local entities
-//! - [`cluster`] — `--cluster`: the paths and the raw envelope echo on a single node and on a
+//! - [`paths::raw`] — the baseline: pipelined confirms → durable queue → manual-ack consumer
+//! - [`paths::forward_pull`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
+//! - [`fleet::presence`] — roster convergence after a gateway start
+//! - [`fleet::scale`] — gateway RSS, CPU and heartbeat rounds with 1, 100, 1000 (… 10,000) local entities
+//! - [`cluster::runs`] — `--cluster`: the paths and the raw envelope echo on a single node and on a
 //!   3-node cluster with quorum queues (replication's cost, measured), and node kill → gateways
 //!   ready again (CLU-5(c))
-//! - [`sim_fleet`] — `--fleet`: N simulated hosts (own keys, own roster queues, verifying) with two
+//! - [`fleet::sim_fleet`] — `--fleet`: N simulated hosts (own keys, own roster queues, verifying) with two
 //!   real gateways among them; deliveries, CPU, RSS and a new host's convergence beside the model
-//! - [`presence_model`] — from the scale run's per-message costs, presence priced for fleets of
+//! - [`fleet::presence_model`] — from the scale run's per-message costs, presence priced for fleets of
 //!   10 to 1,000 hosts, per-entity (SPEC §8) and host-batched (docs/PRESENCE-BATCH.md)
 //! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a
 //!   raw get → publish → ack move of the same messages, then checked for losses
-//! - [`stages`] — the gateways' own `fleet_stage_seconds` read around each path: where the time goes
-//! - [`decomposition`] — the 1-sender forward p50 split into raw round trip, herdr, verify, rest
-//! - [`floor`] — the CPU floor any gateway pays per brief and per pull reply here, and the
+//! - [`paths::stages`] — the gateways' own `fleet_stage_seconds` read around each path: where the time goes
+//! - [`paths::decomposition`] — the 1-sender forward p50 split into raw round trip, herdr, verify, rest
+//! - [`floors::floor`] — the CPU floor any gateway pays per brief and per pull reply here, and the
 //!   throughput ceilings it allows (the path goals are relative to them)
-//! - [`stats`] — percentiles and `/proc` CPU accounting
-//! - [`gate`] — the regression gate: ratios against `fixtures/bench/baseline.json`, and whether
+//! - [`rig::stats`] — percentiles and `/proc` CPU accounting
+//! - [`report::gate`] — the regression gate: ratios against `fixtures/bench/baseline.json`, and whether
 //!   the machine was quiet enough to trust them
-//! - [`report`] — the typed report (sections, ratios), written as JSON; [`goals`] — what it is
-//!   judged against; [`table`] — the report as text, its goals block in [`goals_table`]
-//! - [`fleet_trust`] — `--fleet-trust`: the fleet with certificates (SPEC §18) beside the peers
-//!   file in the same invocation, and a revocation timed to rejected everywhere; [`fleet_certs`] —
-//!   the fleet CA, host certificates and revocation list, made by `ssh-keygen`; [`fleet_table`] —
+//! - [`report::document`] — the typed report (sections, ratios), written as JSON; [`report::goals`] — what it is
+//!   judged against; [`report::table`] — the report as text, its goals block in [`report::goals_table`]
+//! - [`fleet::trust`] — `--fleet-trust`: the fleet with certificates (SPEC §18) beside the peers
+//!   file in the same invocation, and a revocation timed to rejected everywhere; [`fleet::certs`] —
+//!   the fleet CA, host certificates and revocation list, made by `ssh-keygen`; [`fleet::table`] —
 //!   the fleet's lines
-//! - [`fleet`] — the hosts (gateway processes + fake herdrs) the paths run through
+//! - [`rig::hosts`] — the hosts (gateway processes + fake herdrs) the paths run through
 //! - [`cli`] — the command line
 //!
 //! This file only runs the sections in order and hands their results to [`report::Report`].
@@ -40,41 +40,25 @@
 pub mod cli;
 pub mod cluster;
 pub mod compare;
-pub mod decomposition;
 #[cfg(test)]
 mod fixtures;
 pub mod fleet;
-pub mod fleet_certs;
-pub mod fleet_table;
-pub mod fleet_trust;
-pub mod floor;
-pub mod gate;
-pub mod goals;
-pub mod goals_table;
-pub mod local_floor;
+pub mod floors;
 pub mod migration;
 pub mod paths;
-pub mod presence;
-pub mod presence_model;
-pub mod profile;
-pub mod raw;
 pub mod report;
-pub mod scale;
-pub mod sim_fleet;
-pub mod stages;
-pub mod stats;
-pub mod table;
+pub mod rig;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use fleet::Fleet;
 use fleet_conformance::broker::{Broker, BrokerSpec};
-use report::{BrokerInfo, ForwardSection, ForwardStages, Machine, PullSection, Report, Sections, Settings};
-use stats::CpuProbe;
-pub use table::table;
+use report::document::{BrokerInfo, ForwardSection, ForwardStages, Machine, PullSection, Report, Sections, Settings};
+pub use report::table::table;
+use rig::hosts::Fleet;
+use rig::stats::CpuProbe;
 
 /// Everything a run can be told.
 #[derive(Debug, Clone)]
@@ -83,12 +67,12 @@ pub struct Options {
     pub gateway_cmd: String,
     pub out: PathBuf,
     pub sections: BTreeSet<String>,
-    pub raw: raw::RawSettings,
-    pub paths: paths::PathSettings,
+    pub raw: paths::raw::RawSettings,
+    pub paths: paths::forward_pull::PathSettings,
     pub presence_trials: usize,
     /// H, the heartbeat interval every gateway of the run is started with (`FLEET_HEARTBEAT_MS`).
     pub heartbeat_ms: u64,
-    pub scale: scale::ScaleSettings,
+    pub scale: fleet::scale::ScaleSettings,
     pub migration: migration::MigrationSettings,
     /// Keep the work directory (gateway logs) after the run.
     pub keep: bool,
@@ -101,10 +85,10 @@ pub struct Options {
     /// Profile the gateways with `perf` during the forward throughput run ([`profile`]).
     pub profile: bool,
     /// `--fleet`: the simulated fleet's runs ([`sim_fleet`]); `None` when not asked for.
-    pub fleet: Option<sim_fleet::FleetSettings>,
+    pub fleet: Option<fleet::sim_fleet::FleetSettings>,
     /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
     /// asked for.
-    pub cluster: Option<cluster::ClusterSettings>,
+    pub cluster: Option<cluster::runs::ClusterSettings>,
     /// `--compare CMD,… --rounds N`: those gateways and then `gateway_cmd`, interleaved
     /// ([`compare`]).
     pub compare: Option<(Vec<String>, usize)>,
@@ -120,7 +104,7 @@ pub const SECTIONS: [&str; 6] = ["raw", "forward", "pull", "presence", "scale", 
 
 /// Runs the selected sections and returns the report (also written to `opts.out`).
 pub async fn run(opts: &Options) -> anyhow::Result<Report> {
-    let load_before = stats::load_average();
+    let load_before = rig::stats::load_average();
     // `--cluster` alone starts its own brokers only.
     let (mut info, mut sections) = if !opts.sections.is_empty() || opts.fleet.is_some() {
         let spec = BrokerSpec::parse(&opts.broker)?;
@@ -145,7 +129,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
             "fleet-bench-cluster-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         ));
-        let measured = cluster::run(cs, opts, &work).await;
+        let measured = cluster::runs::run(cs, opts, &work).await;
         if measured.is_ok() && !opts.keep {
             let _ = std::fs::remove_dir_all(&work);
         }
@@ -159,7 +143,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     let machine = Machine {
         cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         load_before,
-        load_after: stats::load_average(),
+        load_after: rig::stats::load_average(),
     };
     let mut report = Report::new(info, opts.gateway_cmd.clone(), Settings::of(opts), machine, sections);
     report.gate = Some(judge(&report, opts)?);
@@ -192,7 +176,7 @@ pub fn gate_reports(opts: &Options) -> anyhow::Result<Vec<String>> {
             untrusted.join(", ")
         );
     }
-    let medians = gate::median_of(&runs);
+    let medians = report::gate::median_of(&runs);
     let mut out = vec![format!(
         "median of {} runs{}",
         runs.len(),
@@ -203,17 +187,17 @@ pub fn gate_reports(opts: &Options) -> anyhow::Result<Vec<String>> {
         }
     )];
     if opts.record_baseline {
-        let b = gate::Baseline {
+        let b = report::gate::Baseline {
             recorded: format!("median of {} quiet runs · {}", runs.len(), machine.unwrap_or_default()),
-            commit: gate::gateway_commit(),
+            commit: report::gate::gateway_commit(),
             ratios: medians,
         };
         out.push(record_baseline(&opts.baseline, &b)?);
         return Ok(out);
     }
-    let compared = gate::read_baseline(&opts.baseline)?.map(|b| gate::compare_values(&medians, &b));
+    let compared = report::gate::read_baseline(&opts.baseline)?.map(|b| report::gate::compare_values(&medians, &b));
     // The runs' own quiet verdicts are named above; the comparison follows.
-    out.extend(gate::comparison_lines(
+    out.extend(report::gate::comparison_lines(
         &opts.baseline.display().to_string(),
         compared.as_deref(),
     ));
@@ -221,7 +205,7 @@ pub fn gate_reports(opts: &Options) -> anyhow::Result<Vec<String>> {
 }
 
 /// Writes `baseline` to `file`; returns the line that says so.
-fn record_baseline(file: &Path, baseline: &gate::Baseline) -> anyhow::Result<String> {
+fn record_baseline(file: &Path, baseline: &report::gate::Baseline) -> anyhow::Result<String> {
     write_json(file, baseline)?;
     Ok(format!(
         "baseline of {} ratios written to {}",
@@ -240,11 +224,11 @@ fn write_json(file: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> 
 }
 
 /// The regression gate: compares the report's ratios with the baseline, or records them as it.
-fn judge(report: &Report, opts: &Options) -> anyhow::Result<gate::Gate> {
+fn judge(report: &Report, opts: &Options) -> anyhow::Result<report::gate::Gate> {
     let m = &report.machine;
     let load = [m.load_before.map(|l| l[0]), m.load_after.map(|l| l[0])];
     let others = others_shares(&report.sections);
-    let trusted = gate::trusted(&others, &load, m.cores);
+    let trusted = report::gate::trusted(&others, &load, m.cores);
     let compared = if opts.record_baseline {
         let recorded = format!(
             "{} · {} · load {:?} on {} cores{}",
@@ -254,13 +238,13 @@ fn judge(report: &Report, opts: &Options) -> anyhow::Result<gate::Gate> {
             m.cores,
             if trusted { "" } else { " (TOO LOADED)" }
         );
-        let said = record_baseline(&opts.baseline, &gate::baseline_of(&report.ratios, recorded))?;
+        let said = record_baseline(&opts.baseline, &report::gate::baseline_of(&report.ratios, recorded))?;
         eprintln!("fleet-bench: {said}");
         None
     } else {
-        gate::read_baseline(&opts.baseline)?.map(|b| gate::compare(&report.ratios, &b))
+        report::gate::read_baseline(&opts.baseline)?.map(|b| report::gate::compare(&report.ratios, &b))
     };
-    Ok(gate::Gate {
+    Ok(report::gate::Gate {
         baseline_file: opts.baseline.display().to_string(),
         compared,
         load,
@@ -301,19 +285,19 @@ fn on(opts: &Options, section: &str) -> bool {
 /// latency run separately (the warm-up in neither).
 async fn forward(
     fleet: &Fleet,
-    pairs: &[paths::Pair],
+    pairs: &[paths::forward_pull::Pair],
     opts: &Options,
     cpu: &CpuProbe,
 ) -> anyhow::Result<ForwardSection> {
-    let hosts = [paths::SENDER_HOST, paths::WORKER_HOST];
-    paths::forward_warmup(pairs, &opts.paths).await?;
-    let before = stages::scrape(fleet, &hosts).await;
+    let hosts = [paths::forward_pull::SENDER_HOST, paths::forward_pull::WORKER_HOST];
+    paths::forward_pull::forward_warmup(pairs, &opts.paths).await?;
+    let before = paths::stages::scrape(fleet, &hosts).await;
     let recording = if opts.profile {
         start_profile(fleet, &hosts, opts).await
     } else {
         None
     };
-    let throughput = paths::forward_throughput(pairs, &opts.paths, cpu).await?;
+    let throughput = paths::forward_pull::forward_throughput(pairs, &opts.paths, cpu).await?;
     let profile = match recording {
         Some(r) => r
             .finish()
@@ -322,22 +306,22 @@ async fn forward(
             .ok(),
         None => None,
     };
-    let between = stages::scrape(fleet, &hosts).await;
-    let single = paths::forward_single(pairs, &opts.paths).await?;
-    let after = stages::scrape(fleet, &hosts).await;
+    let between = paths::stages::scrape(fleet, &hosts).await;
+    let single = paths::forward_pull::forward_single(pairs, &opts.paths).await?;
+    let after = paths::stages::scrape(fleet, &hosts).await;
     Ok(ForwardSection {
-        result: paths::ForwardResult::of(throughput, single),
+        result: paths::forward_pull::ForwardResult::of(throughput, single),
         stages: ForwardStages {
-            throughput: stages::breakdown(&before, &between),
-            single_sender: stages::breakdown(&between, &after),
+            throughput: paths::stages::breakdown(&before, &between),
+            single_sender: paths::stages::breakdown(&between, &after),
         },
         profile,
     })
 }
 
 /// `--profile`: starts `perf` on each gateway of `hosts` (None, said why, when it cannot).
-async fn start_profile(fleet: &Fleet, hosts: &[&str], opts: &Options) -> Option<profile::Recording> {
-    if !profile::available().await {
+async fn start_profile(fleet: &Fleet, hosts: &[&str], opts: &Options) -> Option<paths::profile::Recording> {
+    if !paths::profile::available().await {
         eprintln!("fleet-bench: --profile needs Linux perf on the PATH (Debian: linux-perf); no profile");
         return None;
     }
@@ -350,7 +334,7 @@ async fn start_profile(fleet: &Fleet, hosts: &[&str], opts: &Options) -> Option<
         eprintln!("fleet-bench: no profile: creating {}: {e}", dir.display());
         return None;
     }
-    profile::start(&targets, &dir)
+    paths::profile::start(&targets, &dir)
         .await
         .map_err(|e| eprintln!("fleet-bench: no profile: {e:#}"))
         .ok()
@@ -360,7 +344,7 @@ async fn start_profile(fleet: &Fleet, hosts: &[&str], opts: &Options) -> Option<
 async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
     let vhost = broker.create_vhost().await?;
     let url = broker.amqp_url(&vhost);
-    let broker_pid = stats::own_broker_pid();
+    let broker_pid = rig::stats::own_broker_pid();
     let me = Some(std::process::id());
     let work = std::env::temp_dir().join(format!(
         "fleet-bench-{}",
@@ -377,7 +361,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
     let mut raws = Vec::new();
     if on(opts, "raw") {
         eprintln!("fleet-bench: raw baseline …");
-        raws.push(raw::run(&url, &opts.raw, &raw_cpu).await?);
+        raws.push(paths::raw::run(&url, &opts.raw, &raw_cpu).await?);
     }
     let hosts: Vec<String> = ["a", "b", "s"]
         .iter()
@@ -400,28 +384,28 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
             .with("gateway_a", fleet.hosts.get("a").and_then(|h| h.gateway.pid()))
             .with("gateway_b", fleet.hosts.get("b").and_then(|h| h.gateway.pid()));
         if on(opts, "forward") || on(opts, "pull") {
-            let pairs = paths::pairs(&fleet, opts.paths.pairs.max(1)).await?;
+            let pairs = paths::forward_pull::pairs(&fleet, opts.paths.pairs.max(1)).await?;
             if on(opts, "forward") {
                 eprintln!("fleet-bench: forward path …");
                 sections.forward = Some(forward(&fleet, &pairs, opts, &path_cpu).await?);
             }
             if on(opts, "pull") {
                 eprintln!("fleet-bench: pull path …");
-                let before = stages::scrape(&fleet, &["a", "b"]).await;
-                let result = paths::pull(&pairs, &opts.paths, &path_cpu).await?;
-                let after = stages::scrape(&fleet, &["a", "b"]).await;
-                let stages = stages::breakdown(&before, &after);
+                let before = paths::stages::scrape(&fleet, &["a", "b"]).await;
+                let result = paths::forward_pull::pull(&pairs, &opts.paths, &path_cpu).await?;
+                let after = paths::stages::scrape(&fleet, &["a", "b"]).await;
+                let stages = paths::stages::breakdown(&before, &after);
                 sections.pull = Some(PullSection { result, stages });
             }
         }
         if on(opts, "raw") && (on(opts, "forward") || on(opts, "pull")) {
             eprintln!("fleet-bench: raw baseline again …");
-            raws.push(raw::run(&url, &opts.raw, &raw_cpu).await?);
+            raws.push(paths::raw::run(&url, &opts.raw, &raw_cpu).await?);
         }
         if on(opts, "presence") {
             eprintln!("fleet-bench: presence convergence …");
             let names: Vec<String> = (1..=opts.presence_trials).map(|i| format!("c{i}")).collect();
-            sections.presence = Some(presence::run(&mut fleet, &names, &env, opts.heartbeat_ms).await?);
+            sections.presence = Some(fleet::presence::run(&mut fleet, &names, &env, opts.heartbeat_ms).await?);
         }
         fleet.stop_host("a").await;
         fleet.stop_host("b").await;
@@ -434,9 +418,9 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         if on(opts, "scale") {
             eprintln!("fleet-bench: scale {:?} …", opts.scale.levels);
             fleet.start_host("s", &env).await?;
-            let scaled = scale::run(&fleet, &url, &opts.scale, broker_pid).await?;
+            let scaled = fleet::scale::run(&fleet, &url, &opts.scale, broker_pid).await?;
             let heartbeat_s = scaled.heartbeat_ms as f64 / 1e3;
-            sections.presence_model = presence_model::model(&scaled.points, heartbeat_s);
+            sections.presence_model = fleet::presence_model::model(&scaled.points, heartbeat_s);
             sections.scale = Some(scaled);
         }
         if let Some(fs) = &opts.fleet {
@@ -448,12 +432,15 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
             // On a cluster the real gateways run SPEC §16: every node in their URL list (each
             // starting at another node) and quorum inboxes.
             let real_env: BTreeMap<String, BTreeMap<String, String>> = if broker.is_cluster() {
-                sim_fleet::REAL
+                fleet::sim_fleet::REAL
                     .iter()
                     .enumerate()
                     .map(|(i, g)| {
                         let env = BTreeMap::from([
-                            ("FLEET_AMQP_URL".to_string(), cluster::url_list(broker, &vhost, None, i)),
+                            (
+                                "FLEET_AMQP_URL".to_string(),
+                                cluster::runs::url_list(broker, &vhost, None, i),
+                            ),
                             ("FLEET_QUEUE_TYPE".to_string(), "quorum".to_string()),
                         ]);
                         (g.to_string(), env)
@@ -462,7 +449,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
             } else {
                 BTreeMap::new()
             };
-            let on = sim_fleet::On {
+            let on = fleet::sim_fleet::On {
                 broker,
                 vhost: &vhost,
                 node_urls: &node_urls,
@@ -470,7 +457,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
                 gateway_cmd: &opts.gateway_cmd,
                 work: &work,
             };
-            let r = sim_fleet::run(&on, fs, model).await?;
+            let r = fleet::sim_fleet::run(&on, fs, model).await?;
             sections.fleet = Some(r);
         }
         anyhow::Ok(())
@@ -491,18 +478,19 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         // Echo figures are the mean of the raw runs, as the ratios take them.
         let echo = |who: &[&str]| {
             sections
-                .raw_mean(|r| floor::cpu_of(&r.echo_envelope.cpu_ms_per_round_trip, who).unwrap_or(f64::NAN))
+                .raw_mean(|r| floors::floor::cpu_of(&r.echo_envelope.cpu_ms_per_round_trip, who).unwrap_or(f64::NAN))
                 .filter(|ms| ms.is_finite())
         };
         let herdr_dir = std::env::temp_dir().join(format!("fleet-bench-floor-{}", uuid::Uuid::new_v4()));
-        let mut cpu_floor = floor::measure(opts.paths.size, opts.paths.pairs, herdr_dir, echo(&["bench"])).await;
+        let mut cpu_floor =
+            floors::floor::measure(opts.paths.size, opts.paths.pairs, herdr_dir, echo(&["bench"])).await;
         if let Some(fw) = &sections.forward {
-            let brief = floor::cpu_of(&fw.result.cpu_ms_per_brief, &["bench", "broker"]);
+            let brief = floors::floor::cpu_of(&fw.result.cpu_ms_per_brief, &["bench", "broker"]);
             cpu_floor.throughput_ceiling =
-                floor::throughput_ceiling(echo(&["bench", "broker"]), brief, cpu_floor.both_sides_ms());
+                floors::floor::throughput_ceiling(echo(&["bench", "broker"]), brief, cpu_floor.both_sides_ms());
         }
         if let Some(p) = &sections.pull {
-            cpu_floor.pull_ceiling = floor::pull_ceiling(&cpu_floor, echo(&["bench", "broker"]), &p.result);
+            cpu_floor.pull_ceiling = floors::floor::pull_ceiling(&cpu_floor, echo(&["bench", "broker"]), &p.result);
         }
         sections.cpu_floor = Some(cpu_floor);
     }
@@ -513,7 +501,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::report::{ForwardSection, ForwardStages};
+    use crate::report::document::{ForwardSection, ForwardStages};
 
     /// A report whose forward path ran at `briefs_per_s` against a 4,000/s envelope echo, on a
     /// machine that was quiet (`trusted`) or not.
@@ -527,7 +515,7 @@ mod tests {
             }),
             ..Sections::default()
         });
-        r.gate = Some(gate::Gate {
+        r.gate = Some(report::gate::Gate {
             baseline_file: String::new(),
             compared: None,
             load: [None, None],
@@ -572,7 +560,9 @@ mod tests {
         };
         let text = gate_reports(&opts(&["--record-baseline"])).expect("recorded");
         assert!(text[0].starts_with("median of 3 runs"), "{text:?}");
-        let b = gate::read_baseline(&baseline).expect("readable").expect("written");
+        let b = report::gate::read_baseline(&baseline)
+            .expect("readable")
+            .expect("written");
         // forward ÷ raw msgs/s: 1,000, 1,500, 1,200 over 10,000 → the median is 0.12.
         assert!((b.ratios["forward_briefs_to_raw"] - 0.12).abs() < 1e-9, "{b:?}");
         assert!(

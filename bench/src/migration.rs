@@ -41,8 +41,8 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::fleet::Fleet;
-use super::stats::{CpuProbe, CpuSpent};
+use crate::rig::hosts::Fleet;
+use crate::rig::stats::{CpuProbe, CpuSpent};
 use fleet_conformance::envelope::Envelope;
 use fleet_conformance::herdr::{AgentStatus, InputReaction};
 use fleet_conformance::legacy::{amqp_code, derived_msg_id, legacy_queue_name};

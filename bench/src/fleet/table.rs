@@ -1,16 +1,16 @@
 //! `--fleet` as text: the runs beside the model, the trust modes side by side, the fleet goals.
 //!
-//! Why a module: [`super::sim_fleet`] measures and [`super::table`] prints the whole report; the
+//! Why a module: [`crate::fleet::sim_fleet`] measures and [`crate::report::table`] prints the whole report; the
 //! fleet's lines (its own table, and its rows of the goals block) grew with every form, trust mode
 //! and goal, so they live here, apart from both.
 
-use super::fleet_trust::{self, Trust};
-use super::goals::{
+use crate::fleet::sim_fleet::{FleetResult, FleetRun, Form, off};
+use crate::fleet::trust::{self as fleet_trust, Trust};
+use crate::report::document::Report;
+use crate::report::goals::{
     GOAL_FLEET_CERTS_CPU_RATIO, GOAL_FLEET_ENTITIES, GOAL_FLEET_GATEWAY_CPU_PCT, GOAL_FLEET_HEARTBEAT_MS,
     GOAL_FLEET_HOSTS, Goal, verdict,
 };
-use super::report::Report;
-use super::sim_fleet::{FleetResult, FleetRun, Form, off};
 
 /// A run's form, with `+cert` for a certificate run.
 fn label(x: &FleetRun) -> String {

@@ -2,7 +2,7 @@
 //!
 //! Why: one machine cannot hold 1,000 gateways, yet the cost of SPEC §8's per-entity heartbeats
 //! grows with the fleet squared (every gateway's `roster.<host>` is bound to `roster.#`). The
-//! [`super::scale`] run measures one gateway holding E entities at rest; from its largest level
+//! [`crate::fleet::scale`] run measures one gateway holding E entities at rest; from its largest level
 //! this module takes the gateway's and the broker's CPU per presence message, then prices a grid
 //! of fleet sizes for per-entity presence (SPEC today) and for host-batched presence (the
 //! proposal). Message counts are exact; CPU is the measured per-message cost times the count.
@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::scale::ScalePoint;
+use crate::fleet::scale::ScalePoint;
 
 /// The spec's default heartbeat interval H (PRS-1), the bench's default `--heartbeat-ms` (a run
 /// prices with the H its scale run used).

@@ -6,7 +6,7 @@
 //! gateway that speaks AMQP and signs (SPEC §3, §5), whatever it is written in:
 //!
 //! - **the AMQP client's work**: per side, one confirmed persistent publish, one consume and one
-//!   ack. The raw envelope echo ([`super::raw`]) does exactly both sides' share of it with the
+//!   ack. The raw envelope echo ([`crate::paths::raw`]) does exactly both sides' share of it with the
 //!   same client library and no gateway, so half of the bench's own CPU per echo round trip is one
 //!   side's share;
 //! - **the signatures**: per side, one Ed25519 signature and one strict verification (a signs the
@@ -15,7 +15,7 @@
 //!
 //! Each side also speaks one local protocol SPEC and herdr impose: gateway a serves the sender's
 //! MCP call over HTTP, gateway b makes herdr's four one-shot requests of an inject. Their floors
-//! are measured with minimal implementations in [`super::local_floor`] and added per side.
+//! are measured with minimal implementations in [`crate::floors::local_floor`] and added per side.
 //!
 //! A pull reply costs both gateways together: the worker's `bridge_reply` MCP call served by b,
 //! which signs and publishes it (confirmed, persistent); a consumes it, verifies it strictly,
@@ -26,7 +26,7 @@
 //!
 //! What a gateway spends above its side's floor is its own (the MCP framework beyond bare HTTP,
 //! logging, scheduling, logic). This module measures and prints the floors and the ceilings they
-//! allow; the goals ([`super::goals`]) judge each gateway's CPU against its side's floor and each
+//! allow; the goals ([`crate::report::goals`]) judge each gateway's CPU against its side's floor and each
 //! path's throughput against its ceiling.
 
 use std::collections::BTreeMap;
@@ -36,7 +36,7 @@ use ed25519_dalek::{Signer as _, SigningKey};
 use fleet_conformance::envelope::Envelope;
 use serde::{Deserialize, Serialize};
 
-use super::paths::PullResult;
+use crate::paths::forward_pull::PullResult;
 
 /// The floor of each side of a brief (and of both sides of a pull reply), ms of CPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,7 +182,7 @@ pub async fn measure(
     let sign_verify_ms = tokio::task::spawn_blocking(move || sign_verify_ms(size, 500))
         .await
         .unwrap_or(f64::NAN);
-    let (mcp, herdr) = super::local_floor::measure(size, parallel, work).await;
+    let (mcp, herdr) = crate::floors::local_floor::measure(size, parallel, work).await;
     let mut not_measured = Vec::new();
     let mut keep = |what: &str, r: Result<f64, String>| match r {
         Ok(ms) => Some(ms),

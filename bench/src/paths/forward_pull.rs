@@ -19,8 +19,8 @@ use anyhow::{Context as _, anyhow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::fleet::{Fleet, Member};
-use super::stats::{CpuProbe, CpuSpent, Latency};
+use crate::rig::hosts::{Fleet, Member};
+use crate::rig::stats::{CpuProbe, CpuSpent, Latency};
 use fleet_conformance::herdr::InputReaction;
 use fleet_conformance::mcp::{McpClient, McpHandle};
 

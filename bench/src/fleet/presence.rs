@@ -13,7 +13,7 @@ use anyhow::anyhow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::fleet::Fleet;
+use crate::rig::hosts::Fleet;
 
 /// One start of a fresh gateway.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -20,25 +20,25 @@
 //! | same: each real gateway's CPU | ≤ 5 % of one core |
 //! | same: revocation-list change → the revoked host's messages rejected on every real gateway | ≤ 2 s (MEM-4) |
 //!
-//! The floors and ceilings are measured in the same run ([`super::floor`]): a side's floor is
+//! The floors and ceilings are measured in the same run ([`crate::floors::floor`]): a side's floor is
 //! what any gateway pays per brief on that side here (its AMQP client's share, one sign + one
 //! verify, its local protocol); a ceiling is the path's ratio to the envelope echo that two
 //! gateways at their floors could reach while the cores are busy. Without the floor (no raw
 //! section, a local floor not measured) those three goals are not measured.
 //!
 //! Beside the fleet goals, not a goal: the per-entity form at the same size, and the largest N
-//! at which the per-entity form kept up ([`super::sim_fleet::FleetRun::keeps_up`]).
+//! at which the per-entity form kept up ([`crate::fleet::sim_fleet::FleetRun::keeps_up`]).
 //!
 //! The "envelope echo" is the raw round trip with the gateway's wire shape (a topic exchange and
-//! the envelope's headers, [`super::raw`]): the broker work a brief costs, without a gateway.
+//! the envelope's headers, [`crate::paths::raw`]): the broker work a brief costs, without a gateway.
 
 use serde::{Deserialize, Serialize};
 
-use super::fleet_trust;
-use super::floor::CpuFloor;
-use super::report::{Ratios, Sections};
-use super::scale::{ScalePoint, ScaleResult};
-use super::sim_fleet::{self, Form};
+use crate::fleet::scale::{ScalePoint, ScaleResult};
+use crate::fleet::sim_fleet::{self, Form};
+use crate::fleet::trust as fleet_trust;
+use crate::floors::floor::CpuFloor;
+use crate::report::document::{Ratios, Sections};
 
 /// Gateway CPU per forwarded brief on each side over that side's floor
 /// ([`CpuFloor::side_a_ms`], [`CpuFloor::side_b_ms`]), at most.
@@ -68,7 +68,7 @@ pub const GOAL_FLEET_GATEWAY_CPU_PCT: f64 = 5.0;
 /// A new host listed by both real gateways, in heartbeat intervals, at most.
 pub const GOAL_FLEET_LISTED_OF_H: f64 = 2.0;
 /// With certificates, each real gateway's CPU over the peers-file run's of the same invocation.
-pub const GOAL_FLEET_CERTS_CPU_RATIO: f64 = 1.0 + super::fleet_trust::CPU_TOLERANCE;
+pub const GOAL_FLEET_CERTS_CPU_RATIO: f64 = 1.0 + crate::fleet::trust::CPU_TOLERANCE;
 
 /// Which side of the goal a figure has to be on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -346,8 +346,8 @@ impl Goals {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::report::{ForwardSection, ForwardStages, PullSection};
-    use crate::stages::Breakdown;
+    use crate::paths::stages::Breakdown;
+    use crate::report::document::{ForwardSection, ForwardStages, PullSection};
 
     #[test]
     fn a_bound_is_met_on_its_side_and_at_the_goal_itself() {
@@ -559,7 +559,7 @@ mod tests {
 
     #[test]
     fn the_worst_kill_to_ready_is_judged_against_the_clu5_bound() {
-        use crate::cluster::{ClusterResult, KillToReady};
+        use crate::cluster::runs::{ClusterResult, KillToReady};
         let at = |worst_ms: Option<f64>| {
             let s = Sections {
                 cluster: Some(ClusterResult {

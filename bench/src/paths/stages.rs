@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::fleet::Fleet;
+use crate::rig::hosts::Fleet;
 
 /// `_sum` and `_count` of each stage, as one scrape of `/metrics` showed them.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,15 +1,15 @@
 //! The goals block of the table: one line per goal, with its figure, value, bound and verdict.
 //!
-//! Why a module: [`super::goals`] judges and [`super::table`] prints the whole report; the goals
+//! Why a module: [`crate::report::goals`] judges and [`crate::report::table`] prints the whole report; the goals
 //! block grew with the floor-relative path goals (issue 36), whose lines also show what they are
 //! relative to (a side's floor in ms, a path's ceiling), so it lives here, apart from the
-//! sections' rows. The fleet's goal lines are [`super::fleet_table::goal_rows`].
+//! sections' rows. The fleet's goal lines are [`crate::fleet::table::goal_rows`].
 
-use super::goals::{
+use crate::report::document::Report;
+use crate::report::goals::{
     GOAL_CPU_TO_SIDE_FLOOR, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING, GOAL_MIGRATION_REPLIES_PER_S,
     GOAL_PULL_TO_CEILING, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, verdict,
 };
-use super::report::Report;
 
 /// One row of the goals block, in its columns.
 fn row(name: &str, value: Option<String>, goal: &str, verdict: &str, note: &str) -> String {
@@ -31,7 +31,7 @@ pub fn lines(r: &Report) -> Vec<String> {
     )];
     out.extend(path_rows(r));
     out.extend(footprint_rows(r));
-    out.extend(crate::fleet_table::goal_rows(r));
+    out.extend(crate::fleet::table::goal_rows(r));
     out.extend(cluster_rows(r));
     out
 }
@@ -212,10 +212,10 @@ fn cluster_rows(r: &Report) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::floor::CpuFloor;
-    use crate::report::{ForwardSection, ForwardStages, PullSection, Sections};
-    use crate::scale::ScaleResult;
-    use crate::stages::Breakdown;
+    use crate::fleet::scale::ScaleResult;
+    use crate::floors::floor::CpuFloor;
+    use crate::paths::stages::Breakdown;
+    use crate::report::document::{ForwardSection, ForwardStages, PullSection, Sections};
 
     /// The goals block's line for `figure`.
     fn goal_line<'a>(lines: &'a [String], figure: &str) -> &'a str {

@@ -28,7 +28,7 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Exchange
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::stats::{CpuProbe, CpuSpent, Latency};
+use crate::rig::stats::{CpuProbe, CpuSpent, Latency};
 
 /// Settings of the raw run.
 #[derive(Debug, Clone)]

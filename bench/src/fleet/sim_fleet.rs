@@ -1,6 +1,6 @@
 //! `--fleet`: presence measured on a fleet of simulated hosts with two real gateways among them.
 //!
-//! Why: [`super::presence_model`] prices presence for fleets of 10 to 1,000 hosts from one
+//! Why: [`crate::fleet::presence_model`] prices presence for fleets of 10 to 1,000 hosts from one
 //! gateway's per-message costs; this section puts N hosts on the broker at once and measures what
 //! the model predicts. The N−2 simulated hosts live in this process: each has its own ed25519 key
 //! (pinned in the peers file the real gateways read, so they trust it), its own exclusive
@@ -13,7 +13,7 @@
 //! `to` must be the routing key and the routing key the sender's `roster.<host>.<from>`, and the
 //! JSON body is parsed. They share a few AMQP connections, one channel per host.
 //!
-//! Two real reference gateways (the [`super::fleet::Fleet`] helper) each hold E registered
+//! Two real reference gateways (the [`crate::rig::hosts::Fleet`] helper) each hold E registered
 //! entities among them, batching on (the default, `batched` form) or `FLEET_PRESENCE_BATCH=off`
 //! (`per-entity` form; the simulated hosts then declare no `presence-batch` either, so PRB-4 would
 //! keep a batching gateway per-entity too).
@@ -24,7 +24,7 @@
 //! from the management API, says whether they did), the broker's, the real gateways' and this
 //! process's CPU (`/proc/<pid>/stat`), the real gateways' RSS, then the time for one more
 //! simulated host to be listed (its `_gateway` entry) in both real gateways' `GET /v1/roster`.
-//! With certificates ([`super::fleet_trust`]) no key is pinned: every host carries its own.
+//! With certificates ([`crate::fleet::trust`]) no key is pinned: every host carries its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -44,10 +44,10 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::fleet::Fleet;
-use super::fleet_trust::{self, Credentials, Revocation, Trust};
-use super::presence_model::{self, Model};
-use super::stats::{CpuProbe, process_memory};
+use crate::fleet::presence_model::{self, Model};
+use crate::fleet::trust::{self as fleet_trust, Credentials, Revocation, Trust};
+use crate::rig::hosts::Fleet;
+use crate::rig::stats::{CpuProbe, process_memory};
 use fleet_conformance::broker::Broker;
 use fleet_conformance::envelope::{Envelope, now_ms};
 use fleet_conformance::herdr::InputReaction;
@@ -564,7 +564,7 @@ pub(crate) async fn listed(fleet: &Fleet, gateway: &str, host: &str) -> bool {
     }
 }
 
-fn pct(spent: &super::stats::CpuSpent, name: &str) -> Option<f64> {
+fn pct(spent: &crate::rig::stats::CpuSpent, name: &str) -> Option<f64> {
     spent.seconds.get(name).map(|c| 100.0 * c / spent.wall_s.max(1e-9))
 }
 
@@ -606,7 +606,7 @@ pub async fn run(on: &On<'_>, s: &FleetSettings, model: Option<&Model>) -> anyho
                             deliveries_counted_as: String::new(),
                             runs: runs.last().cloned().into_iter().collect(),
                         };
-                        for l in super::fleet_table::lines(&so_far).iter().skip(2) {
+                        for l in crate::fleet::table::lines(&so_far).iter().skip(2) {
                             eprintln!("fleet-bench: {l}");
                         }
                     }
@@ -763,7 +763,7 @@ async fn one(
         // Every host heartbeats once (rosters fill), then the window.
         tokio::time::sleep(Duration::from_millis(heartbeat_ms + heartbeat_ms / 2)).await;
         let pid = |g: &str| fleet.host(g).ok().and_then(|h| h.gateway.pid());
-        let probe = super::stats::with_brokers(CpuProbe::default())
+        let probe = crate::rig::stats::with_brokers(CpuProbe::default())
             .with("gateway_a", pid(REAL[0]))
             .with("gateway_b", pid(REAL[1]))
             .with("bench", Some(std::process::id()));
@@ -809,7 +809,7 @@ async fn one(
             received_per_host_per_s: per_host,
             verify_failures: counters.failed.load(Ordering::Relaxed),
             sim_published_per_s: published as f64 / wall,
-            broker_cpu_pct: super::stats::broker_seconds(&spent).map(|c| 100.0 * c / wall),
+            broker_cpu_pct: crate::rig::stats::broker_seconds(&spent).map(|c| 100.0 * c / wall),
             gateway_a_cpu_pct: pct(&spent, "gateway_a"),
             gateway_b_cpu_pct: pct(&spent, "gateway_b"),
             bench_cpu_pct: pct(&spent, "bench"),
@@ -934,7 +934,7 @@ async fn first_send(
     t0: Instant,
     wait: Duration,
 ) -> anyhow::Result<(String, Option<f64>)> {
-    let mut replies = super::scale::tap(&ch, "bridge.msg", from, "c7").await?;
+    let mut replies = crate::fleet::scale::tap(&ch, "bridge.msg", from, "c7").await?;
     let body = b"fleet-bench [C-7] probe".to_vec();
     let env = Envelope::new("SEND", from, to, &key.host).signed_by(key, &body);
     let props = BasicProperties::default()

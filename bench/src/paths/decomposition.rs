@@ -3,7 +3,7 @@
 //!
 //! Why: the goal is on the p50 over the raw round trip (issue 16: ≤ +1 ms), and a bare "+2.3 ms"
 //! does not say where to look. The gateways' own stage means over the 1-sender run (scraped
-//! around that run alone, [`super::stages`]) name three parts of it:
+//! around that run alone, [`crate::paths::stages`]) name three parts of it:
 //!
 //! - the **raw unloaded round trip** p50: the broker's work for a SEND and its INJECTED;
 //! - **herdr**: gateway b's `inject` stage (the gate wait, the input and the submit check are
@@ -18,8 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::paths::{SENDER_HOST, WORKER_HOST};
-use super::stages::Breakdown;
+use crate::paths::forward_pull::{SENDER_HOST, WORKER_HOST};
+use crate::paths::stages::Breakdown;
 
 /// The p50 of the 1-sender forward run, split.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,7 +68,7 @@ pub fn decompose(p50_ms: f64, raw_round_trip_p50_ms: f64, stages: &Breakdown) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::StageTime;
+    use crate::paths::stages::StageTime;
 
     fn stages(of: &[(&str, &str, f64)]) -> Breakdown {
         let mut b = Breakdown::new();

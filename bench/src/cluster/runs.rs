@@ -6,7 +6,7 @@
 //! matters is by how much, measured in the same run, and whether the gateway's own share grows.
 //!
 //! - **Replication's cost.** The same three figures — the raw envelope echo (the broker work of a
-//!   brief, no gateway), the forward path and the pull path ([`super::paths`]) — on a single node
+//!   brief, no gateway), the forward path and the pull path ([`crate::paths::forward_pull`]) — on a single node
 //!   and on the cluster. Single-node runs are made with quorum queues (what replication alone
 //!   costs) and with classic queues (what moving today's fleet to the cluster profile costs);
 //!   `--cluster-single-types` picks them. On the cluster the gateways run
@@ -31,11 +31,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
-use super::fleet::Fleet;
-use super::paths::{self, ForwardResult, PullResult};
-use super::raw::{self, EchoAt, EchoResult, QueueKind};
-use super::stats::{self, CpuProbe, Latency};
-use super::{Options, report::BrokerInfo};
+use crate::Options;
+use crate::paths::forward_pull::{self as paths, ForwardResult, PullResult};
+use crate::paths::raw::{self, EchoAt, EchoResult, QueueKind};
+use crate::report::document::BrokerInfo;
+use crate::rig::hosts::Fleet;
+use crate::rig::stats::{self, CpuProbe, Latency};
 use fleet_conformance::broker::url::percent_encode;
 use fleet_conformance::broker::{Broker, BrokerSpec};
 

@@ -4,9 +4,9 @@
 //! certificates (MEM-2) a receiver learns a host's key from the certificate in that host's
 //! `_gateway` presence, checks it against the fleet CA and the revocation list, and is expected to
 //! cache that check (a heartbeat must not cost a certificate check each time). This module holds
-//! what a certificate run adds to [`super::sim_fleet`]'s run: the credentials
+//! what a certificate run adds to [`crate::fleet::sim_fleet`]'s run: the credentials
 //! ([`Credentials`]: one fleet CA, a host certificate per host, all made by `ssh-keygen` through
-//! [`super::fleet_certs`]), the revocation timed after the window ([`time_revocation`]), and the
+//! [`crate::fleet::certs`]), the revocation timed after the window ([`time_revocation`]), and the
 //! comparison of the two trust modes measured in the same invocation ([`compare`]).
 //!
 //! In a certificate run the simulated hosts are in no peers file: the real gateways' peers file
@@ -29,9 +29,9 @@ use lapin::{Channel, Connection, ConnectionProperties};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use super::fleet::Fleet;
-use super::fleet_certs::{FleetCa, krl_spec, replace_file};
-use super::sim_fleet::{FleetResult, FleetRun, Form, REAL, off};
+use crate::fleet::certs::{FleetCa, krl_spec, replace_file};
+use crate::fleet::sim_fleet::{FleetResult, FleetRun, Form, REAL, off};
+use crate::rig::hosts::Fleet;
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::Captured;
 
@@ -231,7 +231,7 @@ impl Rejections {
     pub async fn start(amqp_url: &str) -> anyhow::Result<Rejections> {
         let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
         let ch = conn.create_channel().await?;
-        let mut dead = super::scale::tap(&ch, "bridge.dlx", "", "bench-rejections").await?;
+        let mut dead = crate::fleet::scale::tap(&ch, "bridge.dlx", "", "bench-rejections").await?;
         let counts: Arc<[AtomicU64; 2]> = Arc::default();
         let c = Arc::clone(&counts);
         let reading = tokio::spawn(async move {
@@ -270,11 +270,11 @@ pub async fn time_revocation(
     let host = key.host.clone();
     let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
     let tap_ch = conn.create_channel().await?;
-    let mut dead = super::scale::tap(&tap_ch, "bridge.dlx", "", "bench-revocation-dlx").await?;
+    let mut dead = crate::fleet::scale::tap(&tap_ch, "bridge.dlx", "", "bench-revocation-dlx").await?;
     let pub_ch = conn.create_channel().await?;
     let mut listed_before = true;
     for g in REAL {
-        listed_before &= super::sim_fleet::listed(fleet, g, &host).await;
+        listed_before &= crate::fleet::sim_fleet::listed(fleet, g, &host).await;
     }
     let rejected: Arc<Mutex<[Option<f64>; 2]>> = Arc::default();
     let t0 = Instant::now();
@@ -301,7 +301,7 @@ pub async fn time_revocation(
     let deadline = t0 + wait;
     loop {
         for (i, g) in REAL.iter().enumerate() {
-            if dropped[i].is_none() && !super::sim_fleet::listed(fleet, g, &host).await {
+            if dropped[i].is_none() && !crate::fleet::sim_fleet::listed(fleet, g, &host).await {
                 dropped[i] = Some(t0.elapsed().as_secs_f64() * 1e3);
             }
         }
@@ -557,7 +557,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim_fleet::{Measured, Predicted};
+    use crate::fleet::sim_fleet::{Measured, Predicted};
 
     fn run(trust: Trust, a: f64, b: f64, rev: Option<Revocation>) -> FleetRun {
         let m = Measured {

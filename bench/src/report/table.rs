@@ -6,20 +6,20 @@
 
 use std::collections::BTreeMap;
 
-use super::decomposition::Decomposition;
-use super::gate;
-use super::goals::{
+use crate::fleet::presence::PresenceResult;
+use crate::fleet::presence_model;
+use crate::fleet::scale::ScaleResult;
+use crate::migration::MigrationResult;
+use crate::paths::decomposition::Decomposition;
+use crate::paths::raw::RawResult;
+use crate::paths::stages;
+use crate::report::document::{ForwardSection, PullSection, Ratios, Report};
+use crate::report::gate;
+use crate::report::goals::{
     GOAL_CPU_TO_SIDE_FLOOR, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING, GOAL_MIGRATION_REPLIES_PER_S,
     GOAL_PULL_TO_CEILING, Goal, Goals, verdict,
 };
-use super::migration::MigrationResult;
-use super::presence::PresenceResult;
-use super::presence_model;
-use super::raw::RawResult;
-use super::report::{ForwardSection, PullSection, Ratios, Report};
-use super::scale::ScaleResult;
-use super::stages;
-use super::stats::{CpuSpent, Latency};
+use crate::rig::stats::{CpuSpent, Latency};
 
 /// The lines printed so far.
 #[derive(Default)]
@@ -84,10 +84,10 @@ pub fn table(r: &Report) -> String {
     if let Some(fw) = &s.forward {
         forward_rows(&mut t, fw, &r.ratios, &r.goals);
         if let Some(floor) = &s.cpu_floor {
-            for l in crate::floor::lines(floor, &fw.result.cpu_ms_per_brief) {
+            for l in crate::floors::floor::lines(floor, &fw.result.cpu_ms_per_brief) {
                 t.line(l);
             }
-            if let Some(l) = crate::floor::ceiling_line(floor) {
+            if let Some(l) = crate::floors::floor::ceiling_line(floor) {
                 t.line(l);
             }
         }
@@ -96,7 +96,7 @@ pub fn table(r: &Report) -> String {
     if let Some(p) = &s.pull {
         pull_rows(&mut t, p, &r.ratios, &r.goals);
         if let Some(floor) = &s.cpu_floor {
-            t.lines(crate::floor::pull_lines(floor, &p.result));
+            t.lines(crate::floors::floor::pull_lines(floor, &p.result));
         }
     }
     if let Some(p) = &s.presence {
@@ -112,12 +112,12 @@ pub fn table(r: &Report) -> String {
         t.lines(presence_model::lines(m));
     }
     if let Some(f) = &s.fleet {
-        t.lines(crate::fleet_table::lines(f));
+        t.lines(crate::fleet::table::lines(f));
     }
     if let Some(c) = &s.cluster {
-        t.lines(crate::cluster::lines(c));
+        t.lines(crate::cluster::runs::lines(c));
     }
-    t.lines(crate::goals_table::lines(r));
+    t.lines(crate::report::goals_table::lines(r));
     if let Some(g) = &r.gate {
         t.lines(gate::lines(g));
     }
@@ -251,7 +251,7 @@ fn forward_rows(t: &mut Table, fw: &ForwardSection, rt: &Ratios, g: &Goals) {
             .keys()
             .filter_map(|h| Some((h.clone(), *f.cpu_ms_per_brief.get(&format!("gateway_{h}"))?)))
             .collect();
-        t.lines(crate::profile::lines(
+        t.lines(crate::paths::profile::lines(
             &format!("forward, throughput run ({} senders)", f.senders),
             p,
             &per,
@@ -478,8 +478,8 @@ fn cpu_rows(t: &mut Table, r: &Report) {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::report::ForwardStages;
-    use crate::report::Sections;
+    use crate::report::document::ForwardStages;
+    use crate::report::document::Sections;
 
     #[test]
     fn every_section_that_ran_is_printed() {
@@ -522,8 +522,8 @@ mod tests {
 
     #[test]
     fn the_path_rows_carry_the_floor_relative_goals_and_the_pull_floor() {
-        use crate::floor::CpuFloor;
-        use crate::stages::Breakdown;
+        use crate::floors::floor::CpuFloor;
+        use crate::paths::stages::Breakdown;
         let mut p = pull(3_500.0, 2.5);
         p.cpu_ms_per_reply = BTreeMap::from([("gateway_a".to_string(), 0.3), ("gateway_b".to_string(), 0.2)]);
         let r = report(Sections {
@@ -598,7 +598,7 @@ mod tests {
             scale: Some(ScaleResult {
                 heartbeat_ms: 5_000,
                 points: vec![scale_point(1, 19 * 1024, 1.0)],
-                refused: Some(crate::scale::Refused {
+                refused: Some(crate::fleet::scale::Refused {
                     level: 10_000,
                     reached: 2_040,
                     error: "channel limit".into(),

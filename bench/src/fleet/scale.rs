@@ -23,8 +23,8 @@ use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use serde::{Deserialize, Serialize};
 
-use super::fleet::{Fleet, Member};
-use super::stats::{CpuProbe, process_fds, process_memory};
+use crate::rig::hosts::{Fleet, Member};
+use crate::rig::stats::{CpuProbe, process_fds, process_memory};
 use fleet_conformance::herdr::InputReaction;
 
 /// Settings of the scale run.

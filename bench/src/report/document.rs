@@ -1,24 +1,24 @@
 //! The run's report, typed: what every section measured, the ratios to the raw baseline, the goals.
 //!
-//! Why: one report is written as JSON (`bench.json`), printed as a table ([`super::table`]) and
-//! read by the regression gate ([`super::gate`]). One set of types keeps the three agreeing, and a
+//! Why: one report is written as JSON (`bench.json`), printed as a table ([`crate::report::table`]) and
+//! read by the regression gate ([`crate::report::gate`]). One set of types keeps the three agreeing, and a
 //! section that did not run is `None` instead of a missing key each reader has to guess about.
 //! The section results are the measuring modules' own structs; this module adds only what is
 //! derived across sections (ratios, goals) and the run's frame (broker, settings, machine).
 
 use serde::{Deserialize, Serialize};
 
-use super::decomposition::{Decomposition, decompose};
-use super::gate::Gate;
-use super::goals::Goals;
-use super::migration::MigrationResult;
-use super::paths::{ForwardResult, PullResult};
-use super::presence::PresenceResult;
-use super::presence_model::Model;
-use super::raw::RawResult;
-use super::scale::ScaleResult;
-use super::stages::Breakdown;
-use super::{Options, migration};
+use crate::fleet::presence::PresenceResult;
+use crate::fleet::presence_model::Model;
+use crate::fleet::scale::ScaleResult;
+use crate::migration::MigrationResult;
+use crate::paths::decomposition::{Decomposition, decompose};
+use crate::paths::forward_pull::{ForwardResult, PullResult};
+use crate::paths::raw::RawResult;
+use crate::paths::stages::Breakdown;
+use crate::report::gate::Gate;
+use crate::report::goals::Goals;
+use crate::{Options, migration};
 
 /// Everything one run measured and concluded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -150,13 +150,13 @@ pub struct Sections {
     /// What any gateway pays per brief and side, and per pull reply, here (with the forward or the
     /// pull section), and the throughput ceilings those floors allow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_floor: Option<crate::floor::CpuFloor>,
+    pub cpu_floor: Option<crate::floors::floor::CpuFloor>,
     /// `--fleet`: simulated hosts with two real gateways among them (`null` when not run).
     #[serde(default)]
-    pub fleet: Option<crate::sim_fleet::FleetResult>,
+    pub fleet: Option<crate::fleet::sim_fleet::FleetResult>,
     /// `--cluster`: single node against a cluster, and kill-to-ready (left out when not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<crate::cluster::ClusterResult>,
+    pub cluster: Option<crate::cluster::runs::ClusterResult>,
 }
 
 /// The forward path and where its time went inside the gateways.
@@ -167,7 +167,7 @@ pub struct ForwardSection {
     pub stages: ForwardStages,
     /// `--profile`: each gateway's CPU by component during the throughput run, by host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<std::collections::BTreeMap<String, crate::profile::Profile>>,
+    pub profile: Option<std::collections::BTreeMap<String, crate::paths::profile::Profile>>,
 }
 
 /// The gateways' stage breakdown of each forward run, scraped around that run alone.
@@ -188,7 +188,7 @@ pub struct PullSection {
 }
 
 /// Every gateway figure over its raw counterpart; `None` where either side was not measured. The
-/// goals ([`super::goals`]) judge some of them; the others are there to read beside them.
+/// goals ([`crate::report::goals`]) judge some of them; the others are there to read beside them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ratios {
     /// The raw figures the ratios divide by: the mean of the runs before and after the paths.
@@ -361,7 +361,7 @@ mod tests {
     fn the_decomposition_needs_the_single_sender_stages_and_the_raw_round_trip() {
         let mut s = paths_sections();
         assert_eq!(report(s.clone()).forward_p50_decomposition, None, "no metric, no split");
-        let stage = |mean_ms| crate::stages::StageTime { count: 100, mean_ms };
+        let stage = |mean_ms| crate::paths::stages::StageTime { count: 100, mean_ms };
         if let Some(f) = s.forward.as_mut() {
             f.stages.single_sender = Breakdown::from([
                 ("a".to_string(), [("verify".to_string(), stage(0.1))].into()),

@@ -1,6 +1,6 @@
 //! Where a gateway's CPU goes, by component: a `perf` profile of each gateway during a path.
 //!
-//! Why: the stage breakdown ([`super::stages`]) says where a message *waits*; the CPU probe says
+//! Why: the stage breakdown ([`crate::paths::stages`]) says where a message *waits*; the CPU probe says
 //! how much CPU a gateway burns per message. Neither says what burns it — the signatures SPEC §3
 //! asks for, the AMQP client, the HTTP/MCP layer, herdr's one-request-per-connection socket, or
 //! the gateway's own logic — and so neither can tell a cost the gateway could shed from one any

@@ -1,0 +1,2 @@
+//! The cluster.
+pub mod runs;

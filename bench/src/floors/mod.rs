@@ -1,0 +1,3 @@
+//! The floors.
+pub mod floor;
+pub mod local_floor;
