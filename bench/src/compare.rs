@@ -82,7 +82,7 @@ pub const FIGURES: [(&str, Pick, Better); 9] = [
     ),
 ];
 
-fn forward(r: &Report) -> Option<&crate::report::document::ForwardSection> {
+fn forward(r: &Report) -> Option<&crate::report::sections::ForwardSection> {
     r.sections.forward.as_ref()
 }
 

@@ -12,6 +12,8 @@ use crate::paths::forward_pull::{ForwardResult, PullResult};
 use crate::paths::raw::EchoResult;
 use crate::paths::raw::RawResult;
 use crate::report::document::*;
+use crate::report::sections::*;
+use crate::rig::BrokerInfo;
 use crate::rig::stats::{CpuSpent, Latency};
 
 pub fn latency(p50_ms: f64) -> Latency {

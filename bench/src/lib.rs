@@ -55,8 +55,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use fleet_conformance::broker::{Broker, BrokerSpec};
-use report::document::{BrokerInfo, ForwardSection, ForwardStages, Machine, PullSection, Report, Sections, Settings};
+use report::document::{Machine, Report, Settings};
+use report::sections::{ForwardSection, ForwardStages, PullSection, Sections};
 pub use report::table::table;
+use rig::BrokerInfo;
 use rig::hosts::Fleet;
 use rig::stats::CpuProbe;
 
@@ -501,7 +503,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::report::document::{ForwardSection, ForwardStages};
+    use crate::report::sections::{ForwardSection, ForwardStages};
 
     /// A report whose forward path ran at `briefs_per_s` against a 4,000/s envelope echo, on a
     /// machine that was quiet (`trusted`) or not.

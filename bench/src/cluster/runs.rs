@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::Options;
 use crate::paths::forward_pull::{self as paths, ForwardResult, PullResult};
 use crate::paths::raw::{self, EchoAt, EchoResult, QueueKind};
-use crate::report::document::BrokerInfo;
+use crate::rig::BrokerInfo;
 use crate::rig::hosts::Fleet;
 use crate::rig::stats::{self, CpuProbe, Latency};
 use fleet_conformance::broker::url::percent_encode;

@@ -1,16 +1,12 @@
-//! `--fleet` as text: the runs beside the model, the trust modes side by side, the fleet goals.
+//! `--fleet` as text: the runs beside the model, the trust modes side by side.
 //!
 //! Why a module: [`crate::fleet::sim_fleet`] measures and [`crate::report::table`] prints the whole report; the
-//! fleet's lines (its own table, and its rows of the goals block) grew with every form, trust mode
-//! and goal, so they live here, apart from both.
+//! fleet's lines grew with every form and trust mode, so they live here, apart from both. Its rows
+//! of the goals block are in [`crate::report::goals_table`], beside the goals they print, so that
+//! nothing in the fleet imports the report.
 
-use crate::fleet::sim_fleet::{FleetResult, FleetRun, Form, off};
+use crate::fleet::sim_fleet::{FleetResult, FleetRun, off};
 use crate::fleet::trust::{self as fleet_trust, Trust};
-use crate::report::document::Report;
-use crate::report::goals::{
-    GOAL_FLEET_CERTS_CPU_RATIO, GOAL_FLEET_ENTITIES, GOAL_FLEET_GATEWAY_CPU_PCT, GOAL_FLEET_HEARTBEAT_MS,
-    GOAL_FLEET_HOSTS, Goal, verdict,
-};
 
 /// A run's form, with `+cert` for a certificate run.
 fn label(x: &FleetRun) -> String {
@@ -134,88 +130,5 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
         }
     }
     out.extend(fleet_trust::lines(r));
-    out
-}
-
-/// One row of the goals block, in its columns.
-fn row(name: &str, value: Option<String>, goal: &str, verdict: &str, note: &str) -> String {
-    let value = value.unwrap_or_else(|| "-".into());
-    format!("  {name:<57} {value:>14} {goal:>12}  {verdict}{note}")
-}
-
-/// The fleet's rows of the goals block (issue 16, SPEC §18).
-pub fn goal_rows(r: &Report) -> Vec<String> {
-    let (g, s) = (&r.goals, &r.sections);
-    let ms = |x: Option<&Goal>| x.map(|x| format!("{:.0} ms", x.value));
-    let size = format!("{GOAL_FLEET_HOSTS} hosts × {GOAL_FLEET_ENTITIES}, H = {GOAL_FLEET_HEARTBEAT_MS} ms");
-    let cpu = g.fleet_batched_gateway_cpu_pct.as_ref();
-    let listed = g.fleet_batched_new_host_listed_ms.as_ref();
-    let ratio = g.fleet_certs_cpu_ratio.as_ref();
-    let certs_cpu = g.fleet_certs_gateway_cpu_pct.as_ref();
-    let rev = g.fleet_certs_revocation_to_reject_ms.as_ref();
-    let mut out = vec![
-        row(
-            &format!("fleet {size}, batched: real gateway CPU"),
-            cpu.map(|x| format!("{:.1} %", x.value)),
-            &format!("≤ {GOAL_FLEET_GATEWAY_CPU_PCT} %"),
-            verdict(cpu),
-            "",
-        ),
-        row(
-            "  same run: a new host listed by both real gateways",
-            ms(listed),
-            &listed.map_or_else(|| "≤ 2H".into(), |x| format!("≤ {:.0} ms", x.goal)),
-            verdict(listed),
-            "",
-        ),
-        row(
-            "  with certificates (§18): gateway CPU ÷ peers-file run's",
-            ratio.map(|x| format!("{:.2}×", x.value)),
-            &format!("≤ {GOAL_FLEET_CERTS_CPU_RATIO}×"),
-            verdict(ratio),
-            "",
-        ),
-        row(
-            "  with certificates (§18): real gateway CPU",
-            certs_cpu.map(|x| format!("{:.1} %", x.value)),
-            &format!("≤ {GOAL_FLEET_GATEWAY_CPU_PCT} %"),
-            verdict(certs_cpu),
-            "",
-        ),
-        row(
-            "  revocation-list change → rejected on every real gateway",
-            ms(rev),
-            &rev.map_or_else(|| "≤ 2 s".into(), |x| format!("≤ {:.0} ms", x.goal)),
-            verdict(rev),
-            " (MEM-4)",
-        ),
-    ];
-    let Some(f) = &s.fleet else {
-        return out;
-    };
-    if let Some(r) = f.at(
-        Form::PerEntity,
-        GOAL_FLEET_HOSTS,
-        GOAL_FLEET_ENTITIES,
-        GOAL_FLEET_HEARTBEAT_MS,
-    ) {
-        let m = &r.measured;
-        out.push(format!(
-            "  (not a goal) per-entity at {size}: gateways {:.1}/{:.1} % CPU, broker {} % CPU, {:.0} deliveries/s, \
-             new host listed in {}, {}",
-            m.gateway_a_cpu_pct.unwrap_or(f64::NAN),
-            m.gateway_b_cpu_pct.unwrap_or(f64::NAN),
-            m.broker_cpu_pct.map_or("-".into(), |b| format!("{b:.0}")),
-            m.deliveries_per_s,
-            m.new_host_listed_ms.map_or("(never)".into(), |x| format!("{x:.0} ms")),
-            if r.keeps_up { "keeps up" } else { "does NOT keep up" }
-        ));
-    }
-    if let Some(n) = g.fleet_per_entity_largest_keeping_up {
-        out.push(format!(
-            "  (not a goal) largest per-entity fleet that kept up (E = {GOAL_FLEET_ENTITIES}, H = {GOAL_FLEET_HEARTBEAT_MS} ms): {}",
-            if n == 0 { "none measured".to_string() } else { format!("{n} hosts") }
-        ));
-    }
     out
 }

@@ -37,6 +37,7 @@ use fleet_conformance::envelope::Envelope;
 use serde::{Deserialize, Serialize};
 
 use crate::paths::forward_pull::PullResult;
+use crate::rig::stats::thread_cpu;
 
 /// The floor of each side of a brief (and of both sides of a pull reply), ms of CPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,17 +102,6 @@ impl CpuFloor {
 /// The main's drain calls per reply drained in a pull run (`None` when none was drained).
 pub fn drain_calls_per_reply(pull: &PullResult) -> Option<f64> {
     (pull.replies > 0).then(|| pull.drain_calls as f64 / pull.replies as f64)
-}
-
-/// One thread's CPU time so far.
-pub(crate) fn thread_cpu() -> std::time::Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return std::time::Duration::ZERO;
-    }
-    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// CPU ms of one sign + one strict verify over a signing input of `size` body bytes: the best of

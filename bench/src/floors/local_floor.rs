@@ -36,7 +36,7 @@ use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::floors::floor::thread_cpu;
+use crate::rig::stats::thread_cpu;
 
 /// The token the minimal server expects (any fixed string: it is compared, as a gateway must).
 const TOKEN: &str = "floor-token";

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::document::Ratios;
+use crate::report::sections::Ratios;
 
 /// How much worse than the baseline a ratio may get before it is a regression (20 %).
 pub const DROP: f64 = 0.20;

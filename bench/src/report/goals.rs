@@ -38,7 +38,7 @@ use crate::fleet::scale::{ScalePoint, ScaleResult};
 use crate::fleet::sim_fleet::{self, Form};
 use crate::fleet::trust as fleet_trust;
 use crate::floors::floor::CpuFloor;
-use crate::report::document::{Ratios, Sections};
+use crate::report::sections::{Ratios, Sections};
 
 /// Gateway CPU per forwarded brief on each side over that side's floor
 /// ([`CpuFloor::side_a_ms`], [`CpuFloor::side_b_ms`]), at most.
@@ -347,7 +347,7 @@ mod tests {
     use super::*;
     use crate::fixtures::*;
     use crate::paths::stages::Breakdown;
-    use crate::report::document::{ForwardSection, ForwardStages, PullSection};
+    use crate::report::sections::{ForwardSection, ForwardStages, PullSection};
 
     #[test]
     fn a_bound_is_met_on_its_side_and_at_the_goal_itself() {

@@ -3,12 +3,14 @@
 //! Why a module: [`crate::report::goals`] judges and [`crate::report::table`] prints the whole report; the goals
 //! block grew with the floor-relative path goals (issue 36), whose lines also show what they are
 //! relative to (a side's floor in ms, a path's ceiling), so it lives here, apart from the
-//! sections' rows. The fleet's goal lines are [`crate::fleet::table::goal_rows`].
+//! sections' rows. The fleet's goal lines are [`fleet_rows`].
 
+use crate::fleet::sim_fleet::Form;
 use crate::report::document::Report;
 use crate::report::goals::{
-    GOAL_CPU_TO_SIDE_FLOOR, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING, GOAL_MIGRATION_REPLIES_PER_S,
-    GOAL_PULL_TO_CEILING, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, verdict,
+    GOAL_CPU_TO_SIDE_FLOOR, GOAL_FLEET_CERTS_CPU_RATIO, GOAL_FLEET_ENTITIES, GOAL_FLEET_GATEWAY_CPU_PCT,
+    GOAL_FLEET_HEARTBEAT_MS, GOAL_FLEET_HOSTS, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING,
+    GOAL_MIGRATION_REPLIES_PER_S, GOAL_PULL_TO_CEILING, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, verdict,
 };
 
 /// One row of the goals block, in its columns.
@@ -31,7 +33,7 @@ pub fn lines(r: &Report) -> Vec<String> {
     )];
     out.extend(path_rows(r));
     out.extend(footprint_rows(r));
-    out.extend(crate::fleet::table::goal_rows(r));
+    out.extend(fleet_rows(r));
     out.extend(cluster_rows(r));
     out
 }
@@ -208,6 +210,83 @@ fn cluster_rows(r: &Report) -> Vec<String> {
     out
 }
 
+/// The fleet's rows of the goals block (issue 16, SPEC §18).
+fn fleet_rows(r: &Report) -> Vec<String> {
+    let (g, s) = (&r.goals, &r.sections);
+    let ms = |x: Option<&Goal>| x.map(|x| format!("{:.0} ms", x.value));
+    let size = format!("{GOAL_FLEET_HOSTS} hosts × {GOAL_FLEET_ENTITIES}, H = {GOAL_FLEET_HEARTBEAT_MS} ms");
+    let cpu = g.fleet_batched_gateway_cpu_pct.as_ref();
+    let listed = g.fleet_batched_new_host_listed_ms.as_ref();
+    let ratio = g.fleet_certs_cpu_ratio.as_ref();
+    let certs_cpu = g.fleet_certs_gateway_cpu_pct.as_ref();
+    let rev = g.fleet_certs_revocation_to_reject_ms.as_ref();
+    let mut out = vec![
+        row(
+            &format!("fleet {size}, batched: real gateway CPU"),
+            cpu.map(|x| format!("{:.1} %", x.value)),
+            &format!("≤ {GOAL_FLEET_GATEWAY_CPU_PCT} %"),
+            verdict(cpu),
+            "",
+        ),
+        row(
+            "  same run: a new host listed by both real gateways",
+            ms(listed),
+            &listed.map_or_else(|| "≤ 2H".into(), |x| format!("≤ {:.0} ms", x.goal)),
+            verdict(listed),
+            "",
+        ),
+        row(
+            "  with certificates (§18): gateway CPU ÷ peers-file run's",
+            ratio.map(|x| format!("{:.2}×", x.value)),
+            &format!("≤ {GOAL_FLEET_CERTS_CPU_RATIO}×"),
+            verdict(ratio),
+            "",
+        ),
+        row(
+            "  with certificates (§18): real gateway CPU",
+            certs_cpu.map(|x| format!("{:.1} %", x.value)),
+            &format!("≤ {GOAL_FLEET_GATEWAY_CPU_PCT} %"),
+            verdict(certs_cpu),
+            "",
+        ),
+        row(
+            "  revocation-list change → rejected on every real gateway",
+            ms(rev),
+            &rev.map_or_else(|| "≤ 2 s".into(), |x| format!("≤ {:.0} ms", x.goal)),
+            verdict(rev),
+            " (MEM-4)",
+        ),
+    ];
+    let Some(f) = &s.fleet else {
+        return out;
+    };
+    if let Some(r) = f.at(
+        Form::PerEntity,
+        GOAL_FLEET_HOSTS,
+        GOAL_FLEET_ENTITIES,
+        GOAL_FLEET_HEARTBEAT_MS,
+    ) {
+        let m = &r.measured;
+        out.push(format!(
+            "  (not a goal) per-entity at {size}: gateways {:.1}/{:.1} % CPU, broker {} % CPU, {:.0} deliveries/s, \
+             new host listed in {}, {}",
+            m.gateway_a_cpu_pct.unwrap_or(f64::NAN),
+            m.gateway_b_cpu_pct.unwrap_or(f64::NAN),
+            m.broker_cpu_pct.map_or("-".into(), |b| format!("{b:.0}")),
+            m.deliveries_per_s,
+            m.new_host_listed_ms.map_or("(never)".into(), |x| format!("{x:.0} ms")),
+            if r.keeps_up { "keeps up" } else { "does NOT keep up" }
+        ));
+    }
+    if let Some(n) = g.fleet_per_entity_largest_keeping_up {
+        out.push(format!(
+            "  (not a goal) largest per-entity fleet that kept up (E = {GOAL_FLEET_ENTITIES}, H = {GOAL_FLEET_HEARTBEAT_MS} ms): {}",
+            if n == 0 { "none measured".to_string() } else { format!("{n} hosts") }
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,7 +294,7 @@ mod tests {
     use crate::fleet::scale::ScaleResult;
     use crate::floors::floor::CpuFloor;
     use crate::paths::stages::Breakdown;
-    use crate::report::document::{ForwardSection, ForwardStages, PullSection, Sections};
+    use crate::report::sections::{ForwardSection, ForwardStages, PullSection, Sections};
 
     /// The goals block's line for `figure`.
     fn goal_line<'a>(lines: &'a [String], figure: &str) -> &'a str {

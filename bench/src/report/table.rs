@@ -13,12 +13,13 @@ use crate::migration::MigrationResult;
 use crate::paths::decomposition::Decomposition;
 use crate::paths::raw::RawResult;
 use crate::paths::stages;
-use crate::report::document::{ForwardSection, PullSection, Ratios, Report};
+use crate::report::document::Report;
 use crate::report::gate;
 use crate::report::goals::{
     GOAL_CPU_TO_SIDE_FLOOR, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING, GOAL_MIGRATION_REPLIES_PER_S,
     GOAL_PULL_TO_CEILING, Goal, Goals, verdict,
 };
+use crate::report::sections::{ForwardSection, PullSection, Ratios};
 use crate::rig::stats::{CpuSpent, Latency};
 
 /// The lines printed so far.
@@ -478,8 +479,7 @@ fn cpu_rows(t: &mut Table, r: &Report) {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::report::document::ForwardStages;
-    use crate::report::document::Sections;
+    use crate::report::sections::{ForwardStages, Sections};
 
     #[test]
     fn every_section_that_ran_is_printed() {

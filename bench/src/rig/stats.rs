@@ -267,6 +267,17 @@ pub fn load_average() -> Option<[f64; 3]> {
     Some([*v.first()?, *v.get(1)?, *v.get(2)?])
 }
 
+/// One thread's CPU time so far.
+pub fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
