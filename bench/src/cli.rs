@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use crate::cluster::runs::ClusterSettings;
 use crate::fleet::scale::ScaleSettings;
-use crate::fleet::sim_fleet::{FleetSettings, Form};
-use crate::fleet::trust::Trust;
+use crate::fleet::sim_result::{FleetSettings, Form, Trust};
 use crate::migration::MigrationSettings;
 use crate::paths::forward_pull::PathSettings;
 use crate::paths::raw::QueueKind;

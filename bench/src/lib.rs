@@ -87,7 +87,7 @@ pub struct Options {
     /// Profile the gateways with `perf` during the forward throughput run ([`profile`]).
     pub profile: bool,
     /// `--fleet`: the simulated fleet's runs ([`sim_fleet`]); `None` when not asked for.
-    pub fleet: Option<fleet::sim_fleet::FleetSettings>,
+    pub fleet: Option<fleet::sim_result::FleetSettings>,
     /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
     /// asked for.
     pub cluster: Option<cluster::runs::ClusterSettings>,
@@ -434,7 +434,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
             // On a cluster the real gateways run SPEC §16: every node in their URL list (each
             // starting at another node) and quorum inboxes.
             let real_env: BTreeMap<String, BTreeMap<String, String>> = if broker.is_cluster() {
-                fleet::sim_fleet::REAL
+                fleet::sim_result::REAL
                     .iter()
                     .enumerate()
                     .map(|(i, g)| {

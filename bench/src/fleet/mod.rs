@@ -4,5 +4,7 @@ pub mod presence;
 pub mod presence_model;
 pub mod scale;
 pub mod sim_fleet;
+pub mod sim_hosts;
+pub mod sim_result;
 pub mod table;
 pub mod trust;

@@ -5,8 +5,8 @@
 //! of the goals block are in [`crate::report::goals_table`], beside the goals they print, so that
 //! nothing in the fleet imports the report.
 
-use crate::fleet::sim_fleet::{FleetResult, FleetRun, off};
-use crate::fleet::trust::{self as fleet_trust, Trust};
+use crate::fleet::sim_result::{FleetResult, FleetRun, Trust, off};
+use crate::fleet::trust as fleet_trust;
 
 /// A run's form, with `+cert` for a certificate run.
 fn label(x: &FleetRun) -> String {

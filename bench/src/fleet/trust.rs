@@ -30,51 +30,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::fleet::certs::{FleetCa, krl_spec, replace_file};
-use crate::fleet::sim_fleet::{FleetResult, FleetRun, Form, REAL, off};
+use crate::fleet::sim_hosts::{Round, listed};
+use crate::fleet::sim_result::{FleetResult, FleetRun, Form, REAL, Revocation, Trust, off};
 use crate::rig::hosts::Fleet;
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::Captured;
-
-/// How the real gateways come to trust the other hosts of a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Trust {
-    /// Every host's key pinned in the real gateways' peers file (SPEC §3.1).
-    #[default]
-    Peers,
-    /// No host in any peers file: each carries an OpenSSH host certificate from the fleet CA in
-    /// its `_gateway` presence (SPEC §18, MEM-2).
-    Certs,
-}
-
-impl Trust {
-    pub fn label(self) -> &'static str {
-        match self {
-            Trust::Peers => "peers",
-            Trust::Certs => "certs",
-        }
-    }
-
-    /// `peers`, `certs` or `both` (peers first).
-    pub fn parse_list(s: &str) -> Result<Vec<Trust>, String> {
-        match s {
-            "peers" => Ok(vec![Trust::Peers]),
-            "certs" => Ok(vec![Trust::Certs]),
-            "both" => Ok(vec![Trust::Peers, Trust::Certs]),
-            other => Err(format!("--fleet-trust: {other:?} is not peers, certs or both")),
-        }
-    }
-
-    /// The order of round `round` of `trusts`: every other round reversed (A B B A A B …), so a
-    /// load that drifts during the invocation weighs on both modes alike.
-    pub fn interleaved(trusts: &[Trust], round: usize) -> Vec<Trust> {
-        let mut order = trusts.to_vec();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        order
-    }
-}
 
 /// A certificate run's credentials: the fleet CA, every host's certificate, the files the real
 /// gateways read.
@@ -149,53 +109,12 @@ impl Credentials {
     }
 }
 
-/// A revocation timed after a certificate run's window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Revocation {
-    /// The simulated host revoked, and its certificate's serial.
-    pub host: String,
-    pub serial: u64,
-    /// Rename of the revocation list → the first dead letter of that host's messages from real
-    /// gateway a's / b's `roster.<host>` queue on `bridge.dlx`, `x-death` reason `rejected`.
-    pub rejected_a_ms: Option<f64>,
-    pub rejected_b_ms: Option<f64>,
-    /// Rename → the host's `_gateway` entry gone from real gateway a's / b's `GET /v1/roster`.
-    pub dropped_a_ms: Option<f64>,
-    pub dropped_b_ms: Option<f64>,
-    /// How long the bench waited, ms.
-    pub waited_ms: f64,
-    /// Presence messages the revoked host sent from the rename on (one every [`PROBE_EVERY`]).
-    pub sent: u64,
-    /// Whether both real gateways listed the host before the rename (else `dropped_*` say nothing).
-    pub listed_before: bool,
-}
-
-impl Revocation {
-    /// The later of both gateways (`None` unless both did).
-    fn both(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-        Some(a?.max(b?))
-    }
-
-    /// Rename → the first of the host's messages rejected on every real gateway.
-    pub fn rejected_everywhere_ms(&self) -> Option<f64> {
-        Self::both(self.rejected_a_ms, self.rejected_b_ms)
-    }
-
-    /// Rename → the host dropped from every real gateway's roster.
-    pub fn dropped_everywhere_ms(&self) -> Option<f64> {
-        Self::both(self.dropped_a_ms, self.dropped_b_ms)
-    }
-}
-
 /// How often the revoked host sends a presence after the rename: the time to the first rejection
 /// is then the fleet's own (to this resolution), not the phase of the host's next heartbeat in H.
 /// Each one fans out to every roster queue (N deliveries), so not more often.
 pub const PROBE_EVERY: Duration = Duration::from_millis(100);
 /// MEM-4's bound: a revoked certificate stops verifying within 2 s of the file change.
 pub const MEM4_BOUND_MS: f64 = 2_000.0;
-
-/// What a simulated host publishes each round: (routing key, body, properties).
-pub type Round = Vec<(String, Vec<u8>, lapin::BasicProperties)>;
 
 /// Which real gateway's roster queue a dead letter came from, if it is a message rejected there
 /// (SIG-5) and `host`'s (any host's with `None`).
@@ -274,7 +193,7 @@ pub async fn time_revocation(
     let pub_ch = conn.create_channel().await?;
     let mut listed_before = true;
     for g in REAL {
-        listed_before &= crate::fleet::sim_fleet::listed(fleet, g, &host).await;
+        listed_before &= listed(fleet, g, &host).await;
     }
     let rejected: Arc<Mutex<[Option<f64>; 2]>> = Arc::default();
     let t0 = Instant::now();
@@ -301,7 +220,7 @@ pub async fn time_revocation(
     let deadline = t0 + wait;
     loop {
         for (i, g) in REAL.iter().enumerate() {
-            if dropped[i].is_none() && !crate::fleet::sim_fleet::listed(fleet, g, &host).await {
+            if dropped[i].is_none() && !listed(fleet, g, &host).await {
                 dropped[i] = Some(t0.elapsed().as_secs_f64() * 1e3);
             }
         }
@@ -557,7 +476,7 @@ pub fn lines(r: &FleetResult) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::sim_fleet::{Measured, Predicted};
+    use crate::fleet::sim_result::{Measured, Predicted};
 
     fn run(trust: Trust, a: f64, b: f64, rev: Option<Revocation>) -> FleetRun {
         let m = Measured {

@@ -35,7 +35,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::scale::{ScalePoint, ScaleResult};
-use crate::fleet::sim_fleet::{self, Form};
+use crate::fleet::sim_hosts::listing_wait_ms;
+use crate::fleet::sim_result::Form;
 use crate::fleet::trust as fleet_trust;
 use crate::floors::floor::CpuFloor;
 use crate::report::sections::{Ratios, Sections};
@@ -303,7 +304,7 @@ impl Goals {
                 Some(Goal::at_most(worst, GOAL_FLEET_GATEWAY_CPU_PCT))
             }),
             fleet_batched_new_host_listed_ms: batched.map(|r| {
-                let waited = sim_fleet::listing_wait_ms(r.heartbeat_ms);
+                let waited = listing_wait_ms(r.heartbeat_ms);
                 Goal::at_most(
                     r.measured.new_host_listed_ms.unwrap_or(waited),
                     GOAL_FLEET_LISTED_OF_H * h,

@@ -5,7 +5,7 @@
 //! relative to (a side's floor in ms, a path's ceiling), so it lives here, apart from the
 //! sections' rows. The fleet's goal lines are [`fleet_rows`].
 
-use crate::fleet::sim_fleet::Form;
+use crate::fleet::sim_result::Form;
 use crate::report::document::Report;
 use crate::report::goals::{
     GOAL_CPU_TO_SIDE_FLOOR, GOAL_FLEET_CERTS_CPU_RATIO, GOAL_FLEET_ENTITIES, GOAL_FLEET_GATEWAY_CPU_PCT,

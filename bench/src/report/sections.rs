@@ -41,7 +41,7 @@ pub struct Sections {
     pub cpu_floor: Option<crate::floors::floor::CpuFloor>,
     /// `--fleet`: simulated hosts with two real gateways among them (`null` when not run).
     #[serde(default)]
-    pub fleet: Option<crate::fleet::sim_fleet::FleetResult>,
+    pub fleet: Option<crate::fleet::sim_result::FleetResult>,
     /// `--cluster`: single node against a cluster, and kill-to-ready (left out when not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster::runs::ClusterResult>,
