@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cluster::runs::ClusterSettings;
+use crate::cluster::result::ClusterSettings;
 use crate::fleet::scale::ScaleSettings;
 use crate::fleet::sim_result::{FleetSettings, Form, Trust};
 use crate::migration::MigrationSettings;

@@ -90,7 +90,7 @@ pub struct Options {
     pub fleet: Option<fleet::sim_result::FleetSettings>,
     /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
     /// asked for.
-    pub cluster: Option<cluster::runs::ClusterSettings>,
+    pub cluster: Option<cluster::result::ClusterSettings>,
     /// `--compare CMD,… --rounds N`: those gateways and then `gateway_cmd`, interleaved
     /// ([`compare`]).
     pub compare: Option<(Vec<String>, usize)>,

@@ -560,7 +560,7 @@ mod tests {
 
     #[test]
     fn the_worst_kill_to_ready_is_judged_against_the_clu5_bound() {
-        use crate::cluster::runs::{ClusterResult, KillToReady};
+        use crate::cluster::result::{ClusterResult, KillToReady};
         let at = |worst_ms: Option<f64>| {
             let s = Sections {
                 cluster: Some(ClusterResult {

@@ -44,7 +44,7 @@ pub struct Sections {
     pub fleet: Option<crate::fleet::sim_result::FleetResult>,
     /// `--cluster`: single node against a cluster, and kill-to-ready (left out when not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<crate::cluster::runs::ClusterResult>,
+    pub cluster: Option<crate::cluster::result::ClusterResult>,
 }
 
 /// The forward path and where its time went inside the gateways.

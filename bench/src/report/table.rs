@@ -116,7 +116,7 @@ pub fn table(r: &Report) -> String {
         t.lines(crate::fleet::table::lines(f));
     }
     if let Some(c) = &s.cluster {
-        t.lines(crate::cluster::runs::lines(c));
+        t.lines(crate::cluster::table::lines(c));
     }
     t.lines(crate::report::goals_table::lines(r));
     if let Some(g) = &r.gate {
