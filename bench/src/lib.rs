@@ -6,36 +6,31 @@
 //! minute to the next. The raw baseline runs before and after the gateway paths; ratios use their
 //! mean, and the spread between the two says how noisy the run was.
 //!
-//! - [`paths::raw`] — the baseline: pipelined confirms → durable queue → manual-ack consumer
-//! - [`paths::forward_pull`] — the forward (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP
-//! - [`fleet::presence`] — roster convergence after a gateway start
-//! - [`fleet::scale`] — gateway RSS, CPU and heartbeat rounds with 1, 100, 1000 (… 10,000) local entities
-//! - [`cluster::runs`] — `--cluster`: the paths and the raw envelope echo on a single node and on a
-//!   3-node cluster with quorum queues (replication's cost, measured), and node kill → gateways
-//!   ready again (CLU-5(c))
-//! - [`fleet::sim_fleet`] — `--fleet`: N simulated hosts (own keys, own roster queues, verifying) with two
-//!   real gateways among them; deliveries, CPU, RSS and a new host's convergence beside the model
-//! - [`fleet::presence_model`] — from the scale run's per-message costs, presence priced for fleets of
-//!   10 to 1,000 hosts, per-entity (SPEC §8) and host-batched (docs/PRESENCE-BATCH.md)
+//! The sources are grouped by the question each part answers (each folder's `mod.rs` says why its
+//! boundaries are where they are); imports only go down this list, never back up:
+//!
+//! - [`rig`] — what every measurement stands on: the hosts (gateway processes + fake herdrs,
+//!   [`rig::hosts`]), percentiles and `/proc` CPU accounting ([`rig::stats`]), the broker's name
+//! - [`paths`] — how fast are the gateway's message paths against the raw broker: the baseline
+//!   ([`paths::raw`]: pipelined confirms → durable queue → manual-ack consumer), the forward
+//!   (SEND→INJECTED) and pull (REPLY → `bridge_poll`) paths over MCP ([`paths::forward_pull`]),
+//!   where the time goes ([`paths::stages`], [`paths::decomposition`], [`paths::profile`])
+//! - [`floors`] — what any gateway must pay here: the CPU floor per brief and per pull reply, and
+//!   the throughput ceilings it allows (the path goals are relative to them)
+//! - [`fleet`] — what presence costs as the fleet grows: roster convergence ([`fleet::presence`]),
+//!   one gateway at 1 … 10,000 entities ([`fleet::scale`]), the model priced from it
+//!   ([`fleet::presence_model`]), and `--fleet`'s simulated hosts with two real gateways among
+//!   them, peers file or certificates (`--fleet-trust`, SPEC §18)
+//! - [`cluster`] — `--cluster`: what replication costs (single node against a 3-node cluster with
+//!   quorum queues), and node kill → gateways ready again (CLU-5(c))
 //! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a
 //!   raw get → publish → ack move of the same messages, then checked for losses
-//! - [`paths::stages`] — the gateways' own `fleet_stage_seconds` read around each path: where the time goes
-//! - [`paths::decomposition`] — the 1-sender forward p50 split into raw round trip, herdr, verify, rest
-//! - [`floors::floor`] — the CPU floor any gateway pays per brief and per pull reply here, and the
-//!   throughput ceilings it allows (the path goals are relative to them)
-//! - [`rig::stats`] — percentiles and `/proc` CPU accounting
-//! - [`report::gate`] — the regression gate: ratios against `fixtures/bench/baseline.json`, and whether
-//!   the machine was quiet enough to trust them
-//! - [`report::document`] — the typed report (sections, ratios), written as JSON; [`report::goals`] — what it is
-//!   judged against; [`report::table`] — the report as text, its goals block in [`report::goals_table`]
-//! - [`fleet::trust`] — `--fleet-trust`: the fleet with certificates (SPEC §18) beside the peers
-//!   file in the same invocation, and a revocation timed to rejected everywhere; [`fleet::certs`] —
-//!   the fleet CA, host certificates and revocation list, made by `ssh-keygen`; [`fleet::table`] —
-//!   the fleet's lines
-//! - [`rig::hosts`] — the hosts (gateway processes + fake herdrs) the paths run through
+//! - [`report`] — the typed report (sections, ratios) written as JSON, the goals it is judged
+//!   against, the regression gate (`fixtures/bench/baseline.json`), and the report as text
+//! - [`compare`] — `--compare`: whole runs of several gateways, interleaved, compared
 //! - [`cli`] — the command line
 //!
-//! This file only runs the sections in order and hands their results to [`report::Report`].
+//! This file only runs the sections in order and hands their results to [`report::document::Report`].
 
 pub mod cli;
 pub mod cluster;
@@ -78,15 +73,15 @@ pub struct Options {
     pub migration: migration::MigrationSettings,
     /// Keep the work directory (gateway logs) after the run.
     pub keep: bool,
-    /// The checked-in ratios the regression gate compares with ([`gate`]).
+    /// The checked-in ratios the regression gate compares with ([`report::gate`]).
     pub baseline: PathBuf,
     /// Write this run's ratios to `baseline` instead of comparing with it.
     pub record_baseline: bool,
     /// Run nothing: gate (or record) the median of these earlier reports ([`gate_reports`]).
     pub gate_reports: Vec<PathBuf>,
-    /// Profile the gateways with `perf` during the forward throughput run ([`profile`]).
+    /// Profile the gateways with `perf` during the forward throughput run ([`paths::profile`]).
     pub profile: bool,
-    /// `--fleet`: the simulated fleet's runs ([`sim_fleet`]); `None` when not asked for.
+    /// `--fleet`: the simulated fleet's runs ([`fleet::sim_fleet`]); `None` when not asked for.
     pub fleet: Option<fleet::sim_result::FleetSettings>,
     /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
     /// asked for.
@@ -155,7 +150,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
 
 /// The regression gate over several earlier runs: the median of their gated ratios compared with
 /// the baseline, or written as the baseline with `record_baseline`. Returns the text to print.
-/// Every report must be readable; a run that was not quiet enough ([`gate::trusted`]) is left
+/// Every report must be readable; a run that was not quiet enough ([`report::gate::trusted`]) is left
 /// out of the median and named, and with none left there is nothing to gate.
 pub fn gate_reports(opts: &Options) -> anyhow::Result<Vec<String>> {
     let mut runs = Vec::new();

@@ -233,7 +233,7 @@ pub(crate) fn summary(kills: &[Kill], wait_ms: f64) -> (Option<f64>, Option<f64>
     (median, worst)
 }
 
-/// A gateway's state from some time after the kill on (ms), as [`look`] saw it.
+/// A gateway's state from some time after the kill on (ms), as `look` ([`crate::cluster::kill`]) saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Phase {
     pub at_ms: f64,

@@ -72,7 +72,7 @@ pub struct Revocation {
     pub dropped_b_ms: Option<f64>,
     /// How long the bench waited, ms.
     pub waited_ms: f64,
-    /// Presence messages the revoked host sent from the rename on (one every [`PROBE_EVERY`]).
+    /// Presence messages the revoked host sent from the rename on (one every [`crate::fleet::trust::PROBE_EVERY`]).
     pub sent: u64,
     /// Whether both real gateways listed the host before the rename (else `dropped_*` say nothing).
     pub listed_before: bool,

@@ -27,7 +27,7 @@
 //! section, a local floor not measured) those three goals are not measured.
 //!
 //! Beside the fleet goals, not a goal: the per-entity form at the same size, and the largest N
-//! at which the per-entity form kept up ([`crate::fleet::sim_fleet::FleetRun::keeps_up`]).
+//! at which the per-entity form kept up ([`crate::fleet::sim_result::FleetRun::keeps_up`]).
 //!
 //! The "envelope echo" is the raw round trip with the gateway's wire shape (a topic exchange and
 //! the envelope's headers, [`crate::paths::raw`]): the broker work a brief costs, without a gateway.

@@ -3,7 +3,7 @@
 //! Why a module: [`crate::report::goals`] judges and [`crate::report::table`] prints the whole report; the goals
 //! block grew with the floor-relative path goals (issue 36), whose lines also show what they are
 //! relative to (a side's floor in ms, a path's ceiling), so it lives here, apart from the
-//! sections' rows. The fleet's goal lines are [`fleet_rows`].
+//! sections' rows. The fleet's goal lines are `fleet_rows` (below).
 
 use crate::fleet::sim_result::Form;
 use crate::report::document::Report;
