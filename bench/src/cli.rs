@@ -12,8 +12,7 @@ use crate::fleet::scale::ScaleSettings;
 use crate::fleet::sim_result::{FleetSettings, Form, Trust};
 use crate::migration::MigrationSettings;
 use crate::paths::forward_pull::PathSettings;
-use crate::paths::raw::QueueKind;
-use crate::paths::raw::RawSettings;
+use crate::paths::raw::{QueueKind, RawSettings};
 use crate::{Options, SECTIONS, default_baseline};
 
 /// Gateway paths against the raw broker, in one run: ratios, where the time goes, footprint.
@@ -169,7 +168,7 @@ pub struct BenchCli {
     #[arg(long, default_value_t = 10, value_name = "S")]
     pub amqp_heartbeat_s: u64,
     /// Other gateways (A, B, …) to measure with this one (the last) in the same invocation, runs
-    /// interleaved A B B A … ([`crate::compare`]); `scripts/bench --compare-baseline` passes the
+    /// interleaved A B B A … ([`super::compare`]); `scripts/bench --compare-baseline` passes the
     /// baseline commit's gateway. Default sections raw,forward,pull.
     #[arg(long, value_name = "CMD,…", value_delimiter = ',', conflicts_with_all = ["fleet", "cluster", "gate_reports", "record_baseline"])]
     pub compare: Option<Vec<String>>,
