@@ -12,8 +12,8 @@
 //!
 //! This file holds the values both produce and the rest of the gateway reads.
 
-mod env;
-mod layers;
+pub mod env;
+pub mod layers;
 
 pub use crate::ids::valid_host_id;
 

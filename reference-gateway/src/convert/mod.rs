@@ -37,8 +37,8 @@
 //! what identifies a message for the dedup); [`moves`] acts on the broker (the steps that move
 //! messages via `<queue>.converting`). This file holds what both report: errors and outcomes.
 
-mod moves;
-mod plan;
+pub mod moves;
+pub mod plan;
 
 pub use moves::{connect, convert_one, route_key};
 pub use plan::{Found, Plan, Target, back_exchange, message_key, plan, temp_exchange};

@@ -13,9 +13,9 @@
 //! - [`heartbeats`] — what this gateway sends: per-entity heartbeats, host batches (PRB), the
 //!   `_gateway` heartbeat, `down`s
 
-mod heartbeats;
-mod roster;
-mod sync;
+pub mod heartbeats;
+pub mod roster;
+pub mod sync;
 
 pub use heartbeats::STATUS_READS_IN_FLIGHT;
 pub use roster::{Applied, BatchApplied, Roster, RosterEntry};
