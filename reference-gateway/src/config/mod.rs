@@ -6,8 +6,8 @@
 //! gateway at start with an error naming the variable, never a half-configured gateway.
 //!
 //! One file per concern:
-//! - [`env`] — the environment contract: every `FLEET_*` variable, its default, its parsing and
-//!   the validation message naming it
+//! - [`env`](mod@env) — the environment contract: every `FLEET_*` variable, its default, its
+//!   parsing and the validation message naming it
 //! - [`layers`] — the layering: the process environment over the optional TOML file
 //!
 //! This file holds the values both produce and the rest of the gateway reads.

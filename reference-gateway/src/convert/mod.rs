@@ -33,9 +33,10 @@
 //! without publishing) every source message whose id is already there, so nothing is duplicated
 //! to the main. The id is the AMQP `message_id`, else the envelope's `msgId` header.
 //!
-//! One file per concern: [`plan`] decides (what a name converts, what a rerun finds and does,
-//! what identifies a message for the dedup); [`moves`] acts on the broker (the steps that move
-//! messages via `<queue>.converting`). This file holds what both report: errors and outcomes.
+//! One file per concern: [`plan`](mod@plan) decides (what a name converts, what a rerun finds
+//! and does, what identifies a message for the dedup); [`moves`] acts on the broker (the steps
+//! that move messages via `<queue>.converting`). This file holds what both report: errors and
+//! outcomes.
 
 pub mod moves;
 pub mod plan;

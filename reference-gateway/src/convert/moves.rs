@@ -1,6 +1,7 @@
 //! The broker moves of a conversion (SPEC §16, CLU-7): the AMQP operations that carry out
-//! [`super::plan`] — moving every message of `<queue>` into `<queue>.converting` and back through
-//! the fanout exchanges, confirmed and in order, deleting and redeclaring the queue.
+//! [`super::plan`](mod@super::plan) — moving every message of `<queue>` into `<queue>.converting`
+//! and back through the fanout exchanges, confirmed and in order, deleting and redeclaring the
+//! queue.
 
 use std::collections::HashSet;
 use std::time::Duration;
