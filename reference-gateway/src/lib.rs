@@ -2,6 +2,7 @@
 //!
 //! One module per spec area; each adds its behaviour to [`gateway::Gateway`]:
 //! - [`config`] — the SPEC §15 environment contract (+ TOML)
+//! - [`ids`] — host and pane id checks, shared by `config` and the modules above it
 //! - [`envelope`], [`signing`], [`verify`] — SPEC §2–3: envelope, signatures, verification chain
 //! - [`topology`], [`publish`] — SPEC §1 and §4: exchanges and queues, confirmed publishing
 //! - [`forward`] — SPEC §5, briefs into workers (at-most-once + INJECTED)
@@ -32,6 +33,7 @@ pub mod forward;
 pub mod gateway;
 pub mod grace;
 pub mod herdr;
+pub mod ids;
 pub mod inbox;
 pub mod mcp;
 pub mod membership;

@@ -1,238 +1,15 @@
-//! Gateway configuration: the SPEC §15 environment contract, optionally layered over a TOML file.
-//!
-//! Operators and the conformance suite configure a gateway the same way: `FLEET_*` environment
-//! variables (which win) over an optional TOML file whose keys are the variable names without the
-//! `FLEET_` prefix, lower-cased (`host_id`, `amqp_url`, …). Every bad or missing value stops the
-//! gateway at start with an error naming the variable, never a half-configured gateway.
+//! The SPEC §15 environment contract: every `FLEET_*` variable the gateway reads, its default,
+//! its parsing, and the validation error that names it. Where the raw values come from (the
+//! process environment over a TOML file) is [`super::layers`]' concern.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-/// The AMQP frame size the gateway asks for, unless `FLEET_AMQP_URL` sets `frame_max`.
-///
-/// The AMQP client keeps a receive and a send buffer of 32 frames per connection, so the
-/// broker's default (RabbitMQ and LavinMQ: 128 KiB) costs 8 MiB of memory per connection, and a
-/// gateway with many entities holds several connections (one per ~2,000 inbox channels). A larger
-/// message is split into several frames, which costs only for bodies above this size.
-pub const AMQP_FRAME_MAX: u32 = 32 * 1024;
-
-/// `FLEET_QUEUE_TYPE` (SPEC §16, CLU-2): the type of the durable queues a gateway declares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueType {
-    /// SPEC §1 unchanged: classic queues, exclusive inbox consumers.
-    Classic,
-    /// CLU-2..CLU-4: replicated quorum queues, single-active-consumer inboxes.
-    Quorum,
-}
-
-impl QueueType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueueType::Classic => "classic",
-            QueueType::Quorum => "quorum",
-        }
-    }
-}
-
-/// Everything the queue declarations depend on (TOP-4, CLU-2): the gateway and the inbox
-/// conversion (`fleet-gateway convert-inboxes`) build their arguments from this one value, with
-/// the same code (`topology::inbox_arguments` and friends), so the two can never disagree.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueArgs {
-    pub queue_type: QueueType,
-    pub inbox_max_length: u32,
-    pub inbox_ttl: Duration,
-    pub inbox_expires: Duration,
-    pub dlq_max_length: u32,
-}
-
-/// How to reach the broker (CLU-1, SEC-1, CON-1): one URL per node, the TLS roots that apply to
-/// each, and the AMQP heartbeat.
-#[derive(Debug, Clone)]
-pub struct BrokerConfig {
-    /// `FLEET_AMQP_URL`: one or more node URLs (a comma list), same scheme, vhost and login.
-    pub amqp_urls: Vec<String>,
-    /// SEC-1: the CA the broker's certificate must chain to (`FLEET_TLS_CA_FILE`, PEM); `None`
-    /// means the system roots (for `amqps://`). It applies to every node of the list.
-    pub tls_ca: Option<crate::tls::Roots>,
-    pub amqp_heartbeat_s: u16,
-}
-
-impl BrokerConfig {
-    /// How many node URLs the list holds (at least one).
-    pub fn nodes(&self) -> usize {
-        self.amqp_urls.len()
-    }
-
-    /// The URL the gateway connects to node `node` with (taken modulo the list): the AMQP
-    /// heartbeat (CON-1) and the frame size ([`AMQP_FRAME_MAX`]) added, each unless the URL
-    /// already sets it.
-    pub fn url_effective(&self, node: usize) -> String {
-        let mut url = self.amqp_urls[node % self.nodes().max(1)].clone();
-        let mut add = |key: &str, value: String| {
-            let has = url
-                .split_once('?')
-                .is_some_and(|(_, q)| q.split('&').any(|kv| kv.split('=').next() == Some(key)));
-            if !has {
-                let sep = if url.contains('?') { '&' } else { '?' };
-                url = format!("{url}{sep}{key}={value}");
-            }
-        };
-        add("heartbeat", self.amqp_heartbeat_s.to_string());
-        add("frame_max", AMQP_FRAME_MAX.to_string());
-        url
-    }
-
-    /// Node `node`'s URL with its password masked, for logs.
-    pub fn node_masked(&self, node: usize) -> String {
-        mask_url_password(&self.amqp_urls[node % self.nodes().max(1)])
-    }
-
-    /// The whole list, passwords masked (`check-config`).
-    pub fn masked(&self) -> String {
-        self.amqp_urls
-            .iter()
-            .map(|u| mask_url_password(u))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// How long one connection attempt to one node may take before the next node is tried
-    /// (CLU-1): a node cut off by the network answers nothing, and the operating system's own
-    /// TCP timeout (minutes) would hold the failover. The AMQP heartbeat, at least 5 s (a TLS
-    /// handshake on a loaded host) and at most 15 s.
-    pub fn connect_timeout(&self) -> Duration {
-        Duration::from_secs(u64::from(self.amqp_heartbeat_s).clamp(5, 15))
-    }
-
-    pub fn is_tls(&self) -> bool {
-        self.amqp_urls.first().is_some_and(|u| u.starts_with("amqps://"))
-    }
-}
-
-/// A configuration error. Each names the variable (or file) at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{var} is required but not set")]
-    Missing { var: &'static str },
-    #[error("{var} is invalid: {reason}")]
-    Invalid { var: &'static str, reason: String },
-    #[error("cannot read config file {path}: {source}")]
-    File { path: PathBuf, source: std::io::Error },
-    #[error("config file {path} is not valid TOML: {reason}")]
-    Toml { path: PathBuf, reason: String },
-}
-
-/// The fully validated configuration of one gateway.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub host_id: String,
-    /// `FLEET_AMQP_URL` (a node list, CLU-1), `FLEET_TLS_CA_FILE`, `FLEET_AMQP_HEARTBEAT_S`.
-    pub broker: BrokerConfig,
-    /// `FLEET_QUEUE_TYPE` (CLU-2): `classic` (default) or `quorum`.
-    pub queue_type: QueueType,
-    pub signing_key_file: PathBuf,
-    pub peers_file: PathBuf,
-    /// SPEC §18 (`membership`), each optional: trusted CA keys, this host's certificate, the KRL.
-    pub trust_ca_file: Option<PathBuf>,
-    pub host_cert_file: Option<PathBuf>,
-    pub revoked_file: Option<PathBuf>,
-    pub herdr_socket: PathBuf,
-    pub listen: SocketAddr,
-    pub admin_token: String,
-    pub state_dir: PathBuf,
-    /// Spawnable profiles, name → command line.
-    pub profiles: BTreeMap<String, String>,
-    pub heartbeat: Duration,
-    pub inject_timeout: Duration,
-    /// FWD-7: how long the agent has to leave `idle` after an inject before it counts as submitted.
-    pub submit_confirm: Duration,
-    pub prefetch: u16,
-    pub inbox_max_length: u32,
-    pub inbox_ttl: Duration,
-    pub inbox_expires: Duration,
-    pub dlq_max_length: u32,
-    pub clock_skew: Duration,
-    /// Largest accepted message body; bigger ones are rejected before any signature work.
-    pub max_body_bytes: usize,
-    pub nudge_initial: Duration,
-    pub nudge_max: Duration,
-    /// Log format: `json` or `text`.
-    pub log_format: String,
-    /// `FLEET_LEGACY_PANES` (comma list): the v1.0.0 pane ids whose `agent.<pane>.inbox` the
-    /// operator knows of; those no local worker claims are reported at boot (`migration`).
-    pub legacy_panes: Vec<String>,
-    /// `FLEET_PRESENCE_BATCH` (`on`, the default, or `off`): whether this gateway declares
-    /// `presence-batch` and sends one batched `_gateway` heartbeat per interval (SPEC §17). `off`
-    /// makes it a per-entity gateway of SPEC §8 only — what a mixed fleet's old gateway does, so
-    /// the suite can play one with the reference (PRB-4).
-    pub presence_batch: bool,
-    /// `FLEET_CONFIRM_STALL_MS`: with several nodes, confirms stalled this long while another node
-    /// answers is a lost connection (`gateway/stall.rs`). Unset: off (opt-in, see the README's
-    /// design notes: on RabbitMQ 3.10 the move comes early but the confirms do not).
-    pub confirm_stall: Option<Duration>,
-}
-
-/// Where a raw value came from, so errors can name the right thing.
-struct Source {
-    env: BTreeMap<String, String>,
-    file: BTreeMap<String, String>,
-}
-
-impl Source {
-    fn get(&self, var: &'static str) -> Option<String> {
-        if let Some(v) = self.env.get(var) {
-            return Some(v.clone());
-        }
-        let key = var.trim_start_matches("FLEET_").to_ascii_lowercase();
-        self.file.get(&key).cloned()
-    }
-
-    fn required(&self, var: &'static str) -> Result<String, ConfigError> {
-        match self.get(var) {
-            Some(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
-            _ => Err(ConfigError::Missing { var }),
-        }
-    }
-
-    fn path(&self, var: &'static str) -> Option<PathBuf> {
-        self.get(var).filter(|v| !v.trim().is_empty()).map(|v| v.trim().into())
-    }
-
-    fn number<T: std::str::FromStr>(&self, var: &'static str, default: T) -> Result<T, ConfigError>
-    where
-        T::Err: std::fmt::Display,
-    {
-        match self.get(var) {
-            None => Ok(default),
-            Some(v) => v.trim().parse::<T>().map_err(|e| ConfigError::Invalid {
-                var,
-                reason: format!("{v:?} is not a valid number ({e})"),
-            }),
-        }
-    }
-
-    fn millis(&self, var: &'static str, default_ms: u64) -> Result<Duration, ConfigError> {
-        let ms: u64 = self.number(var, default_ms)?;
-        if ms == 0 {
-            return Err(ConfigError::Invalid {
-                var,
-                reason: "must be greater than 0".into(),
-            });
-        }
-        Ok(Duration::from_millis(ms))
-    }
-}
+use super::layers::{Source, read_toml};
+use super::{BrokerConfig, Config, ConfigError, QueueArgs, QueueType, mask_url_password, valid_host_id};
 
 impl Config {
-    /// Loads the configuration from the process environment and an optional TOML file.
-    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("FLEET_")).collect();
-        Self::from_sources(env, file)
-    }
-
     /// Builds a configuration from explicit variables (used by `load` and by tests).
     pub fn from_sources(env: BTreeMap<String, String>, file: Option<&Path>) -> Result<Config, ConfigError> {
         let file = match file {
@@ -332,16 +109,6 @@ impl Config {
             inbox_expires: self.inbox_expires,
             dlq_max_length: self.dlq_max_length,
         }
-    }
-
-    /// What `fleet-gateway convert-inboxes` needs, from the process environment and an optional
-    /// TOML file (the gateway's own): the broker (`FLEET_AMQP_URL`, TLS, heartbeat) and the
-    /// arguments the gateway declares in quorum mode (`FLEET_INBOX_*`, `FLEET_DLQ_MAX_LENGTH`,
-    /// with the gateway's defaults). Nothing else is read or required; `FLEET_QUEUE_TYPE` is not
-    /// needed (the conversion always goes to quorum).
-    pub fn load_for_conversion(file: Option<&Path>) -> Result<(BrokerConfig, QueueArgs), ConfigError> {
-        let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("FLEET_")).collect();
-        Self::conversion_from_sources(env, file)
     }
 
     /// [`Config::load_for_conversion`] from explicit variables (and tests).
@@ -539,7 +306,7 @@ fn parse_switch(var: &'static str, raw: Option<String>, default: bool) -> Result
 fn parse_legacy_panes(raw: &str) -> Result<Vec<String>, ConfigError> {
     let mut panes = Vec::new();
     for p in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        if !crate::migration::valid_legacy_pane(p) {
+        if !crate::ids::valid_legacy_pane(p) {
             return Err(ConfigError::Invalid {
                 var: "FLEET_LEGACY_PANES",
                 reason: format!("{p:?} is not a pane id (printable ASCII, no spaces, at most 200 bytes)"),
@@ -550,30 +317,6 @@ fn parse_legacy_panes(raw: &str) -> Result<Vec<String>, ConfigError> {
         }
     }
     Ok(panes)
-}
-
-/// Host ids as SPEC §0 defines them: `[a-z0-9][a-z0-9-]{0,62}`.
-pub fn valid_host_id(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-}
-
-fn mask_url_password(url: &str) -> String {
-    // amqp://user:pass@host → amqp://user:****@host
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((creds, host)) = rest.split_once('@') else {
-        return url.to_string();
-    };
-    match creds.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:****@{host}"),
-        None => url.to_string(),
-    }
 }
 
 fn parse_profiles(raw: &str) -> Result<BTreeMap<String, String>, ConfigError> {
@@ -597,54 +340,13 @@ fn parse_profiles(raw: &str) -> Result<BTreeMap<String, String>, ConfigError> {
     Ok(out)
 }
 
-fn read_toml(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::File {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Toml {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let mut out = BTreeMap::new();
-    for (k, v) in table {
-        let s = match v {
-            toml::Value::String(s) => s,
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Float(f) => f.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            other => {
-                return Err(ConfigError::Toml {
-                    path: path.to_path_buf(),
-                    reason: format!("key {k:?} must be a string or number, not {}", other.type_str()),
-                });
-            }
-        };
-        out.insert(k.to_ascii_lowercase(), s);
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use rstest::rstest;
+    use std::time::Duration;
 
-    fn base() -> BTreeMap<String, String> {
-        [
-            ("FLEET_HOST_ID", "host-a"),
-            ("FLEET_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f"),
-            ("FLEET_SIGNING_KEY_FILE", "/k"),
-            ("FLEET_PEERS_FILE", "/p"),
-            ("FLEET_HERDR_SOCKET", "/s"),
-            ("FLEET_LISTEN", "127.0.0.1:7700"),
-            ("FLEET_ADMIN_TOKEN", "0123456789"),
-            ("FLEET_STATE_DIR", "/state"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-    }
+    use super::*;
+    use crate::config::{AMQP_FRAME_MAX, base};
+    use rstest::rstest;
 
     #[test]
     fn the_amqp_url_keeps_what_it_sets() {
@@ -843,21 +545,5 @@ mod tests {
         env.remove("FLEET_STATE_DIR");
         let err = Config::from_sources(env, None).expect_err("must be rejected");
         assert!(err.to_string().contains("FLEET_STATE_DIR"), "{err}");
-    }
-
-    #[test]
-    fn profiles_parse_and_env_wins_over_file() {
-        let dir = std::env::temp_dir().join(format!("fleet-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("gw.toml");
-        std::fs::write(&path, "host_id = \"from-file\"\nprefetch = 7\n").expect("write");
-        let mut env = base();
-        env.insert("FLEET_PROFILES".into(), "claude=claude --yes; codex=codex".into());
-        let c = Config::from_sources(env, Some(&path)).expect("valid");
-        assert_eq!(c.host_id, "host-a", "env wins");
-        assert_eq!(c.prefetch, 7, "file fills what env leaves");
-        assert_eq!(c.profiles.get("claude").map(String::as_str), Some("claude --yes"));
-        assert!(!c.describe().contains("0123456789"), "secrets masked");
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -1,39 +1,9 @@
-//! Converting a classic queue to a quorum queue (SPEC §16, CLU-7): `fleet-gateway convert-inboxes`.
-//!
-//! Why it exists: a queue cannot change its type in place (a declare with another `x-queue-type`
-//! is a 406, TOP-5), so a single-node fleet that moves to a cluster (`FLEET_QUEUE_TYPE=quorum`)
-//! must move each inbox's messages out, delete the inbox, declare it quorum and move the messages
-//! back. A gateway in quorum mode that meets a classic inbox reports that entity not ready and
-//! names this command; it never consumes the inbox while the conversion is unfinished.
-//!
-//! What it converts, by name: `agent.<gid>.inbox.v2` (the inboxes), and also `control.<host>` and
-//! `bridge.dlq` (a quorum-mode gateway declares those quorum too, CLU-2, and does not set up while
-//! they are classic). The quorum arguments are exactly the gateway's: built by the same functions
-//! ([`topology::inbox_arguments`] …) from the same configuration ([`QueueArgs`]).
-//!
-//! How (for queue `Q`, temporary queue `T` = `Q.converting`, durable classic):
-//! 1. every message of `Q` is moved to `T`, then `Q` is deleted (only if empty and unused);
-//! 2. `Q` is declared quorum, every message of `T` is moved back, `Q` gets back the bindings its
-//!    name implies (an inbox: its gid and `broadcast.all`; the gateway restores its groups' when
-//!    it takes the inbox), then `T` is deleted.
-//!
-//! A move is `basic.get` from the source (unacked), a publish (confirmed, `mandatory`) with the
-//! body and every property and header unchanged (messages are signed), then one multiple-ack of
-//! the source per batch. The publish goes through a fanout exchange bound only to the destination
-//! (`Q.converting.temp` → `T`, `Q.converting.back` → `Q`), which delivers it with the routing key
-//! it was published with: the envelope's `to` ([`route_key`]), which a gateway checks the
-//! delivery's routing key against. So the move is at-least-once and in order.
-//!
-//! Idempotent: a rerun after a kill at any point looks at what exists and finishes the job —
-//! `Q` classic and no `T`: start; `Q` classic and `T`: finish step 1; no `Q` and `T`: step 2; `Q`
-//! quorum and `T`: finish step 2; `Q` quorum and no `T`: nothing to do (exit 0). A kill between
-//! a batch's confirm and its ack leaves that batch both at the head of the source and at the tail
-//! of the destination; the rerun reads the destination's message ids first and skips (acks
-//! without publishing) every source message whose id is already there, so nothing is duplicated
-//! to the main. The id is the AMQP `message_id`, else the envelope's `msgId` header.
+//! The broker moves of a conversion (SPEC §16, CLU-7): the AMQP operations that carry out
+//! [`super::plan`](mod@super::plan) — moving every message of `<queue>` into `<queue>.converting`
+//! and back through the fanout exchanges, confirmed and in order, deleting and redeclaring the
+//! queue.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -45,167 +15,21 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 
+use super::{ConvertError, Found, Outcome, Plan, Report, Target, back_exchange, message_key, plan, temp_exchange};
 use crate::config::{BrokerConfig, QueueArgs, QueueType};
-use crate::topology::{self, CONTROL_EXCHANGE, DLQ, DLX, MSG_EXCHANGE};
+use crate::topology::{self, DLX};
 
 /// Messages moved per confirmed batch.
 const BATCH: usize = 100;
 
 /// The longest one broker step may take before the conversion gives up (it can be run again).
-const STEP: Duration = Duration::from_secs(30);
+pub(super) const STEP: Duration = Duration::from_secs(30);
 
 /// While reading a quorum queue's ids, the longest wait for the next message.
 const READ_IDLE: Duration = Duration::from_secs(3);
 
 /// How many times step 1 drains the source again because a message arrived before its delete.
 const DELETE_ROUNDS: u32 = 50;
-
-/// Why a queue was not converted.
-#[derive(Debug, thiserror::Error)]
-pub enum ConvertError {
-    #[error("{0:?} is not a queue convert-inboxes converts (agent.<gid>.inbox.v2, control.<host> or bridge.dlq)")]
-    NotConvertible(String),
-    #[error("no such queue {0} (and no {0}.converting: nothing to convert)")]
-    NoSuchQueue(String),
-    #[error(
-        "{queue} exists with arguments that are neither this configuration's classic nor its quorum ones (other FLEET_INBOX_* / FLEET_DLQ_MAX_LENGTH than the gateway's?); not touched (broker: {broker})"
-    )]
-    OtherArguments { queue: String, broker: String },
-    #[error(
-        "{queue} has {consumers} consumer(s): a gateway still consumes it; stop that gateway (or run it with FLEET_QUEUE_TYPE=quorum, which leaves a classic queue alone) and run this again"
-    )]
-    InUse { queue: String, consumers: u32 },
-    #[error("{queue} refused a moved message: {why}; the rest stays in {temp}: run this again later")]
-    Refused { queue: String, temp: String, why: String },
-    #[error("{what}: {source}")]
-    Broker { what: String, source: lapin::Error },
-    #[error("{what}: no answer from the broker within {STEP:?}")]
-    Timeout { what: String },
-    #[error("cannot connect: {0}")]
-    Connect(String),
-}
-
-/// A queue the command converts, told by its name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Inbox { gid: String },
-    Control { host: String },
-    Dlq,
-}
-
-impl Target {
-    pub fn parse(queue: &str) -> Result<Target, ConvertError> {
-        if let Some(gid) = topology::inbox_gid(queue) {
-            return Ok(Target::Inbox { gid: gid.to_string() });
-        }
-        if queue == DLQ {
-            return Ok(Target::Dlq);
-        }
-        if let Some(host) = queue.strip_prefix("control.")
-            && crate::config::valid_host_id(host)
-        {
-            return Ok(Target::Control { host: host.to_string() });
-        }
-        Err(ConvertError::NotConvertible(queue.to_string()))
-    }
-
-    pub fn queue(&self) -> String {
-        match self {
-            Target::Inbox { gid } => topology::inbox_queue(gid),
-            Target::Control { host } => topology::control_queue(host),
-            Target::Dlq => DLQ.to_string(),
-        }
-    }
-
-    /// The arguments the gateway declares this queue with, for `queue_type`.
-    pub fn arguments(&self, args: &QueueArgs, queue_type: QueueType) -> FieldTable {
-        let args = QueueArgs {
-            queue_type,
-            ..args.clone()
-        };
-        match self {
-            Target::Inbox { .. } => topology::inbox_arguments(&args),
-            Target::Control { .. } => topology::control_arguments(&args),
-            Target::Dlq => topology::dlq_arguments(&args),
-        }
-    }
-
-    /// The bindings the queue gets back after its conversion: those its name implies. An inbox's
-    /// group bindings are the gateway's to restore (it binds them when it takes the inbox).
-    pub fn bindings(&self) -> Vec<(&'static str, String)> {
-        match self {
-            Target::Inbox { gid } => topology::inbox_keys(gid, &[])
-                .into_iter()
-                .map(|k| (MSG_EXCHANGE, k))
-                .collect(),
-            Target::Control { host } => vec![(CONTROL_EXCHANGE, host.clone())],
-            Target::Dlq => vec![(DLX, String::new())],
-        }
-    }
-}
-
-/// The fanout exchange that routes into the temporary queue (step 1).
-pub fn temp_exchange(queue: &str) -> String {
-    format!("{queue}.converting.temp")
-}
-
-/// The fanout exchange that routes back into the converted queue (step 2).
-pub fn back_exchange(queue: &str) -> String {
-    format!("{queue}.converting.back")
-}
-
-/// What the broker holds under a queue's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Found {
-    Absent,
-    /// Declared with this configuration's classic arguments.
-    Classic,
-    /// Declared with this configuration's quorum arguments.
-    Quorum,
-}
-
-/// What a run does, from what it finds ([`plan`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plan {
-    /// Neither the queue nor its temporary queue exists.
-    NoSuchQueue,
-    /// Already quorum and no conversion unfinished: nothing to move (leftovers are cleaned up).
-    Done,
-    /// A classic queue, no conversion started: step 1 from the start.
-    Start,
-    /// A classic queue and its temporary queue: a kill during step 1; finish it.
-    ResumeOut,
-    /// No queue, but its temporary queue: a kill between the delete and the quorum declare.
-    Recreate,
-    /// A quorum queue and its temporary queue: a kill during step 2; finish it.
-    ResumeBack,
-}
-
-/// Decides what to do from what exists (the whole of the rerun logic; see the module doc).
-pub fn plan(queue: Found, temp_exists: bool) -> Plan {
-    match (queue, temp_exists) {
-        (Found::Absent, false) => Plan::NoSuchQueue,
-        (Found::Quorum, false) => Plan::Done,
-        (Found::Classic, false) => Plan::Start,
-        (Found::Classic, true) => Plan::ResumeOut,
-        (Found::Absent, true) => Plan::Recreate,
-        (Found::Quorum, true) => Plan::ResumeBack,
-    }
-}
-
-/// A message's identity for the dedup: its AMQP `message_id`, else its envelope `msgId` header.
-pub fn message_key(d: &Delivery) -> Option<String> {
-    if let Some(id) = d.properties.message_id()
-        && !id.as_str().is_empty()
-    {
-        return Some(id.as_str().to_string());
-    }
-    d.properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("msgId"))
-        .and_then(crate::envelope::header_string)
-}
 
 /// The routing key a moved message is published with: its envelope's `to` header, the key
 /// `bridge.msg` (or `bridge.control`) routed it by and the one a gateway checks the delivery's
@@ -221,50 +45,6 @@ pub fn route_key(d: &Delivery) -> lapin::types::ShortString {
         .filter(|to| !to.is_empty() && to.len() <= 255)
         .map(|to| to.as_str().into())
         .unwrap_or_else(|| d.routing_key.clone())
-}
-
-/// How one queue's conversion ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Converted,
-    /// An interrupted conversion finished.
-    Resumed,
-    AlreadyQuorum,
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Outcome::Converted => "converted to quorum",
-            Outcome::Resumed => "converted to quorum (an interrupted conversion finished)",
-            Outcome::AlreadyQuorum => "already quorum, nothing to do",
-        })
-    }
-}
-
-/// One queue's report: the line the command prints.
-#[derive(Debug)]
-pub struct Report {
-    pub queue: String,
-    /// Messages moved back into the quorum queue by this run.
-    pub moved: u64,
-    /// Copies skipped because the destination already held their id (left by a kill).
-    pub skipped: u64,
-    pub result: Result<Outcome, ConvertError>,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: moved {}, ", self.queue, self.moved)?;
-        match &self.result {
-            Ok(o) => write!(f, "{o}")?,
-            Err(e) => write!(f, "FAILED: {e}")?,
-        }
-        if self.skipped > 0 {
-            write!(f, " ({} duplicate(s) skipped)", self.skipped)?;
-        }
-        Ok(())
-    }
 }
 
 /// One broker step, bounded by [`STEP`], its error named by `what`.
@@ -761,115 +541,5 @@ impl Conversion<'_> {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GID: &str = "0b7e7c1e-6a0e-4c8e-9d4f-1c2b3a4d5e6f";
-
-    fn args() -> QueueArgs {
-        QueueArgs {
-            queue_type: QueueType::Classic,
-            inbox_max_length: 1000,
-            inbox_ttl: Duration::from_millis(86_400_000),
-            inbox_expires: Duration::from_millis(604_800_000),
-            dlq_max_length: 10_000,
-        }
-    }
-
-    #[test]
-    fn every_state_a_kill_can_leave_has_a_plan() {
-        assert_eq!(plan(Found::Absent, false), Plan::NoSuchQueue);
-        assert_eq!(plan(Found::Classic, false), Plan::Start);
-        assert_eq!(plan(Found::Classic, true), Plan::ResumeOut, "killed in step 1");
-        assert_eq!(plan(Found::Absent, true), Plan::Recreate, "killed after the delete");
-        assert_eq!(plan(Found::Quorum, true), Plan::ResumeBack, "killed in step 2");
-        assert_eq!(plan(Found::Quorum, false), Plan::Done, "converted: a rerun is a no-op");
-    }
-
-    #[test]
-    fn targets_are_told_by_name() {
-        let inbox = topology::inbox_queue(GID);
-        assert_eq!(Target::parse(&inbox).ok(), Some(Target::Inbox { gid: GID.into() }));
-        assert_eq!(
-            Target::parse("control.host-a").ok(),
-            Some(Target::Control { host: "host-a".into() })
-        );
-        assert_eq!(Target::parse("bridge.dlq").ok(), Some(Target::Dlq));
-        for bad in [
-            "agent.w1:p2.inbox",
-            "roster.host-a",
-            "control.Host_A",
-            "bridge.dlq.converting",
-            &topology::converting_queue(&inbox),
-        ] {
-            assert!(
-                matches!(Target::parse(bad), Err(ConvertError::NotConvertible(_))),
-                "{bad}"
-            );
-        }
-        assert_eq!(Target::parse(&inbox).map(|t| t.queue()).ok(), Some(inbox));
-    }
-
-    #[test]
-    fn the_arguments_are_the_gateways_own() {
-        let a = args();
-        let t = Target::Inbox { gid: GID.into() };
-        let quorum = QueueArgs {
-            queue_type: QueueType::Quorum,
-            ..a.clone()
-        };
-        assert_eq!(t.arguments(&a, QueueType::Quorum), topology::inbox_arguments(&quorum));
-        assert_eq!(t.arguments(&quorum, QueueType::Classic), topology::inbox_arguments(&a));
-        assert_eq!(
-            Target::Dlq.arguments(&a, QueueType::Quorum),
-            topology::dlq_arguments(&quorum)
-        );
-        assert_eq!(
-            Target::Control { host: "h".into() }.arguments(&a, QueueType::Quorum),
-            topology::control_arguments(&quorum)
-        );
-    }
-
-    #[test]
-    fn bindings_restored_are_those_the_name_implies() {
-        assert_eq!(
-            Target::Inbox { gid: GID.into() }.bindings(),
-            vec![
-                (MSG_EXCHANGE, GID.to_string()),
-                (MSG_EXCHANGE, "broadcast.all".to_string())
-            ]
-        );
-        assert_eq!(
-            Target::Control { host: "h".into() }.bindings(),
-            vec![(CONTROL_EXCHANGE, "h".to_string())]
-        );
-        assert_eq!(Target::Dlq.bindings(), vec![(DLX, String::new())]);
-    }
-
-    #[test]
-    fn the_report_line() {
-        let r = Report {
-            queue: "q".into(),
-            moved: 200,
-            skipped: 0,
-            result: Ok(Outcome::Converted),
-        };
-        assert_eq!(r.to_string(), "q: moved 200, converted to quorum");
-        let r = Report {
-            queue: "q".into(),
-            moved: 0,
-            skipped: 0,
-            result: Err(ConvertError::NoSuchQueue("q".into())),
-        };
-        assert_eq!(
-            r.to_string(),
-            "q: moved 0, FAILED: no such queue q (and no q.converting: nothing to convert)"
-        );
-        assert_eq!(temp_exchange("q"), "q.converting.temp");
-        assert_eq!(back_exchange("q"), "q.converting.back");
     }
 }
