@@ -8,7 +8,7 @@
 //! for the events that end a change only: a file closed after writing, renamed into or out of the
 //! directory, created, deleted, its attributes changed, the directory itself moved or deleted.
 //! A file appended to and kept open (a log) never raises one. A trust file written in place by a
-//! writer that keeps it open is still seen by the watcher's poll ([`super::watch::POLL`]).
+//! writer that keeps it open is still seen by the watcher's poll ([`POLL`]).
 //! Elsewhere `notify` watches as before (its events filtered by name in the process).
 
 use std::collections::BTreeSet;
@@ -21,7 +21,9 @@ use tokio::sync::Notify;
 use tracing::debug;
 use tracing::warn;
 
-use super::watch::POLL;
+/// The watcher's poll fallback period: every trust file is also looked at this often, for the
+/// changes no event announces (volumes without events; a file written in place and kept open).
+pub const POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Keeps the directories watched; dropped, the watch ends.
 pub struct DirWatch {

@@ -33,8 +33,9 @@ use crate::envelope::now_ms;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
 
-/// The poll fallback's period (also the sweep's and the expiry check's).
-pub const POLL: Duration = Duration::from_millis(500);
+/// The poll fallback's period (also the sweep's and the expiry check's); defined beside the
+/// directory events it stands in for.
+pub use super::dir_events::POLL;
 
 /// How long after the last change of the key or certificate file both are read (MEM-3).
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
