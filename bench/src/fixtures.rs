@@ -199,3 +199,36 @@ pub fn report(sections: Sections) -> Report {
         sections,
     )
 }
+
+/// A floor of 0.25 ms (side a) and 0.30 ms (side b) with these ceilings.
+pub fn cpu_floor(throughput_ceiling: Option<f64>, pull_ceiling: Option<f64>) -> crate::floors::floor::CpuFloor {
+    crate::floors::floor::CpuFloor {
+        sign_verify_ms: 0.08,
+        amqp_ms: Some(0.12),
+        mcp_ms: Some(0.05),
+        herdr_ms: Some(0.10),
+        not_measured: vec![],
+        throughput_ceiling,
+        pull_ceiling,
+    }
+}
+
+/// Both paths beside a raw run (envelope echo 5,000 round trips/s, unloaded round trip p50 2 ms):
+/// forward 4,500 briefs/s (0.9× the envelope echo), pull 3,500 replies/s (0.7×), with
+/// [`cpu_floor`]'s floor and these ceilings.
+pub fn path_sections(throughput_ceiling: Option<f64>, pull_ceiling: Option<f64>) -> Sections {
+    Sections {
+        raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
+        forward: Some(ForwardSection {
+            result: forward(4_500.0, 2.9, &[("gateway_a", 0.3), ("gateway_b", 0.6)]),
+            stages: ForwardStages::default(),
+            profile: None,
+        }),
+        pull: Some(PullSection {
+            result: pull(3_500.0, 2.5),
+            stages: crate::paths::stages::Breakdown::new(),
+        }),
+        cpu_floor: Some(cpu_floor(throughput_ceiling, pull_ceiling)),
+        ..Sections::default()
+    }
+}

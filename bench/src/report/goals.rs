@@ -347,8 +347,6 @@ impl Goals {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::paths::stages::Breakdown;
-    use crate::report::sections::{ForwardSection, ForwardStages, PullSection};
 
     #[test]
     fn a_bound_is_met_on_its_side_and_at_the_goal_itself() {
@@ -367,33 +365,11 @@ mod tests {
 
     /// Side a's floor 0.25 ms, side b's 0.30 ms; both ceilings 1.0×.
     fn floor() -> CpuFloor {
-        CpuFloor {
-            sign_verify_ms: 0.08,
-            amqp_ms: Some(0.12),
-            mcp_ms: Some(0.05),
-            herdr_ms: Some(0.10),
-            not_measured: vec![],
-            throughput_ceiling: Some(1.0),
-            pull_ceiling: Some(1.0),
-        }
+        cpu_floor(Some(1.0), Some(1.0))
     }
 
     fn paths() -> Sections {
-        Sections {
-            // Envelope echo 5,000 round trips/s; unloaded round trip p50 2 ms.
-            raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
-            forward: Some(ForwardSection {
-                result: forward(4_500.0, 2.9, &[("gateway_a", 0.3), ("gateway_b", 0.6)]),
-                stages: ForwardStages::default(),
-                profile: None,
-            }),
-            pull: Some(PullSection {
-                result: pull(3_500.0, 2.5),
-                stages: Breakdown::new(),
-            }),
-            cpu_floor: Some(floor()),
-            ..Sections::default()
-        }
+        path_sections(Some(1.0), Some(1.0))
     }
 
     fn goals(s: &Sections) -> Goals {

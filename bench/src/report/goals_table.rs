@@ -292,9 +292,7 @@ mod tests {
     use super::*;
     use crate::fixtures::*;
     use crate::fleet::scale::ScaleResult;
-    use crate::floors::floor::CpuFloor;
-    use crate::paths::stages::Breakdown;
-    use crate::report::sections::{ForwardSection, ForwardStages, PullSection, Sections};
+    use crate::report::sections::Sections;
 
     /// The goals block's line for `figure`.
     fn goal_line<'a>(lines: &'a [String], figure: &str) -> &'a str {
@@ -306,28 +304,7 @@ mod tests {
 
     /// Forward 0.9× and pull 0.7× the envelope echo; side floors 0.25 / 0.30 ms.
     fn paths(throughput_ceiling: Option<f64>, pull_ceiling: Option<f64>) -> Sections {
-        Sections {
-            raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
-            forward: Some(ForwardSection {
-                result: forward(4_500.0, 2.9, &[("gateway_a", 0.3), ("gateway_b", 0.6)]),
-                stages: ForwardStages::default(),
-                profile: None,
-            }),
-            pull: Some(PullSection {
-                result: pull(3_500.0, 2.5),
-                stages: Breakdown::new(),
-            }),
-            cpu_floor: Some(CpuFloor {
-                sign_verify_ms: 0.08,
-                amqp_ms: Some(0.12),
-                mcp_ms: Some(0.05),
-                herdr_ms: Some(0.10),
-                not_measured: vec![],
-                throughput_ceiling,
-                pull_ceiling,
-            }),
-            ..Sections::default()
-        }
+        path_sections(throughput_ceiling, pull_ceiling)
     }
 
     #[test]

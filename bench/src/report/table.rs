@@ -522,32 +522,12 @@ mod tests {
 
     #[test]
     fn the_path_rows_carry_the_floor_relative_goals_and_the_pull_floor() {
-        use crate::floors::floor::CpuFloor;
-        use crate::paths::stages::Breakdown;
-        let mut p = pull(3_500.0, 2.5);
-        p.cpu_ms_per_reply = BTreeMap::from([("gateway_a".to_string(), 0.3), ("gateway_b".to_string(), 0.2)]);
-        let r = report(Sections {
-            raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
-            forward: Some(ForwardSection {
-                result: forward(4_500.0, 2.9, &[("gateway_a", 0.3), ("gateway_b", 0.6)]),
-                stages: ForwardStages::default(),
-                profile: None,
-            }),
-            pull: Some(PullSection {
-                result: p,
-                stages: Breakdown::new(),
-            }),
-            cpu_floor: Some(CpuFloor {
-                sign_verify_ms: 0.08,
-                amqp_ms: Some(0.12),
-                mcp_ms: Some(0.05),
-                herdr_ms: Some(0.10),
-                not_measured: vec![],
-                throughput_ceiling: Some(1.0),
-                pull_ceiling: Some(1.0),
-            }),
-            ..Sections::default()
-        });
+        let mut sections = path_sections(Some(1.0), Some(1.0));
+        if let Some(p) = sections.pull.as_mut() {
+            p.result.cpu_ms_per_reply =
+                BTreeMap::from([("gateway_a".to_string(), 0.3), ("gateway_b".to_string(), 0.2)]);
+        }
+        let r = report(sections);
         let text = table(&r);
         assert!(
             text.contains("≥0.85×ceil met") && text.contains("≥0.85×ceil MISSED"),
