@@ -61,6 +61,20 @@ fn docker_since() -> String {
 }
 
 /// What container `name` wrote (output and errors) since `since` ([`docker_since`]).
+/// Waits until container `name`'s log since `since` says the node noticed a cut and paused
+/// itself (`pause_minority`): both a partitioned and an isolated node are healed only then.
+async fn paused_in_minority(name: &str, since: &str, what: &str) -> Result<(), crate::timing::WaitTimeout> {
+    wait_for(what, PAUSED, || async {
+        let log = logs_since(name, since).await?;
+        match (log.contains(MINORITY_LINE), log.contains(STOPPED_LINE)) {
+            (true, true) => Ok(Some(())),
+            (true, false) => Err("minority noticed, the broker still stopping".to_string()),
+            _ => Err("no sign yet that it noticed the cut".to_string()),
+        }
+    })
+    .await
+}
+
 async fn logs_since(name: &str, since: &str) -> Result<String, String> {
     let out = tokio::process::Command::new("docker")
         .args(["logs", "--since", since, name])
@@ -521,15 +535,7 @@ impl RunningCluster {
         docker("network disconnect", &["network", "disconnect", &self.network, &n.name]).await?;
         self.states.set(node, NodeState::Partitioned);
         let what = format!("{} (rabbit@{}) to pause in its minority", n.name, n.host);
-        let paused = wait_for(&what, PAUSED, || async {
-            let log = logs_since(&n.name, &since).await?;
-            match (log.contains(MINORITY_LINE), log.contains(STOPPED_LINE)) {
-                (true, true) => Ok(Some(())),
-                (true, false) => Err("minority noticed, the broker still stopping".to_string()),
-                _ => Err("no sign yet that it noticed the cut".to_string()),
-            }
-        })
-        .await;
+        let paused = paused_in_minority(&n.name, &since, &what).await;
         match paused {
             Ok(()) => Ok(()),
             Err(source) => Err(BrokerError::NotReady {

@@ -15,9 +15,8 @@
 //! a node killed meanwhile loses them with its network namespace.
 
 use super::super::{NodeState, run_command};
-use super::{MINORITY_LINE, PAUSED, PROVIDER, RunningCluster, STOPPED_LINE, docker, docker_since, logs_since};
+use super::{PROVIDER, RunningCluster, docker, docker_since};
 use crate::broker::BrokerError;
-use crate::timing::wait_for;
 
 impl RunningCluster {
     /// Drops node `node`'s traffic with the other nodes (its clients' links kept) and returns at
@@ -49,15 +48,7 @@ impl RunningCluster {
                 "{} (rabbit@{}) to pause in its minority before the heal",
                 n.name, n.host
             );
-            let paused = wait_for(&what, PAUSED, || async {
-                let log = logs_since(&n.name, &since).await?;
-                match (log.contains(MINORITY_LINE), log.contains(STOPPED_LINE)) {
-                    (true, true) => Ok(Some(())),
-                    (true, false) => Err("minority noticed, the broker still stopping".to_string()),
-                    _ => Err("no sign yet that it noticed the cut".to_string()),
-                }
-            })
-            .await;
+            let paused = super::paused_in_minority(&n.name, &since, &what).await;
             if let Err(e) = paused {
                 tracing::warn!(node, error = %e, "healing a node cut off from its peers that did not pause");
             }
