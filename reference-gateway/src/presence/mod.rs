@@ -13,6 +13,7 @@
 //! - [`heartbeats`] — what this gateway sends: per-entity heartbeats, host batches (PRB), the
 //!   `_gateway` heartbeat, `down`s
 
+pub mod consumer;
 pub mod heartbeats;
 pub mod roster;
 pub mod sync;

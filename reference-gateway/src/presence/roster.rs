@@ -1,24 +1,19 @@
 //! The roster view (SPEC §8, PRS-2, PRS-3, PRB-2): what this gateway knows of the other
-//! gateways' entities, and the consumer of `roster.<host>` that keeps it.
+//! gateways' entities. The consumer of `roster.<host>` that keeps it is [`super::consumer`]; the
+//! view is apart from it because the hub holds the view (and imports nothing above it).
 //!
 //! Kept apart from [`super::heartbeats`] (what this gateway sends): this side only receives —
 //! it renews and drops entries, refuses a gid claimed by a second host, and answers
 //! verification's "does `from` live on `host`".
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use lapin::options::BasicAckOptions;
 use serde::Serialize;
-use tracing::warn;
 
-use super::{BatchEntry, PRESENCE_BATCH, PresenceBody, parse_roster_key};
-use crate::envelope::{Envelope, GATEWAY_FROM, Kind};
-use crate::gateway::Gateway;
-use crate::metrics::Metrics;
-use crate::topology;
-use crate::verify::{self, Rejection};
+use super::{BatchEntry, PRESENCE_BATCH, PresenceBody};
+use crate::envelope::GATEWAY_FROM;
 
 /// One live roster entry.
 #[derive(Debug, Clone, Serialize)]
@@ -224,127 +219,6 @@ impl Roster {
         let mut v: Vec<RosterEntry> = m.values().cloned().collect();
         v.sort_by(|a, b| (&a.host, &a.gid).cmp(&(&b.host, &b.gid)));
         v
-    }
-}
-
-impl Gateway {
-    /// TOP-3 / PRS-2: declares `roster.<host>` and folds every verified heartbeat into the view.
-    pub async fn start_roster(self: &Arc<Self>, conn: &lapin::Connection) -> anyhow::Result<()> {
-        let ch = conn.create_channel().await?;
-        let q = topology::declare_roster(&ch, &self.cfg.host_id).await?;
-        let now = tokio::time::Instant::now();
-        if let Ok(mut t) = self.roster_since.lock() {
-            *t = Some(now);
-        }
-        self.roster_sync.reset(now);
-        self.consume_each(ch, &q, "roster", crate::gateway::CONSUME_PREFETCH, |gw, d| async move {
-            gw.on_presence(d).await
-        })
-        .await?;
-        Ok(())
-    }
-
-    async fn on_presence(&self, d: lapin::message::Delivery) {
-        self.roster_sync.progressed();
-        let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
-            Ok(e) => e,
-            Err(e) => {
-                let msg_id = d
-                    .properties
-                    .message_id()
-                    .as_ref()
-                    .map(|s| s.to_string())
-                    .unwrap_or_default();
-                return self.reject(&d.acker, &msg_id, &Rejection::Envelope(e)).await;
-            }
-        };
-        if let Err(why) = self.check_presence(&env, &d) {
-            return self.reject(&d.acker, &env.msg_id, &why).await;
-        }
-        let body: PresenceBody = match serde_json::from_slice(&d.data) {
-            Ok(b) => b,
-            Err(e) => {
-                let why = Rejection::Presence(format!("body is not a PRESENCE object: {e}"));
-                return self.reject(&d.acker, &env.msg_id, &why).await;
-            }
-        };
-        let applied = if env.host == self.cfg.host_id {
-            if env.from == GATEWAY_FROM {
-                self.roster_sync.echoed(&env.msg_id);
-            }
-            Applied::Upserted // our own heartbeat: applied locally when it was announced
-        } else if let (true, Some(listed)) = (env.from == GATEWAY_FROM, body.entities.as_ref()) {
-            self.apply_batch(&env, &body, listed);
-            Applied::Upserted
-        } else {
-            self.roster.apply(&env.host, &env.from, &body)
-        };
-        if body.state == "down" && !matches!(applied, Applied::Conflict { .. }) {
-            self.roster.record_departure(&env.host, &env.from, env.ts);
-        }
-        if let Applied::Conflict { holder } = applied {
-            // PRS-3: keep the first claim; the second is refused like any failed check (SIG-5).
-            let why = Rejection::Conflict {
-                gid: env.from.clone(),
-                holder,
-                claimant: env.host.clone(),
-            };
-            return self.reject(&d.acker, &env.msg_id, &why).await;
-        }
-        let _ = d.acker.ack(BasicAckOptions::default()).await;
-    }
-
-    /// PRB-2: folds a verified batch into the view. A refused entry (PRS-3) is logged, not the
-    /// batch rejected: the rest of it still applies, and a dead-lettered batch would drop every
-    /// other entity of the host for an interval.
-    fn apply_batch(&self, env: &Envelope, body: &PresenceBody, listed: &[BatchEntry]) {
-        let applied = self.roster.apply_batch(&env.host, body, listed);
-        for (gid, holder) in &applied.conflicts {
-            warn!(
-                msgId = %env.msg_id,
-                check = "presence_conflict",
-                %gid,
-                %holder,
-                claimant = %env.host,
-                "a batch entry claims a gid live on another host; that entry is refused, the rest of the batch applies (PRS-3, PRB-2)"
-            );
-            Metrics::count(&self.metrics.rejected, &[("reason", "presence_conflict")]);
-        }
-        for gid in &applied.removed {
-            // Missing from its host's latest batch: `down` as of that batch (PRB-2).
-            self.roster.record_departure(&env.host, gid, env.ts);
-        }
-    }
-
-    /// SIG-2 for PRESENCE: signature, `from`/`host` match the routing key, `to` is the key; then
-    /// the replay bounds of SIG-3 (a replayed `up` must not resurrect an entity that went `down`).
-    fn check_presence(&self, env: &Envelope, d: &lapin::message::Delivery) -> Result<(), Rejection> {
-        verify::check_size(&d.data, self.cfg.max_body_bytes)?;
-        if env.kind != Kind::Presence {
-            return Err(Rejection::Presence(format!("a {} on bridge.roster", env.kind)));
-        }
-        self.check_presence_signature(env, &d.data)?;
-        let key = d.routing_key.as_str();
-        let Some((host, gid)) = parse_roster_key(key) else {
-            return Err(Rejection::Presence(format!(
-                "routing key {key:?} is not roster.<host>.<gid>"
-            )));
-        };
-        if env.from != gid || env.host != host {
-            return Err(Rejection::FromNotOnHost {
-                from: env.from.clone(),
-                host: env.host.clone(),
-            });
-        }
-        verify::check_to(env, key)?;
-        verify::check_time(env, self.cfg.clock_skew.as_millis() as u64)?;
-        if !self
-            .seen
-            .insert(&verify::seen_key("roster", &env.msg_id), env.expires_at)
-        {
-            return Err(Rejection::Replay(env.msg_id.clone()));
-        }
-        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
-//! How far the roster consumer has caught up ([C-10]): the marker bookkeeping, and the wait
-//! verification's grace for an unknown sender uses.
+//! How far the roster consumer has caught up ([C-10]): the marker bookkeeping (the wait
+//! verification's grace for an unknown sender uses is [`super::consumer`]'s).
 //!
 //! Its own file because it joins both directions: the marker is an own heartbeat
 //! ([`super::heartbeats`]) that comes back through the roster consumer ([`super::roster`]).
@@ -8,9 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tracing::debug;
-
-use crate::gateway::Gateway;
 
 /// How far the roster consumer has caught up ([C-10]).
 ///
@@ -95,37 +92,4 @@ impl RosterSync {
 /// A std lock that survives poisoning: every critical section here leaves the data consistent.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-impl Gateway {
-    /// [C-10]: returns once the roster consumer has applied everything queued before `t0`
-    /// (publishing an own heartbeat as the marker when none is on its way). A slow consumer is
-    /// waited for as long as it makes progress; one that handled nothing for `stall` (and no
-    /// marker came back within `stall` of `t0`) is given up on. Returns whether it caught up.
-    pub async fn roster_caught_up(&self, t0: tokio::time::Instant, stall: Duration) -> bool {
-        loop {
-            if self.roster_sync.is_past(t0) {
-                return true;
-            }
-            let now = tokio::time::Instant::now();
-            let active = self.roster_sync.last_progress().map_or(t0, |p| p.max(t0));
-            let deadline = active + stall;
-            if now >= deadline {
-                return false;
-            }
-            if !self.roster_sync.marker_pending_since(t0) {
-                // The marker is a full heartbeat: with batching on, a `_gateway` presence without
-                // the capability would make every receiver take this host for an old gateway.
-                if let Err(e) = self.gateway_heartbeat().await {
-                    debug!(error = %e, "roster marker not published");
-                    // Not connected: nothing to catch up with now; try again shortly.
-                    self.roster_sync.changed(Duration::from_millis(100)).await;
-                }
-                continue;
-            }
-            self.roster_sync
-                .changed((deadline - now).min(Duration::from_millis(250)))
-                .await;
-        }
-    }
 }

@@ -6,14 +6,16 @@
 //! unanswered is ABANDONED and the main's gateway withdraws the question (ASK-5); a main with no
 //! open waiter gets the ASK refused at once with NO_WAITER (ASK-2).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
-use tokio::sync::oneshot;
 use tracing::{info, warn};
+
+pub mod turns;
+
+pub use turns::{Conversations, Question, TurnEnd};
 
 use crate::envelope::{Envelope, Kind, now_ms};
 use crate::gateway::Gateway;
@@ -21,80 +23,6 @@ use crate::publish::{Outgoing, PublishError};
 use crate::pull::Held;
 use crate::registry::Entity;
 use crate::topology::MSG_EXCHANGE;
-
-/// How a waiting turn ended.
-#[derive(Debug)]
-pub enum TurnEnd {
-    Answered(String),
-    NoWaiter,
-}
-
-/// An open question at the main's gateway.
-#[derive(Debug, Clone)]
-pub struct Question {
-    pub asker: String,
-    pub main: String,
-    pub ask_msg_id: String,
-    pub trace_id: String,
-    pub expires_at: u64,
-    pub abandoned: bool,
-}
-
-/// Turns waiting at workers and questions open at mains, both by turnId.
-#[derive(Default)]
-pub struct Conversations {
-    /// turnId → (asking worker, its waiting call).
-    turns: Mutex<HashMap<String, (String, oneshot::Sender<TurnEnd>)>>,
-    questions: Mutex<HashMap<String, Question>>,
-}
-
-impl Conversations {
-    fn open_turn(&self, worker: &str, turn_id: &str) -> oneshot::Receiver<TurnEnd> {
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut m) = self.turns.lock() {
-            m.insert(turn_id.to_string(), (worker.to_string(), tx));
-        }
-        rx
-    }
-
-    fn close_turn(&self, turn_id: &str) -> Option<oneshot::Sender<TurnEnd>> {
-        self.turns.lock().ok()?.remove(turn_id).map(|(_, tx)| tx)
-    }
-
-    /// Ends every waiting turn of a worker (it is being stopped): each waiting `bridge_ask`
-    /// then returns `expired` and its question is ABANDONED (ASK-5).
-    pub fn end_turns_of(&self, worker: &str) {
-        if let Ok(mut m) = self.turns.lock() {
-            m.retain(|_, (w, _)| w != worker);
-        }
-    }
-
-    pub fn record_question(&self, turn_id: &str, q: Question) {
-        if let Ok(mut m) = self.questions.lock() {
-            let now = now_ms();
-            m.retain(|_, q| q.expires_at + 60_000 > now);
-            m.entry(turn_id.to_string()).or_insert(q);
-        }
-    }
-
-    fn question(&self, turn_id: &str) -> Option<Question> {
-        self.questions.lock().ok()?.get(turn_id).cloned()
-    }
-
-    fn abandon(&self, turn_id: &str) -> bool {
-        self.questions
-            .lock()
-            .ok()
-            .and_then(|mut m| m.get_mut(turn_id).map(|q| q.abandoned = true))
-            .is_some()
-    }
-
-    fn remove_question(&self, turn_id: &str) {
-        if let Ok(mut m) = self.questions.lock() {
-            m.remove(turn_id);
-        }
-    }
-}
 
 /// Abandons a turn whose `bridge_ask` call went away before it ended (ASK-5: cancel).
 struct TurnGuard {

@@ -6,14 +6,16 @@
 //! confirmed by the agent leaving `idle` (FWD-7) before INJECTED is published (FWD-3); any other
 //! outcome is a FAILED with its reason (FWD-4).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
-use tokio::sync::oneshot;
 use tracing::{info, warn};
+
+pub mod pending;
+
+pub use pending::{PendingSends, SendOutcome};
 
 use crate::envelope::{Envelope, FailReason, FailedBody, Kind, now_ms};
 use crate::gateway::Gateway;
@@ -22,45 +24,6 @@ use crate::metrics::{Metrics, Stage};
 use crate::publish::Outgoing;
 use crate::registry::Entity;
 use crate::topology::MSG_EXCHANGE;
-
-/// The outcome of a SEND as its sender's gateway learns it.
-#[derive(Debug, Clone)]
-pub enum SendOutcome {
-    Injected,
-    Failed(FailedBody),
-}
-
-/// Sends awaiting their INJECTED or FAILED, by msgId.
-#[derive(Default)]
-pub struct PendingSends {
-    map: Mutex<HashMap<String, oneshot::Sender<SendOutcome>>>,
-}
-
-impl PendingSends {
-    pub fn open(&self, msg_id: &str) -> oneshot::Receiver<SendOutcome> {
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut m) = self.map.lock() {
-            m.insert(msg_id.to_string(), tx);
-        }
-        rx
-    }
-
-    pub fn is_open(&self, msg_id: &str) -> bool {
-        self.map.lock().map(|m| m.contains_key(msg_id)).unwrap_or(false)
-    }
-
-    pub fn resolve(&self, msg_id: &str, outcome: SendOutcome) {
-        if let Some(tx) = self.map.lock().ok().and_then(|mut m| m.remove(msg_id)) {
-            let _ = tx.send(outcome);
-        }
-    }
-
-    pub fn close(&self, msg_id: &str) {
-        if let Ok(mut m) = self.map.lock() {
-            m.remove(msg_id);
-        }
-    }
-}
 
 /// Why an inject did not land.
 struct NotInjected(FailReason, String);
