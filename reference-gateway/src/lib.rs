@@ -21,6 +21,7 @@
 //! - [`unconfirmed`] — the age of the oldest unconfirmed publish, for the stall detector (CLU-1)
 
 pub mod api;
+pub mod areas;
 pub mod config;
 pub mod conversation;
 pub mod convert;

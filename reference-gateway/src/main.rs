@@ -186,7 +186,7 @@ fn keygen(out: PathBuf, host: Option<String>) -> anyhow::Result<()> {
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let gw = Gateway::new(cfg.clone())?;
+    let gw = Gateway::new(cfg.clone(), fleet_gateway::areas::SpecAreas::all())?;
     // Without TCP_NODELAY an answer on a kept-alive connection waits for the client's delayed ACK
     // (up to 40 ms on Linux): an MCP answer is written in two parts (the SSE stream's head, then
     // the result), and Nagle holds the second until the first is acknowledged.

@@ -20,7 +20,7 @@ pub use turns::{Conversations, Question, TurnEnd};
 use crate::envelope::{Envelope, Kind, now_ms};
 use crate::gateway::Gateway;
 use crate::publish::{Outgoing, PublishError};
-use crate::pull::Held;
+use crate::pull::held::Held;
 use crate::registry::Entity;
 use crate::topology::MSG_EXCHANGE;
 

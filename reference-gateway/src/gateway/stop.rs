@@ -36,15 +36,7 @@ impl Gateway {
             while self.inflight_injects.load(Ordering::SeqCst) > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            // Held to the end: no heartbeat follows these `down`s (see `departures`).
-            let mut departed = self.departures.lock().await;
-            departed.depart_all();
-            for e in self.entities() {
-                let _ = self.announce_entity(&e, "down").await;
-            }
-            let body = self.gateway_presence("down", None);
-            let _ = self.announce(crate::envelope::GATEWAY_FROM, &body).await;
-            drop(departed);
+            self.areas.stopping(self).await;
         };
         let _ = tokio::time::timeout(bound, work).await;
     }

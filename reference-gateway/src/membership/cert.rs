@@ -140,6 +140,16 @@ impl CertInfo {
         }
     }
 
+    /// What a revocation list can name of this certificate ([`Krl::revokes`]).
+    pub fn names(&self) -> super::krl::CertNames<'_> {
+        super::krl::CertNames {
+            serial: self.serial,
+            key_id: &self.key_id,
+            key_fingerprint: &self.key_fingerprint,
+            ca_fingerprint: &self.ca_fingerprint,
+        }
+    }
+
     /// When the certificate stops being valid here (Unix ms, skew included); None = never.
     pub fn expires_at_ms(&self, skew_ms: u64) -> Option<u64> {
         (self.valid_before != u64::MAX).then(|| self.valid_before.saturating_mul(1000).saturating_add(skew_ms))
@@ -160,7 +170,7 @@ impl CertInfo {
                 principals: self.principals.clone(),
             });
         }
-        if let Some(why) = krl.revokes(self) {
+        if let Some(why) = krl.revokes(self.names()) {
             return Err(CertProblem::Revoked(why));
         }
         Ok(())

@@ -89,7 +89,7 @@ pub fn check(req: &CheckRequest, now_ms: u64) -> anyhow::Result<CheckReport> {
     };
     row("CA", format!("{}: {ca}", cert.ca_fingerprint));
     let revoked = match &krl {
-        Some((path, krl)) => match krl.revokes(&cert) {
+        Some((path, krl)) => match krl.revokes(cert.names()) {
             Some(why) => {
                 failed.push("revoked");
                 format!("REVOKED by {} ({why})", path.display())

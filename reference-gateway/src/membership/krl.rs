@@ -14,8 +14,18 @@ use std::collections::{BTreeSet, HashSet};
 
 use ssh_key::{Certificate, Fingerprint, HashAlg, PublicKey};
 
-use super::cert::CertInfo;
 use super::files::{LineError, meaningful_lines};
+
+/// What a KRL can name of a certificate: its serial and key id, its key's and its CA's
+/// fingerprints (`cert::CertInfo::names`). The list judges these alone, so it needs nothing of
+/// how a certificate is read.
+#[derive(Debug, Clone, Copy)]
+pub struct CertNames<'a> {
+    pub serial: u64,
+    pub key_id: &'a str,
+    pub key_fingerprint: &'a Fingerprint,
+    pub ca_fingerprint: &'a Fingerprint,
+}
 
 /// What the KRL revokes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,7 +115,7 @@ impl Krl {
     }
 
     /// Why `cert` is revoked, if it is: its serial or key id, its key, or its CA's key.
-    pub fn revokes(&self, cert: &CertInfo) -> Option<String> {
+    pub fn revokes(&self, cert: CertNames<'_>) -> Option<String> {
         if let Some((a, b)) = self.serials.iter().find(|(a, b)| (*a..=*b).contains(&cert.serial)) {
             return Some(if a == b {
                 format!("serial {a}")
@@ -113,19 +123,19 @@ impl Krl {
                 format!("serial {} in {a}-{b}", cert.serial)
             });
         }
-        if self.ids.contains(&cert.key_id) {
+        if self.ids.contains(cert.key_id) {
             return Some(format!("id {:?}", cert.key_id));
         }
-        if self.keys.contains(&cert.key_fingerprint) {
+        if self.keys.contains(cert.key_fingerprint) {
             return Some(format!("key {}", cert.key_fingerprint));
         }
-        if self.keys.contains(&cert.ca_fingerprint) {
+        if self.keys.contains(cert.ca_fingerprint) {
             return Some(format!("its CA {}", cert.ca_fingerprint));
         }
-        if self.ca_serials.contains(&(cert.ca_fingerprint, cert.serial)) {
+        if self.ca_serials.contains(&(*cert.ca_fingerprint, cert.serial)) {
             return Some(format!("serial {} of CA {}", cert.serial, cert.ca_fingerprint));
         }
-        if self.ca_ids.contains(&(cert.ca_fingerprint, cert.key_id.clone())) {
+        if self.ca_ids.contains(&(*cert.ca_fingerprint, cert.key_id.to_string())) {
             return Some(format!("id {:?} of CA {}", cert.key_id, cert.ca_fingerprint));
         }
         None
@@ -183,7 +193,7 @@ mod tests {
             );
             let krl = Krl::parse(&fixture(spec)).expect("the fixture KRL parses");
             let name = cert_file.trim_end_matches("-cert.pub");
-            let ours = if krl.revokes(&cert(name)).is_some() {
+            let ours = if krl.revokes(cert(name).names()).is_some() {
                 "revoked"
             } else {
                 "ok"
@@ -197,15 +207,21 @@ mod tests {
     #[test]
     fn each_kind_of_line_revokes() {
         let krl = Krl::parse(&fixture("krl.txt")).expect("parses");
-        assert_eq!(krl.revokes(&cert("a-serial")), Some("serial 205 in 200-210".into()));
-        assert_eq!(krl.revokes(&cert("a-id")), Some("id \"revoke-me\"".into()));
-        assert!(krl.revokes(&cert("c")).is_some_and(|w| w.starts_with("key SHA256:")));
-        assert!(krl.revokes(&cert("b")).is_some(), "by hash");
-        assert_eq!(krl.revokes(&cert("a")), None);
+        assert_eq!(
+            krl.revokes(cert("a-serial").names()),
+            Some("serial 205 in 200-210".into())
+        );
+        assert_eq!(krl.revokes(cert("a-id").names()), Some("id \"revoke-me\"".into()));
+        assert!(
+            krl.revokes(cert("c").names())
+                .is_some_and(|w| w.starts_with("key SHA256:"))
+        );
+        assert!(krl.revokes(cert("b").names()).is_some(), "by hash");
+        assert_eq!(krl.revokes(cert("a").names()), None);
         let by_ca = Krl::parse(&fixture("krl-ca.txt")).expect("parses");
         assert!(
             by_ca
-                .revokes(&cert("a-other-ca"))
+                .revokes(cert("a-other-ca").names())
                 .is_some_and(|w| w.starts_with("its CA"))
         );
         let a = crate::membership::cert::tests::seed_signer("a").verifying_key();
@@ -214,10 +230,16 @@ mod tests {
         assert!(by_key.revokes_ed25519(&a).is_some(), "a plain (peers-file) key");
         let by_cert = Krl::parse(&format!("key: {}", fixture("a-cert.pub"))).expect("parses");
         assert_eq!(
-            by_cert.revokes(&cert("a")).map(|w| w.starts_with("serial 11 of CA")),
+            by_cert
+                .revokes(cert("a").names())
+                .map(|w| w.starts_with("serial 11 of CA")),
             Some(true)
         );
-        assert_eq!(by_cert.revokes(&cert("a-other-ca")), None, "another CA's serial 11");
+        assert_eq!(
+            by_cert.revokes(cert("a-other-ca").names()),
+            None,
+            "another CA's serial 11"
+        );
     }
 
     #[test]

@@ -136,7 +136,7 @@ impl Own {
             ));
         }
         let cert = id.cert.as_ref()?;
-        if let Some(why) = krl.revokes(cert) {
+        if let Some(why) = krl.revokes(cert.names()) {
             return Some(format!(
                 "own certificate (FLEET_HOST_CERT_FILE) is revoked by FLEET_REVOKED_FILE ({why})"
             ));

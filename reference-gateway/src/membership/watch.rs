@@ -338,7 +338,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let cfg = crate::config::Config::from_sources(env, None).expect("config");
-        let gw = Gateway::new(cfg).expect("gateway");
+        let gw = Gateway::new(cfg, crate::areas::SpecAreas::all()).expect("gateway");
         spawn(Arc::clone(&gw));
         let trust = &gw.membership.trust;
         let b = seed_signer("b");

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-
 /// How far the roster consumer has caught up ([C-10]).
 ///
 /// SIG-2's grace for an unknown `from` must count from the moment the roster consumer has

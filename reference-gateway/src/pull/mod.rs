@@ -27,7 +27,7 @@ impl crate::gateway::Gateway {
             let main = held.owner.clone();
             self.conversations.record_question(
                 turn,
-                crate::conversation::Question {
+                crate::conversation::turns::Question {
                     asker: held.env.from.clone(),
                     main,
                     ask_msg_id: id.clone(),
