@@ -45,8 +45,10 @@ pub use moves::{connect, convert_one, route_key};
 pub use plan::{Found, Plan, Target, back_exchange, message_key, plan, temp_exchange};
 
 use std::fmt;
+use std::time::Duration;
 
-use moves::STEP;
+/// The longest one broker step may take before the conversion gives up (it can be run again).
+pub(crate) const STEP: Duration = Duration::from_secs(30);
 
 /// Why a queue was not converted.
 #[derive(Debug, thiserror::Error)]

@@ -15,15 +15,14 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 
-use super::{ConvertError, Found, Outcome, Plan, Report, Target, back_exchange, message_key, plan, temp_exchange};
+use super::{
+    ConvertError, Found, Outcome, Plan, Report, STEP, Target, back_exchange, message_key, plan, temp_exchange,
+};
 use crate::config::{BrokerConfig, QueueArgs, QueueType};
 use crate::topology::{self, DLX};
 
 /// Messages moved per confirmed batch.
 const BATCH: usize = 100;
-
-/// The longest one broker step may take before the conversion gives up (it can be run again).
-pub(super) const STEP: Duration = Duration::from_secs(30);
 
 /// While reading a quorum queue's ids, the longest wait for the next message.
 const READ_IDLE: Duration = Duration::from_secs(3);

@@ -4,16 +4,19 @@
 //! connecting and node failover, declaring, reconnecting ([`connection`]), the per-entity inbox
 //! consumers ([`inboxes`]), the stall detector ([`stall`]) and the orderly stop ([`stop`]) — and
 //! holds the state the areas share. The spec areas (forward path, pull path, presence, …) extend
-//! `Gateway` with `impl` blocks in their own modules; the hub imports none of them: it calls them
-//! through [`Areas`] at the connection's moments, and the per-area state it holds lives in files
-//! of their own below both (`pull::held`, `forward::pending`, `conversation::turns`,
-//! `presence::roster`, `presence::sync`). A lost connection is repaired by reconnecting with
-//! backoff and re-attaching everything (CON-3); held deliveries die with it and the broker
-//! redelivers them.
+//! `Gateway` with `impl` blocks in their own modules; the hub imports none of them. It calls them
+//! through [`Areas`] at the connection's moments (declared here, beside the `Gateway` it takes),
+//! and the per-area state it holds lives in files of their own below both (`pull::held`,
+//! `forward::pending`, `conversation::turns`, `presence::roster`, `presence::sync`). A lost
+//! connection is repaired by reconnecting with backoff and re-attaching everything (CON-3); held
+//! deliveries die with it and the broker redelivers them.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use lapin::message::Delivery;
 use lapin::options::BasicRejectOptions;
 use lapin::{Channel, Connection};
 use tokio::sync::{RwLock, watch};
@@ -32,13 +35,11 @@ use crate::pull::held::PullState;
 use crate::registry::{Entity, Registry};
 use crate::verify::{Rejection, SeenSet};
 
-mod areas;
 mod connection;
 mod inboxes;
 mod stall;
 mod stop;
 
-pub use areas::{Areas, Step};
 pub use inboxes::{Attached, InboxRefusal, MAIN_CHANNELS_KEPT};
 
 pub use crate::entity_state::EntityHealth;
@@ -90,6 +91,29 @@ pub struct Gateway {
     stalled: AtomicBool,
     /// Orders every `down` after the heartbeats already on their way (no `up` follows a `down`).
     pub(crate) departures: crate::departures::Departures,
+}
+
+/// One area's answer to a moment: a boxed future, so the hub can hold the areas as a trait object.
+pub type Step<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the areas do at the connection's moments, in the order the hub meets them.
+pub trait Areas: Send + Sync {
+    /// A connection is up, the core topology declared and the publisher attached; no inbox is
+    /// consumed yet: the host's own queues and consumers, its announcement, the migration. An
+    /// error fails the setup (the hub logs it, reports it on `/readyz` and tries again).
+    fn connected<'a>(&'a self, gw: &'a Arc<Gateway>, conn: &'a Arc<Connection>) -> Step<'a, anyhow::Result<()>>;
+
+    /// Every registered entity's inbox was attached (or refused) on `conn`.
+    fn inboxes_attached(&self, gw: &Arc<Gateway>, conn: Arc<Connection>);
+
+    /// A delivery from the inbox of the local entity `owner`.
+    fn delivered<'a>(&'a self, gw: &'a Arc<Gateway>, owner: &'a str, d: Delivery) -> Step<'a, ()>;
+
+    /// The inbox of `e`, refused before, is consumed now.
+    fn reattached<'a>(&'a self, gw: &'a Gateway, e: &'a Entity) -> Step<'a, ()>;
+
+    /// A graceful stop, once the inboxes are closed and the injects in flight have ended.
+    fn stopping<'a>(&'a self, gw: &'a Gateway) -> Step<'a, ()>;
 }
 
 /// Deliveries in flight on the roster and control consumers (one handled at a time).
