@@ -1,6 +1,9 @@
 //! `fleet-gateway`: the reference gateway for Fleet cross-host messaging.
 //!
-//! One module per spec area; each adds its behaviour to [`gateway::Gateway`]:
+//! One module per spec area; each adds its behaviour to [`gateway::Gateway`], the hub that keeps
+//! the broker connection and imports none of them (README, "The reference gateway's layout"):
+//! - [`gateway`] — the hub: shared state, connection, inbox consumers, stall detector, stop
+//! - [`areas`] — which area answers each of the hub's moments ([`gateway::Areas`]), in order
 //! - [`config`] — the SPEC §15 environment contract (+ TOML)
 //! - [`ids`] — host and pane id checks, shared by `config` and the modules above it
 //! - [`envelope`], [`signing`], [`verify`] — SPEC §2–3: envelope, signatures, verification chain
