@@ -1,8 +1,8 @@
 //! The hub: the gateway's shared state, and the connection it keeps for every spec area.
 //!
 //! One `Gateway` lives per process. This folder owns the broker connection's whole life —
-//! connecting and node failover, declaring, reconnecting ([`connection`]), the per-entity inbox
-//! consumers ([`inboxes`]), the stall detector ([`stall`]) and the orderly stop ([`stop`]) — and
+//! connecting and node failover, declaring, reconnecting (`connection.rs`), the per-entity inbox
+//! consumers (`inboxes.rs`), the stall detector (`stall.rs`) and the orderly stop (`stop.rs`) — and
 //! holds the state the areas share. The spec areas (forward path, pull path, presence, …) extend
 //! `Gateway` with `impl` blocks in their own modules; the hub imports none of them. It calls them
 //! through [`Areas`] at the connection's moments (declared here, beside the `Gateway` it takes),
