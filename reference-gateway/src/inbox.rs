@@ -157,13 +157,7 @@ impl Gateway {
             Kind::Abandoned => return self.on_abandoned(main, env, d).await,
             _ => {}
         }
-        let held = Held {
-            owner: main.to_string(),
-            env: env.clone(),
-            body: d.data,
-            acker: d.acker,
-            since: std::time::Instant::now(),
-        };
+        let held = Held::arrived(main, env.clone(), d);
         let taken = self.hold(held);
         debug!(
             taken,

@@ -179,13 +179,7 @@ impl Gateway {
 
     /// ASK-2: an ASK for a main goes to an open waiter, or is refused at once with NO_WAITER.
     pub async fn on_ask(&self, main: &str, env: Envelope, d: Delivery) {
-        let held = Held {
-            owner: main.to_string(),
-            env: env.clone(),
-            body: d.data,
-            acker: d.acker,
-            since: std::time::Instant::now(),
-        };
+        let held = Held::arrived(main, env.clone(), d);
         if self.pull.has_waiter(main, &env) && self.hold(held) {
             return; // the waiter drains (and acks) it, recording the question.
         }

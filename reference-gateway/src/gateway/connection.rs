@@ -168,13 +168,16 @@ impl Gateway {
 
     /// A fresh channel on the current connection.
     pub async fn channel(&self) -> anyhow::Result<Channel> {
-        let conn = self
-            .conn
+        Ok(self.current_connection().await?.create_channel().await?)
+    }
+
+    /// The current main connection (an error while there is none).
+    pub(super) async fn current_connection(&self) -> anyhow::Result<Arc<Connection>> {
+        self.conn
             .read()
             .await
             .clone()
-            .ok_or_else(|| anyhow::anyhow!("not connected to the broker"))?;
-        Ok(conn.create_channel().await?)
+            .ok_or_else(|| anyhow::anyhow!("not connected to the broker"))
     }
 }
 

@@ -32,12 +32,7 @@ impl Gateway {
     /// (`fleet-gateway <host> inboxes #n`). A gateway with fewer entities than that never opens one.
     async fn inbox_channel(&self) -> anyhow::Result<(Channel, usize)> {
         use anyhow::Context as _;
-        let main = self
-            .conn
-            .read()
-            .await
-            .clone()
-            .ok_or_else(|| anyhow::anyhow!("not connected to the broker"))?;
+        let main = self.current_connection().await?;
         let limit = match usize::from(main.configuration().channel_max()) {
             0 => usize::from(u16::MAX),
             n => n,

@@ -46,6 +46,17 @@ pub struct Drained {
 }
 
 impl Held {
+    /// A delivery for `owner` held from now on (its body and acker taken from the delivery).
+    pub fn arrived(owner: &str, env: Envelope, d: lapin::message::Delivery) -> Held {
+        Held {
+            owner: owner.to_string(),
+            env,
+            body: d.data,
+            acker: d.acker,
+            since: std::time::Instant::now(),
+        }
+    }
+
     /// Acks the delivery (the drain) and returns the caller's view of it.
     pub async fn drain(self) -> Drained {
         // Bounded: an ack on a connection that died unnoticed must not hang the drain (the MCP
