@@ -579,11 +579,14 @@ impl ServerHandler for Mcp {
 }
 
 /// The reason and detail of a publish that failed (CONTRACT §3): `not_connected` when nothing of
-/// the message was handed to the broker (definite: it is never delivered), else `publish` — the
-/// broker may have routed it ([C-16]: unknown).
+/// the message was handed to the broker (definite: it is never delivered), `revoked` /
+/// `cert_expired` / `certificate` when the gateway refused to send with a credential every
+/// receiver would reject ([C-21] 9, definite too), else `publish` — the broker may have routed it
+/// ([C-16]: unknown).
 fn failure(e: &PublishError) -> Value {
     let reason = match e {
         PublishError::NotConnected => "not_connected",
+        PublishError::Refused { reason, .. } => reason,
         _ => "publish",
     };
     json!({"reason": reason, "detail": e.to_string()})

@@ -55,6 +55,18 @@ pub enum PublishError {
     Unconfirmed,
     #[error("broker error: {0}")]
     Amqp(#[from] lapin::Error),
+    /// Definite, like [`Self::NotConnected`]: the gateway's own credential would be rejected by
+    /// every receiver ([C-21] 9), so nothing was sent. `reason` is the check's name (`revoked`,
+    /// `cert_expired`, `certificate`), the tools' failure reason.
+    #[error("not sent: {detail}")]
+    Refused { reason: &'static str, detail: String },
+}
+
+/// Why the gateway refuses to publish right now ([C-21] 9): set by the membership watcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub detail: String,
 }
 
 /// One message to publish. Unset fields get their SPEC defaults.
@@ -171,7 +183,7 @@ impl PublishError {
     /// there was no channel. A later attempt cannot make a second copy, whatever the kind.
     fn not_sent(&self) -> bool {
         match self {
-            PublishError::NotConnected => true,
+            PublishError::NotConnected | PublishError::Refused { .. } => true,
             PublishError::Amqp(e) => matches!(e.kind(), lapin::ErrorKind::InvalidChannelState(_, "basic.publish")),
             _ => false,
         }
@@ -206,6 +218,10 @@ pub struct Publisher {
     metrics: Arc<crate::metrics::Metrics>,
     /// The publishes handed over and not yet confirmed (the gateway's stall detector reads it).
     pub unconfirmed: crate::unconfirmed::Unconfirmed,
+    /// [C-21] 9: set while the own credential would be rejected; the flag keeps the hot path to
+    /// one atomic load.
+    refusing: std::sync::atomic::AtomicBool,
+    refusal: std::sync::RwLock<Option<Refusal>>,
 }
 
 impl Publisher {
@@ -220,6 +236,34 @@ impl Publisher {
             confirm_timeout: std::time::Duration::from_secs(30),
             metrics: Arc::default(),
             unconfirmed: Default::default(),
+            refusing: std::sync::atomic::AtomicBool::new(false),
+            refusal: std::sync::RwLock::new(None),
+        }
+    }
+
+    /// [C-21] 9: from now on every publish but PRESENCE fails with `refusal` (None: publish again).
+    pub fn set_refusal(&self, refusal: Option<Refusal>) {
+        let mut slot = self.refusal.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.refusing
+            .store(refusal.is_some(), std::sync::atomic::Ordering::SeqCst);
+        *slot = refusal;
+    }
+
+    /// The refusal in force for a message of `kind`, if any. PRESENCE still goes out: a rotation
+    /// to a good pair announces itself with it, and heartbeats keep the host's state honest.
+    fn refused(&self, kind: Kind) -> Result<(), PublishError> {
+        if kind == Kind::Presence || !self.refusing.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        match &*self.refusal.read().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            Some(r) => {
+                self.failed(kind, r.reason);
+                Err(PublishError::Refused {
+                    reason: r.reason,
+                    detail: r.detail.clone(),
+                })
+            }
+            None => Ok(()),
         }
     }
 
@@ -282,6 +326,7 @@ impl Publisher {
     /// for the sender's announcement ([C-19]), the publish, and a republish after a lost
     /// connection ([C-18], see the module doc).
     pub async fn publish(&self, out: Outgoing) -> Result<Envelope, PublishError> {
+        self.refused(out.kind)?;
         let started = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + self.confirm_timeout;
         let (kind, from) = (out.kind, out.from.clone());
@@ -434,6 +479,7 @@ impl Publisher {
 
     /// Builds, signs and hands `out` to the channel; the confirm is awaited by [`Self::confirmed`].
     pub async fn send(&self, out: Outgoing) -> Result<Sent, PublishError> {
+        self.refused(out.kind)?;
         let ch = self.channel.read().await.clone().ok_or(PublishError::NotConnected)?;
         let kind = out.kind;
         self.bounded(kind, self.hand(&ch, out)).await

@@ -39,6 +39,8 @@ pub const CAPABILITY: &str = "membership";
 pub struct Membership {
     pub trust: trust::Trust,
     pub own: own::Own,
+    /// Whether `FLEET_TRUST_CA_FILE` is set: only then is the own certificate's CA judged.
+    ca_configured: bool,
     /// host → the certificate last WARNed about ([`Membership::first_warning`]).
     warned: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
@@ -47,7 +49,7 @@ impl Membership {
     /// Reads every file at start; a file that cannot be read or parsed refuses the start with
     /// the file and the line named.
     pub fn load(cfg: &Config) -> anyhow::Result<Membership> {
-        let id = own::OwnIdentity::load(&cfg.host_id, &cfg.signing_key_file, cfg.host_cert_file.as_deref())?;
+        let id = own::OwnIdentity::load(&cfg.signing_key_file, cfg.host_cert_file.as_deref())?;
         let files = read_trust_files(cfg)?;
         let trust = trust::Trust::new(
             &cfg.host_id,
@@ -64,6 +66,7 @@ impl Membership {
         Ok(Membership {
             trust,
             own,
+            ca_configured: cfg.trust_ca_file.is_some(),
             warned: Default::default(),
         })
     }
@@ -82,9 +85,33 @@ impl Membership {
         true
     }
 
-    /// MEM-4: why the gateway is not ready on account of its own certificate, if it is not.
+    /// MEM-4, [C-21] 12: why the gateway's own credential would be rejected by its peers now (not
+    /// ready, and publishing refused, [C-21] 9), if it would.
+    pub fn own_problem(&self) -> Option<own::OwnProblem> {
+        let files = self.trust.files();
+        let cas = self.ca_configured.then_some(&files.cas);
+        self.own
+            .problem(cas, &files.krl, crate::envelope::now_ms(), self.trust.skew_ms())
+    }
+
+    /// MEM-4: why the gateway is not ready on account of its own credential, if it is not.
     pub fn unready(&self) -> Option<String> {
-        self.own.unready(&self.trust.files().krl, crate::envelope::now_ms())
+        self.own_problem().map(|p| p.to_string())
+    }
+
+    /// [C-21] 12 for a rotation's candidate: the certificate `cert` judged as a peer would.
+    pub fn judge_own(&self, cert: &cert::CertInfo) -> Result<(), own::OwnProblem> {
+        let files = self.trust.files();
+        let cas = self.ca_configured.then_some(&files.cas);
+        own::judge(
+            cert,
+            self.own.host(),
+            cas,
+            &files.krl,
+            crate::envelope::now_ms(),
+            self.trust.skew_ms(),
+        )
+        .map_err(|p| self.own.own_problem(&p))
     }
 }
 

@@ -1,11 +1,16 @@
 //! This gateway's own identity: its signing key and, optionally, its host certificate
 //! (`FLEET_SIGNING_KEY_FILE`, `FLEET_HOST_CERT_FILE`; MEM-2, MEM-3, MEM-4).
 //!
-//! At start a certificate that is not a host certificate for this host over the signing key
-//! refuses the start, naming the file: a gateway that carried it would be rejected by every
-//! receiver. An expired or revoked own certificate does not refuse the start (the operator may be
-//! about to renew it): the gateway reports not ready (`/readyz` 503) while it lasts, and WARNs
-//! once a day from 7 days before its expiry, with the seconds left as a metric.
+//! A certificate file that cannot be read, or that certifies another key than the signing key,
+//! refuses the start (and a rotation), naming the file: there is no pair to speak of. Every other
+//! check is the one a peer makes ([C-21] 12, [`judge`]): against this gateway's own trust file,
+//! revocation list and the validity window. A certificate that fails it — CA not trusted, revoked,
+//! not yet valid, expired, a user certificate, the host not among its principals, critical
+//! options — does not stop the start (the operator may be about to replace it): the gateway logs
+//! an ERROR naming why, reports not ready (`/readyz` 503) and refuses to publish ([C-21] 9:
+//! every receiver would reject what it sends) while it lasts. A rotation to such a certificate
+//! is refused, the old pair kept. From 7 days before its expiry a WARN is logged once a day,
+//! with the seconds left as a metric.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use ssh_key::HashAlg;
 
-use super::cert::{CertInfo, Window, utc};
+use super::ca::CaSet;
+use super::cert::{CertInfo, CertProblem, Window, utc};
 use super::files::{self, FileError, TrustFile, meaningful_lines};
 use super::krl::Krl;
 use crate::signing::{KeyError, Signer};
@@ -36,11 +42,11 @@ pub struct OwnIdentity {
 
 impl OwnIdentity {
     /// Reads the key file and the certificate file, and checks that they belong together.
-    pub fn load(host: &str, key_file: &Path, cert_file: Option<&Path>) -> Result<OwnIdentity, IdentityError> {
+    pub fn load(key_file: &Path, cert_file: Option<&Path>) -> Result<OwnIdentity, IdentityError> {
         let signer = Arc::new(Signer::from_file(key_file)?);
         let cert = match cert_file {
             None => None,
-            Some(path) => Some(Arc::new(read_cert(host, &signer, path)?)),
+            Some(path) => Some(Arc::new(read_cert(&signer, path)?)),
         };
         Ok(OwnIdentity { signer, cert })
     }
@@ -52,23 +58,12 @@ impl OwnIdentity {
     }
 }
 
-/// Reads `path` as this host's certificate over `signer`'s key.
-fn read_cert(host: &str, signer: &Signer, path: &Path) -> Result<CertInfo, FileError> {
+/// Reads `path` as a certificate over `signer`'s key (the pair); the peer's checks are [`judge`].
+fn read_cert(signer: &Signer, path: &Path) -> Result<CertInfo, FileError> {
     let text = files::read(TrustFile::HostCert, path)?;
     let (line, cert_line) = meaningful_lines(&text).next().unwrap_or((1, ""));
     let bad = |reason: String| FileError::at(TrustFile::HostCert, path, files::LineError::new(line, reason));
     let cert = CertInfo::parse(cert_line).map_err(|p| bad(p.to_string()))?;
-    if !cert.host {
-        return Err(bad(
-            "a user certificate; the gateway needs a host certificate (ssh-keygen -s CA -h …)".into(),
-        ));
-    }
-    if !cert.principals.iter().any(|p| p == host) {
-        return Err(bad(format!(
-            "this host {host:?} is not among its principals {:?}",
-            cert.principals
-        )));
-    }
     if cert.key != signer.verifying_key() {
         let ours = ssh_key::public::KeyData::Ed25519(signer.verifying_key().into()).fingerprint(HashAlg::Sha256);
         return Err(bad(format!(
@@ -77,6 +72,58 @@ fn read_cert(host: &str, signer: &Signer, path: &Path) -> Result<CertInfo, FileE
         )));
     }
     Ok(cert)
+}
+
+/// Why this gateway's own credential would be rejected by its peers: the check name of
+/// [C-21] 3 (`revoked`, `cert_expired`, `certificate`) and the words an operator reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnProblem {
+    pub check: &'static str,
+    pub why: String,
+}
+
+impl std::fmt::Display for OwnProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.why, self.check)
+    }
+}
+
+/// [C-21] 12: the checks a peer makes of `cert` for `host` — CA trusted (when this gateway reads
+/// a trust file: `cas` is None without `FLEET_TRUST_CA_FILE`), a host certificate naming `host`,
+/// no critical option, not revoked, inside its window. Not yet valid is judged with the skew
+/// (peers accept it that early); expired at `valid before` on this clock, without it ([C-21] 1).
+pub fn judge(
+    cert: &CertInfo,
+    host: &str,
+    cas: Option<&CaSet>,
+    krl: &Krl,
+    now_ms: u64,
+    skew_ms: u64,
+) -> Result<(), CertProblem> {
+    match cas {
+        Some(cas) => cert.check_standing(host, cas, krl)?,
+        None => {
+            if !cert.host {
+                return Err(CertProblem::NotHost);
+            }
+            if !cert.principals.iter().any(|p| p == host) {
+                return Err(CertProblem::WrongPrincipal {
+                    host: host.to_string(),
+                    principals: cert.principals.clone(),
+                });
+            }
+            if let Some(why) = krl.revokes(cert.names()) {
+                return Err(CertProblem::Revoked(why));
+            }
+        }
+    }
+    if cert.window(now_ms, skew_ms) == Window::NotYet {
+        return Err(CertProblem::NotYetValid(utc(cert.valid_after)));
+    }
+    if cert.window(now_ms, 0) == Window::Expired {
+        return Err(CertProblem::Expired(utc(cert.valid_before)));
+    }
+    Ok(())
 }
 
 /// The own identity of the running gateway, replaced by a rotation (MEM-3).
@@ -106,6 +153,10 @@ impl Own {
         }
     }
 
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     pub fn identity(&self) -> Arc<OwnIdentity> {
         Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
@@ -122,31 +173,36 @@ impl Own {
 
     /// Loads the key and certificate files again (a rotation's candidate).
     pub fn reload(&self) -> Result<OwnIdentity, IdentityError> {
-        OwnIdentity::load(&self.host, &self.key_file, self.cert_file.as_deref())
+        OwnIdentity::load(&self.key_file, self.cert_file.as_deref())
     }
 
-    /// MEM-4: why the gateway is not ready on account of its own certificate (expired, or revoked
-    /// by `krl`), judged without skew: other gateways may still accept it for the skew, but it is
-    /// the operator's to renew now.
-    pub fn unready(&self, krl: &Krl, now_ms: u64) -> Option<String> {
+    /// MEM-4, [C-21] 12: why the gateway's own credential would be rejected by its peers now, if
+    /// it would: its key revoked, or its certificate failing [`judge`] against `cas` (None: no
+    /// trust file) and `krl`. The gateway is then not ready and refuses to publish.
+    pub fn problem(&self, cas: Option<&CaSet>, krl: &Krl, now_ms: u64, skew_ms: u64) -> Option<OwnProblem> {
         let id = self.identity();
         if let Some(fp) = krl.revokes_ed25519(&id.signer.verifying_key()) {
-            return Some(format!(
-                "own signing key {fp} (FLEET_SIGNING_KEY_FILE) is revoked by FLEET_REVOKED_FILE"
-            ));
+            return Some(OwnProblem {
+                check: "revoked",
+                why: format!("own signing key {fp} (FLEET_SIGNING_KEY_FILE) is revoked by FLEET_REVOKED_FILE"),
+            });
         }
         let cert = id.cert.as_ref()?;
-        if let Some(why) = krl.revokes(cert.names()) {
-            return Some(format!(
-                "own certificate (FLEET_HOST_CERT_FILE) is revoked by FLEET_REVOKED_FILE ({why})"
-            ));
+        judge(cert, &self.host, cas, krl, now_ms, skew_ms)
+            .err()
+            .map(|p| self.own_problem(&p))
+    }
+
+    /// `p` in the words of this gateway's own certificate file.
+    pub fn own_problem(&self, p: &CertProblem) -> OwnProblem {
+        let path = self.cert_file.as_deref().map(Path::display);
+        OwnProblem {
+            check: p.check(),
+            why: match path {
+                Some(path) => format!("own certificate {path} (FLEET_HOST_CERT_FILE): {p}"),
+                None => format!("own certificate: {p}"),
+            },
         }
-        (cert.window(now_ms, 0) == Window::Expired).then(|| {
-            format!(
-                "own certificate (FLEET_HOST_CERT_FILE) expired at {}",
-                utc(cert.valid_before)
-            )
-        })
     }
 
     /// Seconds the own certificate has left (None: no certificate, or valid forever).
@@ -203,44 +259,81 @@ mod tests {
     }
 
     #[test]
-    fn the_own_certificate_must_certify_the_key_for_this_host() {
+    fn the_own_certificate_must_certify_the_key() {
         let d = dir("load");
         let key = write(&d, "a.key", &fixture("a.key"));
         let ok = write(&d, "ok", &fixture("a-cert.pub"));
-        let id = OwnIdentity::load("a", &key, Some(&ok)).expect("a's pair");
+        let id = OwnIdentity::load(&key, Some(&ok)).expect("a's pair");
         assert_eq!(id.cert.as_ref().map(|c| c.serial), Some(11));
-        let refused = |cert: &str, host: &str| {
+        let loaded = |cert: &str| {
             let p = write(&d, "c", &fixture(cert));
-            OwnIdentity::load(host, &key, Some(&p))
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            OwnIdentity::load(&key, Some(&p)).map_err(|e| e.to_string())
         };
-        let e = refused("a-rotated-cert.pub", "a").expect_err("another key");
+        let e = loaded("a-rotated-cert.pub").map(|_| ()).expect_err("another key");
         assert!(e.contains("FLEET_HOST_CERT_FILE") && e.contains("line 1"), "{e}");
         assert!(e.contains("not this gateway's signing key"), "{e}");
-        assert!(refused("a-user-cert.pub", "a").is_err());
-        assert!(refused("a-cert.pub", "b").is_err(), "principal");
-        assert!(refused("a.pub", "a").is_err(), "not a certificate");
-        assert!(
-            refused("a-expired-cert.pub", "a").is_ok(),
-            "expired: started, not ready"
-        );
-        let none = OwnIdentity::load("a", &key, None).expect("no certificate");
+        assert!(loaded("a.pub").is_err(), "not a certificate");
+        // The peer's checks do not stop the start ([C-21] 12): they make it not ready.
+        assert!(loaded("a-user-cert.pub").is_ok());
+        assert!(loaded("a-expired-cert.pub").is_ok());
+        let none = OwnIdentity::load(&key, None).expect("no certificate");
         assert!(none.cert.is_none());
         assert!(!none.same_as(&id));
         assert!(id.same_as(&id.clone()));
     }
 
     #[test]
+    fn the_own_certificate_is_judged_as_a_peer_would() {
+        let cas = CaSet::parse(&fixture("trust-ca.txt")).expect("CA file");
+        let none = Krl::default();
+        let judged = |name: &str, host: &str, cas: Option<&CaSet>| {
+            let c = CertInfo::parse(&fixture(&format!("{name}-cert.pub"))).expect("parses");
+            judge(&c, host, cas, &none, NOW, 30_000).map_err(|p| p.check())
+        };
+        assert_eq!(judged("a", "a", Some(&cas)), Ok(()));
+        assert_eq!(judged("a", "a", None), Ok(()), "no trust file: the CA is not judged");
+        assert_eq!(judged("a-other-ca", "a", Some(&cas)), Err("certificate"));
+        assert_eq!(judged("a-other-ca", "a", None), Ok(()));
+        assert_eq!(judged("a-user", "a", None), Err("certificate"));
+        assert_eq!(judged("a", "b", None), Err("certificate"), "principal");
+        assert_eq!(judged("a-future", "a", Some(&cas)), Err("certificate"));
+        assert_eq!(judged("a-expired", "a", Some(&cas)), Err("cert_expired"));
+        let c = CertInfo::parse(&fixture("a-cert.pub")).expect("parses");
+        let krl = Krl::parse("serial: 11").expect("krl");
+        assert_eq!(
+            judge(&c, "a", None, &krl, NOW, 0).map_err(|p| p.check()),
+            Err("revoked")
+        );
+        let mut short = c.clone();
+        short.valid_before = NOW / 1000 + 1;
+        assert_eq!(judge(&short, "a", None, &none, NOW + 999, 30_000), Ok(()));
+        assert_eq!(
+            judge(&short, "a", None, &none, NOW + 1_000, 30_000).map_err(|p| p.check()),
+            Err("cert_expired"),
+            "expired at valid before on its own clock, skew or not ([C-21] 1)"
+        );
+    }
+
+    const NOW: u64 = 1_767_225_600_000; // 2026-01-01
+
+    #[test]
     fn expired_or_revoked_is_not_ready_and_expiry_is_warned_once() {
         let d = dir("ready");
         let key = write(&d, "a.key", &fixture("a.key"));
         let cert = write(&d, "a.cert", &fixture("a-cert.pub"));
-        let id = OwnIdentity::load("a", &key, Some(&cert)).expect("pair");
+        let id = OwnIdentity::load(&key, Some(&cert)).expect("pair");
         let own = Own::new("a", key.clone(), Some(cert), id.clone());
         let now = crate::envelope::now_ms();
-        assert_eq!(own.unready(&Krl::default(), now), None);
-        assert!(own.unready(&Krl::parse("serial: 11").expect("krl"), now).is_some());
+        let problem = |krl: &Krl, at: u64| own.problem(None, krl, at, 0).map(|p| p.check);
+        assert_eq!(problem(&Krl::default(), now), None);
+        assert_eq!(problem(&Krl::parse("serial: 11").expect("krl"), now), Some("revoked"));
+        let by_key = Krl::parse(&format!("key: {}", fixture("a.pub"))).expect("krl");
+        assert_eq!(problem(&by_key, now), Some("revoked"), "the key itself");
+        assert!(
+            own.problem(None, &Krl::parse("serial: 11").expect("krl"), now, 0)
+                .is_some_and(|p| p.why.contains("a.cert")),
+            "the file is named"
+        );
         assert_eq!(own.seconds_left(now), None, "forever");
         let mut short = id.clone();
         let mut c = (**id.cert.as_ref().expect("cert")).clone();
@@ -250,6 +343,6 @@ mod tests {
         assert!(own.seconds_left(now).is_some_and(|s| s > 2 * 86_400));
         assert!(own.expiry_warning_due(now).is_some());
         assert!(own.expiry_warning_due(now).is_none(), "once a day");
-        assert!(own.unready(&Krl::default(), now + 4 * 86_400_000).is_some());
+        assert_eq!(problem(&Krl::default(), now + 4 * 86_400_000), Some("cert_expired"));
     }
 }

@@ -6,7 +6,9 @@
 //! the host yet knows its key when the entities' presence arrives.
 //!
 //! A rotation loads the key and certificate files together; a certificate over another key than
-//! the key file's is refused (ERROR naming the certificate file, the old pair kept). Otherwise the
+//! the key file's is refused (ERROR naming the certificate file, the old pair kept), and so is one
+//! the fleet would reject — CA not trusted, revoked, not yet valid, expired, host not a principal,
+//! critical options ([C-21] 12: judged as a peer judges it, [`super::own::judge`]). Otherwise the
 //! new key is trusted as the gateway's own (its own messages come back to it), the `_gateway`
 //! presence with the new certificate is published signed with the new key and confirmed, and
 //! only then does the publisher sign with the new key: receivers learn the new key before anything
@@ -72,6 +74,15 @@ impl Gateway {
         };
         if next.same_as(&current) {
             return Rotation::Unchanged;
+        }
+        // [C-21] 12: a certificate the fleet would reject is refused like one over another key.
+        if let Some(cert) = &next.cert
+            && let Err(p) = self.membership.judge_own(cert)
+        {
+            return Rotation::Refused {
+                file: TrustFile::HostCert,
+                error: format!("{p}: the fleet would reject it, so it is not taken"),
+            };
         }
         let new_key = next.signer.verifying_key() != current.signer.verifying_key();
         let serial = next.cert.as_ref().map_or("no certificate".to_string(), |c| {

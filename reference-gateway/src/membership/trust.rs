@@ -4,7 +4,8 @@
 //! run (h is this host), or if a certificate seen in h's `_gateway` presence is valid for h
 //! (MEM-2). Certified keys are kept — every valid, unrevoked one of a host — until their
 //! certificate expires, so a message signed with the old key before a rotation still verifies
-//! (MEM-3).
+//! (MEM-3). Per key only the latest certificate seen for it is kept ([C-21] 8): a renewed
+//! certificate over the same key replaces the previous one.
 //!
 //! The hot path (verifying a message) takes two read locks, each for a lookup and an `Arc` clone,
 //! and never reads a certificate: the files are an immutable snapshot swapped whole on reload, a
@@ -394,9 +395,18 @@ impl Trust {
         if keys.iter().any(|l| l.cert.text == cert.text) {
             return;
         }
+        // [C-21] 8: per key, the latest certificate seen for it — a renewal replaces what was
+        // held for the same key, so revoking the serial an operator reads now revokes the key's
+        // standing (an older certificate of the same key no longer keeps it valid).
+        let key = cert.key;
         let mut next = Vec::with_capacity(keys.len() + 1);
         next.push(Learned { cert, standing });
-        next.extend(keys.iter().take(KEYS_PER_HOST - 1).cloned());
+        next.extend(
+            keys.iter()
+                .filter(|l| l.cert.key != key)
+                .take(KEYS_PER_HOST - 1)
+                .cloned(),
+        );
         *keys = Arc::new(next);
     }
 
@@ -629,6 +639,25 @@ mod tests {
         t2.prune(now_ms());
         assert_eq!(t2.certified_counts(now_ms()), (0, 0), "expired long ago: forgotten");
         assert_eq!(reason(t2.verify(&signed(&a, "a", b"m"), b"m")), "signature");
+    }
+
+    #[test]
+    fn a_renewal_over_the_same_key_replaces_its_certificate() {
+        // a-cert (serial 11) and a-serial-cert (serial 205) certify the same key of host a.
+        let t = receiver("");
+        let a = seed_signer("a");
+        let p = signed(&a, "a", b"{}");
+        t.check_presence(&p, b"{}", Some(&fixture("a-cert.pub")))
+            .expect("first");
+        let p = signed(&a, "a", b"{}");
+        assert_eq!(
+            t.check_presence(&p, b"{}", Some(&fixture("a-serial-cert.pub"))),
+            Ok(PresenceTrust::Learned)
+        );
+        assert_eq!(t.certified_counts(now_ms()), (1, 1), "one certificate per key");
+        t.set_krl(Krl::parse("serial: 205\n").expect("krl"));
+        assert!(!t.has_valid_key("a", now_ms()), "the current serial revoked: out");
+        assert_eq!(reason(t.verify(&signed(&a, "a", b"m"), b"m")), "revoked");
     }
 
     #[test]

@@ -26,12 +26,14 @@ use tracing::{debug, error, info, warn};
 use super::ca::CaSet;
 use super::files::{FileError, LineError, TrustFile, line_at};
 use super::krl::Krl;
+use super::own::OwnProblem;
 use super::peers::Peers;
 use super::rotate::Rotation;
 use super::sweep::Sweeper;
 use crate::envelope::now_ms;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
+use crate::publish::Refusal;
 
 /// The poll fallback's period (also the sweep's and the expiry check's); defined beside the
 /// directory events it stands in for.
@@ -142,7 +144,9 @@ async fn run(gw: Arc<Gateway>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sweeper = Sweeper::default();
     let mut last_prune = Instant::now();
-    let mut unready: Option<String> = None;
+    let mut own: Option<OwnProblem> = None;
+    // [C-21] 12: a gateway started with a credential the fleet would reject says so at once.
+    watch_own_cert(&gw, &mut own);
     // The first look takes the files as the start read them (quietly: nothing changed).
     for w in &mut trust {
         w.moved(true);
@@ -186,7 +190,7 @@ async fn run(gw: Arc<Gateway>) {
             identity_due = rotate(&gw, &mut identity).await;
         }
         sweeper.sweep(&gw);
-        watch_own_cert(&gw, &mut unready);
+        watch_own_cert(&gw, &mut own);
         if last_prune.elapsed() >= PRUNE_EVERY {
             gw.membership.trust.prune(now_ms());
             last_prune = Instant::now();
@@ -272,8 +276,10 @@ async fn rotate(gw: &Gateway, identity: &mut [Watched]) -> Option<Instant> {
     }
 }
 
-/// MEM-4: the seconds-left gauge, the WARN within 7 days, and not-ready once expired or revoked.
-fn watch_own_cert(gw: &Gateway, unready: &mut Option<String>) {
+/// MEM-4, [C-21] 9 and 12: the seconds-left gauge, the WARN within 7 days; and, while the own
+/// credential would be rejected by the fleet (revoked, expired, or failing another check a peer
+/// makes), not ready and refusing to publish — an ERROR naming why when that starts.
+fn watch_own_cert(gw: &Gateway, last: &mut Option<OwnProblem>) {
     let now = now_ms();
     let own = &gw.membership.own;
     if let Some(left) = own.seconds_left(now) {
@@ -282,13 +288,21 @@ fn watch_own_cert(gw: &Gateway, unready: &mut Option<String>) {
     if let Some(text) = own.expiry_warning_due(now) {
         warn!("{text}");
     }
-    let now_unready = gw.membership.unready();
-    if now_unready != *unready {
-        match &now_unready {
-            Some(why) => warn!("{why}: reporting not ready (/readyz 503)"),
-            None => info!("own certificate valid again: ready as far as membership goes"),
+    let problem = gw.membership.own_problem();
+    if problem != *last {
+        match &problem {
+            Some(p) => error!(
+                check = p.check,
+                "{}: every peer would reject this gateway's messages; reporting not ready (/readyz 503) and refusing to publish until the credential is replaced",
+                p.why
+            ),
+            None => info!("own credential valid: ready and publishing as far as membership goes"),
         }
-        *unready = now_unready;
+        gw.publisher.set_refusal(problem.as_ref().map(|p| Refusal {
+            reason: p.check,
+            detail: p.why.clone(),
+        }));
+        *last = problem;
     }
 }
 
