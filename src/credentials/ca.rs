@@ -1,10 +1,16 @@
-//! A fleet CA made by `ssh-keygen -t ed25519`, and the certificates it signs (`ssh-keygen -s`).
+//! A fleet CA made by `ssh-keygen -t <type>`, and the certificates it signs (`ssh-keygen -s`).
 //!
 //! Why: SPEC MEM-2's credential is an OpenSSH host certificate over the gateway's signing key,
 //! issued exactly as an operator issues one: `ssh-keygen -s ca -h -I <key id> -n <host> -V <window>
 //! -z <serial> host.pub`. Hostile scenarios need the other kinds too (a user certificate, another
 //! CA, a principal that is another host, a window not yet open or already closed), so every knob
 //! of that command is a field of [`CertRequest`].
+//!
+//! Operators' existing CAs are often ECDSA or RSA (SPEC [C-21] 10), so a CA has a key type
+//! ([`CaKeyType`]: what `ssh-keygen -t`/`-b` made it). How a CA signs beyond [`CertRequest`] — an
+//! RSA CA's signature algorithm (`-t rsa-sha2-256`, `-t ssh-rsa`), critical options (`-O
+//! force-command=…`, [C-21] 11) — is a [`Ca::variant`]: the same key under another name, whose
+//! every certificate `ssh-keygen -s` signs with those extra arguments.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,6 +23,59 @@ pub struct Ca {
     pub name: String,
     key: PathBuf,
     public_line: String,
+    key_type: CaKeyType,
+    /// Extra arguments of every `ssh-keygen -s` this CA runs (a [`Ca::variant`]'s).
+    sign_args: Vec<String>,
+}
+
+/// The key type of a CA: what `ssh-keygen -t` (and `-b` for ECDSA) made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaKeyType {
+    /// `-t ed25519`
+    Ed25519,
+    /// `-t ecdsa -b <bits>`: 256, 384 or 521 (`ecdsa-sha2-nistp<bits>`).
+    Ecdsa(u16),
+    /// `-t rsa` (ssh-keygen's default size, 3072 bits in OpenSSH 9.2).
+    Rsa,
+    /// `-t dsa`: a type SPEC [C-21] 10 does not list (OpenSSH refuses DSA keys by default since
+    /// 7.0); the suite makes one only to write a trust-file line no gateway takes.
+    Dsa,
+}
+
+impl CaKeyType {
+    /// The `ssh-keygen` arguments that make a key of this type.
+    fn keygen_args(self) -> Vec<String> {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
+        match self {
+            CaKeyType::Ed25519 => v(&["-t", "ed25519"]),
+            CaKeyType::Ecdsa(bits) => vec!["-t".into(), "ecdsa".into(), "-b".into(), bits.to_string()],
+            CaKeyType::Rsa => v(&["-t", "rsa"]),
+            CaKeyType::Dsa => v(&["-t", "dsa"]),
+        }
+    }
+
+    /// The key type name that begins the public key line (RFC 4253, 5656, 8709).
+    pub fn line_type(self) -> String {
+        match self {
+            CaKeyType::Ed25519 => "ssh-ed25519".into(),
+            CaKeyType::Ecdsa(bits) => format!("ecdsa-sha2-nistp{bits}"),
+            CaKeyType::Rsa => "ssh-rsa".into(),
+            CaKeyType::Dsa => "ssh-dss".into(),
+        }
+    }
+
+    /// From the words of `ssh-keygen -t <type> [-b <bits>]`: `ed25519`, `ecdsa` (256 bits),
+    /// `ecdsa -b 384`, `rsa`, `dsa`.
+    pub fn parse(t: &str, bits: Option<u16>) -> Option<CaKeyType> {
+        Some(match (t, bits) {
+            ("ed25519", None) => CaKeyType::Ed25519,
+            ("ecdsa", None) => CaKeyType::Ecdsa(256),
+            ("ecdsa", Some(b @ (256 | 384 | 521))) => CaKeyType::Ecdsa(b),
+            ("rsa", None) => CaKeyType::Rsa,
+            ("dsa", None) => CaKeyType::Dsa,
+            _ => return None,
+        })
+    }
 }
 
 /// Host or user certificate (`-h` or not).
@@ -110,27 +169,28 @@ pub struct Certificate {
 impl Ca {
     /// `ssh-keygen -q -t ed25519 -N '' -C <name> -f <dir>/<name>`: a fresh CA key pair.
     pub fn create(dir: &Path, name: &str) -> Result<Ca, CredentialError> {
+        Ca::create_typed(dir, name, CaKeyType::Ed25519)
+    }
+
+    /// `ssh-keygen -q -t <type> [-b <bits>] -N '' -C fleet-ca-<name> -f <dir>/<name>`: a fresh CA
+    /// key pair of `key_type`.
+    pub fn create_typed(dir: &Path, name: &str, key_type: CaKeyType) -> Result<Ca, CredentialError> {
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
         let key = dir.join(name);
-        run([
-            "-q".as_ref(),
-            "-t".as_ref(),
-            "ed25519".as_ref(),
-            "-N".as_ref(),
-            "".as_ref(),
-            "-C".as_ref(),
-            std::ffi::OsStr::new(&format!("fleet-ca-{name}")),
-            "-f".as_ref(),
-            key.as_os_str(),
-        ])?;
+        let comment = format!("fleet-ca-{name}");
+        let mut args: Vec<std::ffi::OsString> = vec!["-q".into()];
+        args.extend(key_type.keygen_args().into_iter().map(Into::into));
+        args.extend(["-N".into(), "".into(), "-C".into(), comment.into(), "-f".into()]);
+        args.push(key.clone().into_os_string());
+        run(args)?;
         let pub_path = key.with_extension("pub");
         let public_line = std::fs::read_to_string(&pub_path)
             .map_err(io("cannot read", &pub_path))?
             .trim()
             .to_string();
-        if !public_line.starts_with("ssh-ed25519 ") {
+        if !public_line.starts_with(&format!("{} ", key_type.line_type())) {
             return Err(CredentialError::Unexpected {
-                what: format!("CA public key {}", pub_path.display()),
+                what: format!("CA public key {} ({key_type:?})", pub_path.display()),
                 found: public_line,
             });
         }
@@ -138,13 +198,36 @@ impl Ca {
             name: name.to_string(),
             key,
             public_line,
+            key_type,
+            sign_args: Vec::new(),
         })
     }
 
-    /// The CA's public key line (`ssh-ed25519 AAAA… fleet-ca-<name>`): a line of
+    /// The same CA key under the name `name`, signing every certificate with `extra` added to
+    /// `ssh-keygen -s` (after this CA's own extras): `["-t", "rsa-sha2-256"]` for an RSA CA's
+    /// SHA-256 signature, `["-t", "ssh-rsa"]` for SHA-1, `["-O", "force-command=…"]` for a critical
+    /// option. Its public line is the CA's: a trust file listing the CA trusts the variant.
+    pub fn variant(&self, name: &str, extra: &[&str]) -> Ca {
+        let mut v = self.clone();
+        v.name = name.to_string();
+        v.sign_args.extend(extra.iter().map(|a| a.to_string()));
+        v
+    }
+
+    /// The CA's public key line (`<type> AAAA… fleet-ca-<name>`): a line of
     /// `FLEET_TRUST_CA_FILE`.
     pub fn public_line(&self) -> &str {
         &self.public_line
+    }
+
+    /// What `ssh-keygen -t` made.
+    pub fn key_type(&self) -> CaKeyType {
+        self.key_type
+    }
+
+    /// The extra arguments of every `ssh-keygen -s` this CA runs (empty but for a variant).
+    pub fn sign_args(&self) -> &[String] {
+        &self.sign_args
     }
 
     /// The CA's public key file (for `ssh-keygen -k -s`).
@@ -167,6 +250,7 @@ impl Ca {
         let validity = req.validity.arg();
         let serial = req.serial.to_string();
         let mut args: Vec<&std::ffi::OsStr> = vec!["-q".as_ref(), "-s".as_ref(), self.key.as_os_str()];
+        args.extend(self.sign_args.iter().map(|a| std::ffi::OsStr::new(a.as_str())));
         if req.kind == CertKind::Host {
             args.push("-h".as_ref());
         }
@@ -200,6 +284,47 @@ impl Ca {
             ca: self.name.clone(),
         })
     }
+}
+
+/// What `ssh-keygen -L` says of a certificate line (written to a file of its own in `dir`): the
+/// suite's check that a certificate it made is what a scenario says it is (its signature
+/// algorithm, its critical options), in ssh-keygen's words.
+pub fn describe(dir: &Path, line: &str) -> Result<String, CredentialError> {
+    std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+    let p = dir.join(format!("describe-{}-cert.pub", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&p, format!("{}\n", line.trim())).map_err(io("cannot write", &p))?;
+    let out = run(["-L".as_ref(), "-f".as_ref(), p.as_os_str()]);
+    let _ = std::fs::remove_file(&p);
+    out
+}
+
+/// The CA signature algorithm `ssh-keygen -L` names (`Signing CA: RSA SHA256:… (using
+/// rsa-sha2-256)`): `ssh-ed25519`, `ecdsa-sha2-nistp256`, `rsa-sha2-512`, `ssh-rsa`, ….
+pub fn signature_algorithm(described: &str) -> Option<String> {
+    let line = described.lines().find(|l| l.trim_start().starts_with("Signing CA:"))?;
+    let using = line.split("(using ").nth(1)?;
+    Some(using.trim_end().trim_end_matches(')').to_string())
+}
+
+/// The critical options `ssh-keygen -L` lists (`force-command /bin/true`, one per line); empty
+/// when it says `Critical Options: (none)`.
+pub fn critical_options(described: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for l in described.lines() {
+        let t = l.trim();
+        if t.starts_with("Critical Options:") {
+            inside = true;
+            continue;
+        }
+        if inside {
+            if t.ends_with(':') || t.contains(": ") || t.starts_with("Extensions:") || t.is_empty() {
+                break;
+            }
+            out.push(t.to_string());
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -294,6 +419,94 @@ mod tests {
         let past = Validity::past(Duration::from_secs(60), Duration::from_secs(600));
         assert!(past.to < unix_now().as_secs() && past.to - past.from == 600);
         assert_eq!(Validity { from: 16, to: 255 }.arg(), "0x10:0xff");
+        std::fs::remove_dir_all(&dir).expect("rm");
+    }
+
+    fn host_cert(ca: &Ca, dir: &Path, serial: u64) -> (HostKey, Certificate) {
+        let key = HostKey::generate("b");
+        let pub_path = dir.join(format!("b-{serial}.pub"));
+        write_public_key(&key, &pub_path).expect("pub");
+        let cert = ca
+            .sign(&CertRequest {
+                public_key: &pub_path,
+                kind: CertKind::Host,
+                key_id: &format!("b-{serial}"),
+                principals: &["b".to_string()],
+                validity: Validity::around_now(Duration::from_secs(60), Duration::from_secs(3600)),
+                serial,
+            })
+            .expect("sign");
+        (key, cert)
+    }
+
+    #[test]
+    fn every_ca_type_signs_a_host_certificate_over_the_suites_ed25519_key() {
+        // SPEC [C-21] 10: ed25519, ECDSA (three curves) and RSA CAs; the certified key is always
+        // the gateway's ed25519 key, so the certificate line is always an ed25519 certificate.
+        let dir = tmp();
+        let cases = [
+            (CaKeyType::Ed25519, "ssh-ed25519", "ED25519"),
+            (CaKeyType::Ecdsa(256), "ecdsa-sha2-nistp256", "ECDSA"),
+            (CaKeyType::Ecdsa(384), "ecdsa-sha2-nistp384", "ECDSA"),
+            (CaKeyType::Ecdsa(521), "ecdsa-sha2-nistp521", "ECDSA"),
+            (CaKeyType::Rsa, "rsa-sha2-512", "RSA"),
+        ];
+        for (i, (t, alg, shown)) in cases.into_iter().enumerate() {
+            let ca = Ca::create_typed(&dir.join("ca"), &format!("ca{i}"), t).expect("ca");
+            assert!(
+                ca.public_line().starts_with(&format!("{} AAAA", t.line_type())),
+                "{}",
+                ca.public_line()
+            );
+            let (key, cert) = host_cert(&ca, &dir, i as u64 + 1);
+            assert!(
+                cert.line.starts_with("ssh-ed25519-cert-v01@openssh.com "),
+                "{}",
+                cert.line
+            );
+            assert_eq!(cert_fields(&cert.line).expect("cert").key, key.public_bytes());
+            let d = describe(&dir, &cert.line).expect("-L");
+            assert!(d.contains(&format!("Signing CA: {shown} ")), "{d}");
+            assert_eq!(signature_algorithm(&d).as_deref(), Some(alg), "{d}");
+            assert!(critical_options(&d).is_empty(), "{d}");
+        }
+        let dsa =
+            Ca::create_typed(&dir.join("ca"), "old", CaKeyType::Dsa).expect("ssh-keygen 9.2 still makes DSA keys");
+        assert!(dsa.public_line().starts_with("ssh-dss AAAA"), "{}", dsa.public_line());
+        std::fs::remove_dir_all(&dir).expect("rm");
+    }
+
+    #[test]
+    fn variants_sign_with_their_algorithm_and_options_under_the_same_key() {
+        let dir = tmp();
+        let rsa = Ca::create_typed(&dir.join("ca"), "rsa", CaKeyType::Rsa).expect("ca");
+        let sha256 = rsa.variant("rsa-sha256", &["-t", "rsa-sha2-256"]);
+        let sha1 = rsa.variant("rsa-sha1", &["-t", "ssh-rsa"]);
+        assert_eq!(sha256.public_line(), rsa.public_line());
+        for (ca, alg) in [(&rsa, "rsa-sha2-512"), (&sha256, "rsa-sha2-256"), (&sha1, "ssh-rsa")] {
+            let (_, cert) = host_cert(ca, &dir, 7);
+            let d = describe(&dir, &cert.line).expect("-L");
+            assert_eq!(signature_algorithm(&d).as_deref(), Some(alg), "{d}");
+        }
+        let ed = Ca::create(&dir.join("ca"), "fleet").expect("ca");
+        let forced = ed.variant(
+            "forced",
+            &["-O", "force-command=/usr/bin/true", "-O", "source-address=10.0.0.0/8"],
+        );
+        let (_, cert) = host_cert(&forced, &dir, 8);
+        let d = describe(&dir, &cert.line).expect("-L");
+        assert!(d.contains("host certificate"), "{d}");
+        assert_eq!(
+            critical_options(&d),
+            vec![
+                "force-command /usr/bin/true".to_string(),
+                "source-address 10.0.0.0/8".to_string()
+            ],
+            "{d}"
+        );
+        assert!(critical_options(&describe(&dir, &host_cert(&ed, &dir, 9).1.line).expect("-L")).is_empty());
+        assert_eq!(CaKeyType::parse("ecdsa", Some(384)), Some(CaKeyType::Ecdsa(384)));
+        assert_eq!(CaKeyType::parse("ecdsa", Some(300)), None);
         std::fs::remove_dir_all(&dir).expect("rm");
     }
 

@@ -7,9 +7,13 @@
 //! binary and writes the files a gateway reads, the way configuration managers replace them:
 //! the new content beside the file, then a rename over it.
 //!
-//! - [`ca`] — a fleet CA and the host and user certificates it signs (`ssh-keygen -s`);
+//! - [`ca`] — a fleet CA of any key type operators use (ed25519, ECDSA, RSA; DSA for a line no
+//!   gateway takes), the host and user certificates it signs (`ssh-keygen -s`, with an RSA CA's
+//!   signature algorithm or critical options where a scenario asks), and what `ssh-keygen -L`
+//!   says of one;
 //! - [`openssh`] — a suite host key as an OpenSSH public key line, and fingerprints (`-l`);
-//! - [`krl`] — revocation lists in the KRL specification form `ssh-keygen -k` reads;
+//! - [`krl`] — revocation lists in the KRL specification form `ssh-keygen -k` reads (hex serials
+//!   and end-of-line comments too), and the binary KRL it makes of one;
 //! - [`peers`] — peers files whose entries may list several keys (MEM-1).
 
 pub mod ca;
