@@ -107,6 +107,14 @@ pub struct Metrics {
     /// `fleet_gateway_cert_expiry_seconds`: seconds the own certificate has left (MEM-4); no
     /// series without a certificate or for one valid forever.
     pub cert_expiry_seconds: Family<Labels, Gauge>,
+    /// `fleet_gateway_presence_waited_total{outcome}`: presences of a host with no key yet, held
+    /// for its `_gateway` presence ([C-21] 7): `applied` once it came, `dropped` (no dead letter)
+    /// when it did not come within H or the presence still did not verify.
+    pub presence_waited: Family<Labels, Counter>,
+    /// `fleet_gateway_repeated_rejections_total{reason}`: rejected presences whose WARN line was
+    /// not written because the same host failed the same check within the minute (they are still
+    /// dead-lettered and counted in `fleet_rejected_total`).
+    pub repeated_rejections: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -138,6 +146,8 @@ impl Metrics {
             stages: Family::new_with_constructor(stage_histogram),
             trust_reload_errors: Family::default(),
             cert_expiry_seconds: Family::default(),
+            presence_waited: Family::default(),
+            repeated_rejections: Family::default(),
         };
         let mut r = m.registry;
         // Counters are registered without `_total`: the crate appends it.
@@ -223,6 +233,16 @@ impl Metrics {
             "fleet_gateway_cert_expiry_seconds",
             "Seconds until this gateway's own host certificate expires (MEM-4)",
             m.cert_expiry_seconds.clone(),
+        );
+        r.register(
+            "fleet_gateway_presence_waited",
+            "Presences of a host with no key yet held for its _gateway presence, by outcome ([C-21] 7)",
+            m.presence_waited.clone(),
+        );
+        r.register(
+            "fleet_gateway_repeated_rejections",
+            "Rejected presences not logged again: the same host failed the same check within the minute",
+            m.repeated_rejections.clone(),
         );
         Metrics { registry: r, ..m }
     }

@@ -13,6 +13,8 @@
 //!   (MEM-3, MEM-5)
 //! - [`sweep`] — dropping a host's roster entries once it has no valid key (MEM-1, MEM-4)
 //! - [`watch`] — re-reading the files on change and on SIGHUP, within 2 s (MEM-1, MEM-3)
+//! - [`waiting`] — presences of a host with no key yet, held for its `_gateway` ([C-21] 7)
+//! - [`repeats`] — a host failing the same check every heartbeat is logged once a minute
 //! - [`cli`] — `fleet-gateway cert check`, and the OpenSSH line `keygen` writes
 
 pub mod ca;
@@ -26,7 +28,9 @@ pub mod own;
 pub mod peers;
 pub mod rotate;
 pub mod sweep;
+pub mod repeats;
 pub mod trust;
+pub mod waiting;
 pub mod watch;
 
 use crate::config::Config;
@@ -41,6 +45,10 @@ pub struct Membership {
     pub own: own::Own,
     /// Whether `FLEET_TRUST_CA_FILE` is set: only then is the own certificate's CA judged.
     ca_configured: bool,
+    /// Presences of hosts with no key yet, waiting for their `_gateway` presence ([C-21] 7).
+    pub waiting: waiting::WaitingPresences,
+    /// Rejected presences' WARN lines, once per host and check a minute.
+    pub repeats: repeats::Repeats,
     /// host → the certificate last WARNed about ([`Membership::first_warning`]).
     warned: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
@@ -67,6 +75,8 @@ impl Membership {
             trust,
             own,
             ca_configured: cfg.trust_ca_file.is_some(),
+            waiting: Default::default(),
+            repeats: Default::default(),
             warned: Default::default(),
         })
     }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::BasicAckOptions;
+use lapin::options::{BasicAckOptions, BasicRejectOptions};
 use tracing::{debug, warn};
 
 use super::roster::Applied;
@@ -16,6 +16,7 @@ use super::{BatchEntry, PresenceBody, parse_roster_key};
 use crate::envelope::{Envelope, GATEWAY_FROM, Kind};
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
+use crate::signing::SigError;
 use crate::topology;
 use crate::verify::{self, Rejection};
 
@@ -50,23 +51,39 @@ impl Gateway {
                 return self.reject(&d.acker, &msg_id, &Rejection::Envelope(e)).await;
             }
         };
-        if let Err(why) = self.check_presence(&env, &d) {
-            return self.reject(&d.acker, &env.msg_id, &why).await;
-        }
-        let body: PresenceBody = match serde_json::from_slice(&d.data) {
-            Ok(b) => b,
-            Err(e) => {
-                let why = Rejection::Presence(format!("body is not a PRESENCE object: {e}"));
-                return self.reject(&d.acker, &env.msg_id, &why).await;
+        let key = d.routing_key.as_str();
+        match self.take_presence(&env, &d.data, key) {
+            Ok(()) => {
+                let _ = d.acker.ack(BasicAckOptions::default()).await;
             }
-        };
+            Err(Rejection::Signature(SigError::UnknownHost(_))) if env.from != GATEWAY_FROM => {
+                // [C-21] 7: the host's key may come with its next `_gateway` presence.
+                let dropped = self
+                    .membership
+                    .waiting
+                    .hold(env.clone(), &d.data, key, self.waiting_ttl());
+                self.count_waited("dropped", dropped);
+                let _ = d.acker.ack(BasicAckOptions::default()).await;
+            }
+            Err(why) => self.reject_presence(&d.acker, &env, &why).await,
+        }
+        if env.from == GATEWAY_FROM && env.host != self.cfg.host_id {
+            self.release_waiting(&env.host);
+        }
+    }
+
+    /// Checks and applies one presence; the error is why it is rejected.
+    fn take_presence(&self, env: &Envelope, data: &[u8], key: &str) -> Result<(), Rejection> {
+        self.check_presence(env, data, key)?;
+        let body: PresenceBody = serde_json::from_slice(data)
+            .map_err(|e| Rejection::Presence(format!("body is not a PRESENCE object: {e}")))?;
         let applied = if env.host == self.cfg.host_id {
             if env.from == GATEWAY_FROM {
                 self.roster_sync.echoed(&env.msg_id);
             }
             Applied::Upserted // our own heartbeat: applied locally when it was announced
         } else if let (true, Some(listed)) = (env.from == GATEWAY_FROM, body.entities.as_ref()) {
-            self.apply_batch(&env, &body, listed);
+            self.apply_batch(env, &body, listed);
             Applied::Upserted
         } else {
             self.roster.apply(&env.host, &env.from, &body)
@@ -76,14 +93,82 @@ impl Gateway {
         }
         if let Applied::Conflict { holder } = applied {
             // PRS-3: keep the first claim; the second is refused like any failed check (SIG-5).
-            let why = Rejection::Conflict {
+            return Err(Rejection::Conflict {
                 gid: env.from.clone(),
                 holder,
                 claimant: env.host.clone(),
-            };
-            return self.reject(&d.acker, &env.msg_id, &why).await;
+            });
         }
-        let _ = d.acker.ack(BasicAckOptions::default()).await;
+        Ok(())
+    }
+
+    /// [C-21] 7: after `host`'s `_gateway` presence, its presences that waited for it are judged
+    /// again; those that still do not verify are dropped without a dead letter.
+    fn release_waiting(&self, host: &str) {
+        let (waiting, stale) = self.membership.waiting.release(host, self.waiting_ttl());
+        self.count_waited("dropped", stale);
+        for w in waiting {
+            match self.take_presence(&w.env, &w.body, &w.routing_key) {
+                Ok(()) => self.count_waited("applied", 1),
+                Err(why) => {
+                    debug!(
+                        msgId = %w.env.msg_id,
+                        host = %host,
+                        check = why.reason(),
+                        error = %why,
+                        "a presence that waited for its host's key still does not apply: dropped without a dead letter ([C-21] 7)"
+                    );
+                    self.count_waited("dropped", 1);
+                }
+            }
+        }
+    }
+
+    /// How long a presence waits for its host's `_gateway` presence: the next one is at most H
+    /// away ([C-21] 7); twice that, so a heartbeat a little late on a busy host still finds it.
+    fn waiting_ttl(&self) -> Duration {
+        self.cfg.heartbeat * 2
+    }
+
+    fn count_waited(&self, outcome: &'static str, n: usize) {
+        if n > 0 {
+            self.metrics
+                .presence_waited
+                .get_or_create(&crate::metrics::labels(&[("outcome", outcome)]))
+                .inc_by(n as u64);
+        }
+    }
+
+    /// SIG-5 for a presence: dead-lettered and counted as always. When it fails a certificate
+    /// check (`revoked`, `cert_expired`, `certificate`: a host whose credential lapsed and keeps
+    /// heartbeating) its WARN line is written once per host and check a minute, not every H.
+    async fn reject_presence(&self, acker: &lapin::Acker, env: &Envelope, why: &Rejection) {
+        let check = why.reason();
+        if !matches!(check, "revoked" | "cert_expired" | "certificate") {
+            return self.reject(acker, &env.msg_id, why).await;
+        }
+        match self
+            .membership
+            .repeats
+            .log_now(&env.host, check, std::time::Instant::now())
+        {
+            Some(0) => return self.reject(acker, &env.msg_id, why).await,
+            Some(quiet) => {
+                warn!(
+                    host = %env.host,
+                    check,
+                    quiet,
+                    "presences of this host rejected for the same check and not logged in the last minute"
+                );
+                return self.reject(acker, &env.msg_id, why).await;
+            }
+            None => {}
+        }
+        Metrics::count(&self.metrics.rejected, &[("reason", check)]);
+        Metrics::count(&self.metrics.repeated_rejections, &[("reason", check)]);
+        if let Err(e) = acker.reject(BasicRejectOptions { requeue: false }).await {
+            warn!(msgId = %env.msg_id, error = %e, "reject failed");
+        }
     }
 
     /// PRB-2: folds a verified batch into the view. A refused entry (PRS-3) is logged, not the
@@ -110,13 +195,12 @@ impl Gateway {
 
     /// SIG-2 for PRESENCE: signature, `from`/`host` match the routing key, `to` is the key; then
     /// the replay bounds of SIG-3 (a replayed `up` must not resurrect an entity that went `down`).
-    fn check_presence(&self, env: &Envelope, d: &lapin::message::Delivery) -> Result<(), Rejection> {
-        verify::check_size(&d.data, self.cfg.max_body_bytes)?;
+    fn check_presence(&self, env: &Envelope, data: &[u8], key: &str) -> Result<(), Rejection> {
+        verify::check_size(data, self.cfg.max_body_bytes)?;
         if env.kind != Kind::Presence {
             return Err(Rejection::Presence(format!("a {} on bridge.roster", env.kind)));
         }
-        self.check_presence_signature(env, &d.data)?;
-        let key = d.routing_key.as_str();
+        self.check_presence_signature(env, data)?;
         let Some((host, gid)) = parse_roster_key(key) else {
             return Err(Rejection::Presence(format!(
                 "routing key {key:?} is not roster.<host>.<gid>"
