@@ -5,7 +5,7 @@
 //! fleet-gateway check-config [--config FILE]
 //! fleet-gateway keygen --out FILE         write a signing key (0600) and FILE.pub (OpenSSH line
 //!                                         a CA signs), print the peers line
-//! fleet-gateway cert check FILE [--ca-file F] [--revoked-file F] [--host H]
+//! fleet-gateway cert check FILE [--ca-file F] [--revoked-file F] [--host H] [--key F]
 //!                                         what a host certificate is, and whether it is accepted
 //! fleet-gateway ready [--config FILE]     exit 0 iff this host's gateway answers /readyz 200
 //! fleet-gateway convert-inboxes [--config FILE] QUEUE...
@@ -72,8 +72,9 @@ enum Cmd {
 
 #[derive(Debug, clap::Subcommand)]
 enum CertCmd {
-    /// Print a certificate's principals, type, key id, serial, validity (UTC), the CA it chains
-    /// to and whether that CA is trusted, and whether the revocation list revokes it; exit 1
+    /// Print a certificate's principals, type, key id, serial, critical options, validity (UTC),
+    /// the CA it chains to (key type, signature algorithm) and whether that CA is trusted,
+    /// whether the revocation list revokes it and whether it is over the signing key; exit 1
     /// when a gateway would not accept it.
     Check {
         /// The certificate file (`<key>-cert.pub` of `ssh-keygen -s`).
@@ -88,6 +89,10 @@ enum CertCmd {
         /// The host the certificate must name (default: FLEET_HOST_ID).
         #[arg(long, value_name = "ID", env = "FLEET_HOST_ID")]
         host: Option<String>,
+        /// The gateway's signing key, which the certificate must be over (default:
+        /// FLEET_SIGNING_KEY_FILE).
+        #[arg(long, value_name = "FILE", env = "FLEET_SIGNING_KEY_FILE")]
+        key: Option<PathBuf>,
     },
 }
 
@@ -321,12 +326,14 @@ fn main() -> std::process::ExitCode {
                     ca_file,
                     revoked_file,
                     host,
+                    key,
                 },
         } => cert_check(fleet_gateway::membership::cli::CheckRequest {
             cert_file: file,
             ca_file,
             revoked_file,
             host,
+            key_file: key,
         }),
         Cmd::Ready => Config::load(config)
             .map_err(anyhow::Error::from)

@@ -1,14 +1,23 @@
 //! OpenSSH host certificates (MEM-2): read and checked with RustCrypto's `ssh-key`, never by hand.
 //!
 //! A certificate is read once: [`CertInfo::parse`] decodes it, verifies its CA's signature over it
-//! and takes out what the checks need (the certified ed25519 key, the CA's SHA-256 fingerprint,
-//! type, principals, validity, serial, key id). That part never changes for a given text, so the
-//! trust state caches it by the certificate's text and a heartbeat never pays for it again. What
-//! can change — the trusted CAs, the KRL, the clock — is checked by [`CertInfo::check`] with map
-//! lookups and integer compares only.
+//! and takes out what the checks need (the certified ed25519 key, the CA's SHA-256 fingerprint and
+//! key type, type, principals, validity, serial, key id, critical options). That part never
+//! changes for a given text, so the trust state caches it by the certificate's text and a
+//! heartbeat never pays for it again (an ECDSA or RSA CA's signature costs more than an ed25519
+//! one, once per certificate text). What can change — the trusted CAs, the KRL, the clock — is
+//! checked by [`CertInfo::check`] with map lookups and integer compares only.
+//!
+//! CAs ([C-21] 10): ed25519, ECDSA P-256/384/521 and RSA; an RSA CA's signature is taken as
+//! `rsa-sha2-256` or `rsa-sha2-512`, a SHA-1 `ssh-rsa` one is refused ([`CertProblem::Sha1Signature`],
+//! as OpenSSH refuses it; `ssh-key` is built without its `sha1` feature, so it could not verify one
+//! either). The certified key is always ed25519 (a gateway's signing key). A certificate carrying
+//! any critical option is refused by [`CertInfo::check_standing`] ([C-21] 11, as OpenSSH's client
+//! refuses such a host certificate), so the receiver, the own-certificate check and `cert check`
+//! all see it; extensions are ignored.
 
 use ed25519_dalek::VerifyingKey;
-use ssh_key::{Certificate, Fingerprint, HashAlg};
+use ssh_key::{Algorithm, Certificate, Fingerprint, HashAlg};
 
 use super::ca::CaSet;
 use super::krl::Krl;
@@ -22,6 +31,12 @@ pub enum CertProblem {
     Unreadable(String),
     #[error("the certificate's CA signature does not verify")]
     BadSignature,
+    #[error(
+        "the certificate's CA signature is {0} (SHA-1), which OpenSSH refuses by default; have the RSA CA sign it with rsa-sha2-512 or rsa-sha2-256 (ssh-keygen -s <ca> -t rsa-sha2-512 …)"
+    )]
+    Sha1Signature(String),
+    #[error("the certificate's CA is {0}")]
+    UnsupportedCa(String),
     #[error("the certificate certifies a {0} key; a gateway's key is ed25519")]
     NotEd25519(String),
     #[error("the certificate's CA {0} is not in FLEET_TRUST_CA_FILE")]
@@ -30,6 +45,11 @@ pub enum CertProblem {
     NotHost,
     #[error("host {host:?} is not among the certificate's principals {principals:?}")]
     WrongPrincipal { host: String, principals: Vec<String> },
+    #[error(
+        "the host certificate carries critical options ({}); OpenSSH refuses host certificates with critical options, and so does a gateway",
+        .0.join(", ")
+    )]
+    CriticalOptions(Vec<String>),
     #[error("the certificate is not valid before {0}")]
     NotYetValid(String),
     #[error("the certificate expired at {0}")]
@@ -83,6 +103,10 @@ pub struct CertInfo {
     pub key_fingerprint: Fingerprint,
     /// SHA-256 fingerprint of the CA key that signed it.
     pub ca_fingerprint: Fingerprint,
+    /// The CA key's type (`ssh-ed25519`, `ecdsa-sha2-nistp256`, `ssh-rsa`, …).
+    pub ca_key_type: String,
+    /// The algorithm of the CA's signature (`rsa-sha2-512` for an RSA CA, else the key type).
+    pub signature_algorithm: String,
     pub host: bool,
     pub principals: Vec<String>,
     pub key_id: String,
@@ -91,6 +115,8 @@ pub struct CertInfo {
     pub valid_after: u64,
     /// Seconds since the epoch (`valid before`); `u64::MAX` = forever.
     pub valid_before: u64,
+    /// The critical options, `name` or `name=value` (a host certificate must carry none).
+    pub critical_options: Vec<String>,
 }
 
 impl CertInfo {
@@ -98,6 +124,14 @@ impl CertInfo {
     pub fn parse(text: &str) -> Result<CertInfo, CertProblem> {
         let text = text.trim();
         let cert = Certificate::from_openssh(text).map_err(|e| CertProblem::Unreadable(e.to_string()))?;
+        let signature_algorithm = cert.signature().algorithm();
+        if signature_algorithm == (Algorithm::Rsa { hash: None }) {
+            return Err(CertProblem::Sha1Signature(signature_algorithm.to_string()));
+        }
+        let ca = cert.signature_key();
+        if let Err(why) = super::ca::ca_type_taken(ca) {
+            return Err(CertProblem::UnsupportedCa(why));
+        }
         cert.verify_signature().map_err(|_| CertProblem::BadSignature)?;
         let ed = cert
             .public_key()
@@ -108,14 +142,36 @@ impl CertInfo {
             text: text.to_string(),
             key,
             key_fingerprint: cert.public_key().fingerprint(HashAlg::Sha256),
-            ca_fingerprint: cert.signature_key().fingerprint(HashAlg::Sha256),
+            ca_fingerprint: ca.fingerprint(HashAlg::Sha256),
+            ca_key_type: ca.algorithm().to_string(),
+            signature_algorithm: signature_algorithm.to_string(),
             host: cert.cert_type().is_host(),
             principals: cert.valid_principals().to_vec(),
             key_id: cert.key_id().to_string(),
             serial: cert.serial(),
             valid_after: cert.valid_after(),
             valid_before: cert.valid_before(),
+            critical_options: cert
+                .critical_options()
+                .iter()
+                .map(|(name, value)| match value.as_str() {
+                    "" => name.clone(),
+                    v => format!("{name}={v}"),
+                })
+                .collect(),
         })
+    }
+
+    /// The CA as `ssh-keygen -L` names it: `ECDSA SHA256:… (ecdsa-sha2-nistp256)`, the signature
+    /// algorithm in parentheses (`RSA SHA256:… (rsa-sha2-512)`).
+    pub fn ca_description(&self) -> String {
+        let kind = match self.ca_key_type.as_str() {
+            "ssh-ed25519" => "ED25519",
+            "ssh-rsa" => "RSA",
+            t if t.starts_with("ecdsa-") => "ECDSA",
+            t => t,
+        };
+        format!("{kind} {} ({})", self.ca_fingerprint, self.signature_algorithm)
     }
 
     /// Reads a certificate file (`FLEET_HOST_CERT_FILE`, `cert check`): its first meaningful line.
@@ -156,7 +212,8 @@ impl CertInfo {
     }
 
     /// The checks that do not depend on the clock: the CA is trusted, it is a host certificate for
-    /// `host`, and neither it nor its key nor its CA is revoked.
+    /// `host` without critical options ([C-21] 11), and neither it nor its key nor its CA is
+    /// revoked.
     pub fn check_standing(&self, host: &str, cas: &CaSet, krl: &Krl) -> Result<(), CertProblem> {
         if !cas.trusts(&self.ca_fingerprint) {
             return Err(CertProblem::UntrustedCa(self.ca_fingerprint.to_string()));
@@ -169,6 +226,9 @@ impl CertInfo {
                 host: host.to_string(),
                 principals: self.principals.clone(),
             });
+        }
+        if !self.critical_options.is_empty() {
+            return Err(CertProblem::CriticalOptions(self.critical_options.clone()));
         }
         if let Some(why) = krl.revokes(self.names()) {
             return Err(CertProblem::Revoked(why));

@@ -1,6 +1,14 @@
 //! The operator's side of SPEC §18 in the `fleet-gateway` binary: `cert check` says what a
 //! certificate is and whether a gateway would accept it; `keygen` writes the OpenSSH public key
 //! line a CA signs. Issuing stays `ssh-keygen`'s job.
+//!
+//! `cert check` is the reference behaviour operators compare with: one row per fact or check
+//! (`<name>` padded to 12, then the value; the rows tests read stay as they are), a check it could
+//! not make (no file, no host, no key) printed as not checked and not held against the verdict. It
+//! makes the checks a receiver makes (MEM-2, MEM-4, [C-21] 10/11), and with `--key` (default
+//! `FLEET_SIGNING_KEY_FILE`) the one a gateway makes of its own pair (MEM-3): whether the
+//! certificate is over that key. A CA-file line the gateway would skip ([C-21] 10) is a `note`
+//! row, not a failure.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,6 +27,8 @@ pub struct CheckRequest {
     pub ca_file: Option<PathBuf>,
     pub revoked_file: Option<PathBuf>,
     pub host: Option<String>,
+    /// The gateway's signing key (`FLEET_SIGNING_KEY_FILE`): is the certificate over it?
+    pub key_file: Option<PathBuf>,
 }
 
 /// The report of `cert check`, and whether a gateway would accept the certificate (every check
@@ -41,6 +51,10 @@ pub fn check(req: &CheckRequest, now_ms: u64) -> anyhow::Result<CheckReport> {
         Some(p) => Some((p, files::load(TrustFile::Revoked, p, Krl::parse)?)),
         None => None,
     };
+    let signer = match &req.key_file {
+        Some(p) => Some((p, crate::signing::Signer::from_file(p)?)),
+        None => None,
+    };
     let mut out = String::new();
     let mut failed: Vec<&str> = Vec::new();
     let mut row = |k: &str, v: String| {
@@ -59,6 +73,18 @@ pub fn check(req: &CheckRequest, now_ms: u64) -> anyhow::Result<CheckReport> {
     row("key id", format!("{:?}", cert.key_id));
     row("serial", cert.serial.to_string());
     row("principals", cert.principals.join(", "));
+    row(
+        "critical",
+        if cert.critical_options.is_empty() {
+            "no critical options".into()
+        } else {
+            failed.push("critical options");
+            format!(
+                "{}: REFUSED (OpenSSH refuses host certificates with critical options)",
+                cert.critical_options.join(", ")
+            )
+        },
+    );
     let window = match cert.window(now_ms, 0) {
         Window::Valid => "valid now",
         Window::NotYet => {
@@ -79,6 +105,23 @@ pub fn check(req: &CheckRequest, now_ms: u64) -> anyhow::Result<CheckReport> {
         ),
     );
     row("key", format!("{} (ed25519)", cert.key_fingerprint));
+    let over = match &signer {
+        Some((path, s)) if s.verifying_key() == cert.key => {
+            format!("{}: the certificate is over this key", path.display())
+        }
+        Some((path, s)) => {
+            failed.push("not over the signing key");
+            let theirs =
+                ssh_key::public::KeyData::Ed25519(s.verifying_key().into()).fingerprint(ssh_key::HashAlg::Sha256);
+            format!(
+                "{}: NOT the certified key (this key is {theirs}; the certificate is over {})",
+                path.display(),
+                cert.key_fingerprint
+            )
+        }
+        None => "not checked (no --key, FLEET_SIGNING_KEY_FILE unset)".into(),
+    };
+    row("signing key", over);
     let ca = match &cas {
         Some((path, set)) if set.trusts(&cert.ca_fingerprint) => format!("trusted by {}", path.display()),
         Some((path, _)) => {
@@ -88,6 +131,21 @@ pub fn check(req: &CheckRequest, now_ms: u64) -> anyhow::Result<CheckReport> {
         None => "trust not checked (no --ca-file, FLEET_TRUST_CA_FILE unset)".into(),
     };
     row("CA", format!("{}: {ca}", cert.ca_fingerprint));
+    row("CA key", cert.ca_description());
+    if let Some((path, set)) = &cas {
+        for e in set.skipped() {
+            row(
+                "note",
+                format!(
+                    "{} {}: line {}: {}; skipped (a gateway WARNs and keeps the other lines)",
+                    TrustFile::TrustCa.var(),
+                    path.display(),
+                    e.line,
+                    e.reason
+                ),
+            );
+        }
+    }
     let revoked = match &krl {
         Some((path, krl)) => match krl.revokes(cert.names()) {
             Some(why) => {
@@ -152,6 +210,7 @@ mod tests {
             ca_file: Some(path("trust-ca.txt")),
             revoked_file: Some(path("krl.txt")),
             host: Some("a".into()),
+            key_file: Some(path("a.key")),
         };
         let r = check(&req, NOW).expect("report");
         assert!(r.accepted, "{}", r.text);
@@ -161,6 +220,11 @@ mod tests {
             "serial       11",
             "always to forever",
             "trusted by",
+            "critical     no critical options",
+            "signing key  ",
+            "a.key: the certificate is over this key",
+            "CA key       ED25519 SHA256:",
+            "(ssh-ed25519)",
             "verdict      accepted",
         ] {
             assert!(r.text.contains(want), "{want:?} in\n{}", r.text);
@@ -175,6 +239,7 @@ mod tests {
                 ca_file: Some(path("trust-ca.txt")),
                 revoked_file: Some(path("krl.txt")),
                 host: Some(host.into()),
+                key_file: None,
             };
             check(&req, NOW).expect("report")
         };
@@ -189,6 +254,7 @@ mod tests {
             ca_file: None,
             revoked_file: None,
             host: None,
+            key_file: None,
         };
         let r = check(&unchecked, NOW).expect("report");
         assert!(r.accepted && r.text.contains("not checked"), "{}", r.text);
@@ -197,6 +263,85 @@ mod tests {
             ..unchecked
         };
         assert!(check(&garbage, NOW).is_err());
+    }
+
+    fn full(cert: &str, ca_file: &str, key: Option<&str>) -> CheckReport {
+        let req = CheckRequest {
+            cert_file: path(cert),
+            ca_file: Some(path(ca_file)),
+            revoked_file: Some(path("krl.txt")),
+            host: Some("a".into()),
+            key_file: key.map(path),
+        };
+        check(&req, NOW).expect("report")
+    }
+
+    #[test]
+    fn ecdsa_and_rsa_cas_are_described_by_key_type_and_signature() {
+        for (cert, words) in [
+            ("a-ecdsa384-cert.pub", "CA key       ECDSA SHA256:"),
+            ("a-ecdsa384-cert.pub", "(ecdsa-sha2-nistp384)"),
+            ("a-rsa-cert.pub", "CA key       RSA SHA256:"),
+            ("a-rsa-cert.pub", "(rsa-sha2-512)"),
+            ("a-rsa-sha256-cert.pub", "(rsa-sha2-256)"),
+        ] {
+            let r = full(cert, "trust-ca-all.txt", Some("a.key"));
+            assert!(r.text.contains(words), "{words:?} in\n{}", r.text);
+        }
+        let ok = full("a-ecdsa256-cert.pub", "trust-ca-all.txt", None);
+        assert!(ok.text.contains("trusted by"), "{}", ok.text);
+        let sha1 = CheckRequest {
+            cert_file: path("a-rsa-sha1-cert.pub"),
+            ca_file: None,
+            revoked_file: None,
+            host: None,
+            key_file: None,
+        };
+        let e = check(&sha1, NOW)
+            .err()
+            .expect("a SHA-1 signature is refused")
+            .to_string();
+        assert!(e.contains("SHA-1") && e.contains("rsa-sha2-512"), "{e}");
+    }
+
+    #[test]
+    fn critical_options_and_another_key_are_not_accepted() {
+        let r = full("a-force-command-cert.pub", "trust-ca.txt", Some("a.key"));
+        assert!(!r.accepted, "{}", r.text);
+        assert!(
+            r.text.contains("critical     force-command=/bin/true: REFUSED")
+                && r.text.contains("NOT accepted: critical options"),
+            "{}",
+            r.text
+        );
+        let r = full("a-source-address-cert.pub", "trust-ca.txt", None);
+        assert!(
+            r.text.contains("source-address=10.0.0.0/8, verify-required"),
+            "{}",
+            r.text
+        );
+        let r = full("a-extension-cert.pub", "trust-ca.txt", Some("a.key"));
+        assert!(r.accepted, "an extension is ignored: {}", r.text);
+        let r = full("a-cert.pub", "trust-ca.txt", Some("b.key"));
+        assert!(!r.accepted, "{}", r.text);
+        assert!(
+            r.text.contains("NOT the certified key") && r.text.contains("not over the signing key"),
+            "{}",
+            r.text
+        );
+    }
+
+    #[test]
+    fn a_skipped_ca_line_is_a_note_not_a_failure() {
+        let r = full("a-rsa-cert.pub", "trust-ca-mixed.txt", Some("a.key"));
+        assert!(r.accepted, "{}", r.text);
+        let notes: Vec<&str> = r.text.lines().filter(|l| l.starts_with("note ")).collect();
+        assert_eq!(notes.len(), 4, "{}", r.text);
+        assert!(
+            notes[0].contains("FLEET_TRUST_CA_FILE") && notes[0].contains("line 3: a ssh-dss key"),
+            "{}",
+            notes[0]
+        );
     }
 
     #[test]

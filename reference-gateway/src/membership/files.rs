@@ -5,6 +5,11 @@
 //! ERROR naming the file and the line (CONTRACT §12: `line <N>` or `<path>:<N>`), and a gateway
 //! started with such a file to refuse to start with the same words. Every parser of this module
 //! reports a [`LineError`] (1-based line); [`FileError`] adds the variable and the path.
+//!
+//! The bytes of every trust file become text in one place, [`text`] (used by [`read`], [`load`]
+//! and the reload): a UTF-8 byte order mark is dropped (editors on Windows write one), a byte that
+//! is not UTF-8 is named by its line, and a binary KRL (`ssh-keygen -k` output, which begins with
+//! `SSHKRL\n\0`) is refused saying that the gateway reads the KRL's text specification.
 
 use std::path::Path;
 
@@ -82,13 +87,55 @@ impl FileError {
     }
 }
 
-/// Reads `path` (named by `file`'s variable) as UTF-8 text.
+/// The magic bytes a binary KRL begins with (OpenSSH's PROTOCOL.krl).
+pub const BINARY_KRL_MAGIC: &[u8] = b"SSHKRL\n\0";
+
+/// The UTF-8 byte order mark.
+const BOM: &str = "\u{feff}";
+
+/// A trust file's bytes as text: a leading UTF-8 byte order mark dropped; not UTF-8, or a binary
+/// KRL, is an error at the line where it shows.
+pub fn text(file: TrustFile, bytes: &[u8]) -> Result<&str, LineError> {
+    if bytes.starts_with(BINARY_KRL_MAGIC) {
+        let wanted = match file {
+            TrustFile::Revoked => "FLEET_REVOKED_FILE wants the text specification".to_string(),
+            other => format!("not a {} file", other.var()),
+        };
+        return Err(LineError::new(
+            1,
+            format!(
+                "this is a binary KRL (the output of ssh-keygen -k, beginning with SSHKRL); {wanted}: \
+                 the gateway reads the KRL specification, the text ssh-keygen -k compiles \
+                 (serial:, id:, key:, hash: lines)"
+            ),
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let good = &bytes[..e.valid_up_to()];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        LineError::new(
+            line,
+            format!(
+                "not UTF-8 text (byte {:#04x} at offset {})",
+                bytes[e.valid_up_to()],
+                e.valid_up_to()
+            ),
+        )
+    })?;
+    Ok(text.strip_prefix(BOM).unwrap_or(text))
+}
+
+/// Reads `path` (named by `file`'s variable) as text ([`text`]: BOM dropped, UTF-8 or the line
+/// that is not).
 pub fn read(file: TrustFile, path: &Path) -> Result<String, FileError> {
-    std::fs::read_to_string(path).map_err(|e| FileError::Read {
+    let bytes = std::fs::read(path).map_err(|e| FileError::Read {
         var: file.var(),
         path: path.display().to_string(),
         reason: e.to_string(),
-    })
+    })?;
+    text(file, &bytes)
+        .map(str::to_string)
+        .map_err(|e| FileError::at(file, path, e))
 }
 
 /// Reads and parses `path` with `parse`, naming the file in any error.
@@ -125,6 +172,40 @@ mod tests {
         assert_eq!(line_at(t, 99), 3);
         let got: Vec<_> = meaningful_lines("# c\n\n  x  \n#y\nz").collect();
         assert_eq!(got, vec![(3, "x"), (5, "z")]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_dropped_in_every_file() {
+        for file in [TrustFile::Peers, TrustFile::TrustCa, TrustFile::Revoked] {
+            assert_eq!(text(file, "\u{feff}serial: 1\n".as_bytes()), Ok("serial: 1\n"));
+            assert_eq!(text(file, b"serial: 1\n"), Ok("serial: 1\n"));
+        }
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_is_named_by_its_line() {
+        let e = text(TrustFile::TrustCa, b"# ok\nssh-ed25519 AAAA\n# caf\xe9\n").expect_err("latin-1");
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.reason.contains("not UTF-8") && e.reason.contains("0xe9"), "{e}");
+        let e = text(TrustFile::Peers, b"\xff").expect_err("binary");
+        assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn a_binary_krl_is_refused_saying_so() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/membership/revoked.krl"
+        ));
+        let e = read(TrustFile::Revoked, path).expect_err("binary");
+        let words = e.to_string();
+        assert!(
+            words.starts_with("FLEET_REVOKED_FILE ")
+                && words.contains("revoked.krl")
+                && words.contains("binary KRL")
+                && words.contains("text specification"),
+            "{words}"
+        );
     }
 
     #[test]

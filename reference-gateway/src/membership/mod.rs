@@ -129,7 +129,11 @@ impl Membership {
 pub fn read_trust_files(cfg: &Config) -> Result<trust::TrustFiles, FileError> {
     let peers = files::load(TrustFile::Peers, &cfg.peers_file, peers::Peers::parse)?;
     let cas = match &cfg.trust_ca_file {
-        Some(p) => files::load(TrustFile::TrustCa, p, ca::CaSet::parse)?,
+        Some(p) => {
+            let cas = files::load(TrustFile::TrustCa, p, ca::CaSet::parse)?;
+            cas.warn_skipped(p); // [C-21] 10: a line of a type not taken is skipped, named
+            cas
+        }
         None => ca::CaSet::default(),
     };
     let krl = match &cfg.revoked_file {

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use super::ca::CaSet;
-use super::files::{FileError, LineError, TrustFile, line_at};
+use super::files::{self, FileError, LineError, TrustFile};
 use super::krl::Krl;
 use super::own::OwnProblem;
 use super::peers::Peers;
@@ -219,12 +219,11 @@ fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>, quiet: bo
     }
 }
 
-/// Parses `bytes` as `file` and puts it in force; says what it holds.
+/// Parses `bytes` as `file` and puts it in force; says what it holds. The bytes become text as at
+/// start ([`files::text`]: BOM, UTF-8, binary KRL); a CA-file line of a type not taken is skipped
+/// with a WARN ([C-21] 10).
 fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        let lossy = String::from_utf8_lossy(bytes);
-        LineError::new(line_at(&lossy, e.valid_up_to()), "not UTF-8 text")
-    })?;
+    let text = files::text(file, bytes)?;
     let trust = &gw.membership.trust;
     Ok(match file {
         TrustFile::Peers => {
@@ -235,7 +234,13 @@ fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineErro
         }
         TrustFile::TrustCa => {
             let cas = CaSet::parse(text)?;
-            let what = format!("CA file: {} CA key(s)", cas.len());
+            if let Some(path) = &gw.cfg.trust_ca_file {
+                cas.warn_skipped(path);
+            }
+            let what = match cas.skipped().len() {
+                0 => format!("CA file: {} CA key(s)", cas.len()),
+                n => format!("CA file: {} CA key(s), {n} line(s) skipped", cas.len()),
+            };
             trust.set_cas(cas);
             what
         }
