@@ -33,6 +33,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/v1/entities", get(list_entities).post(register))
         .route("/v1/entities/{gid}", axum::routing::delete(stop))
         .route("/v1/roster", get(roster))
+        .route("/v1/trust", get(trust))
         .route_layer(middleware::from_fn_with_state(gw.clone(), admin_auth));
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
@@ -113,6 +114,11 @@ async fn list_entities(State(gw): State<Arc<Gateway>>) -> Response {
         .map(|e| json!({"gid": e.gid, "role": e.role, "pane": e.pane, "groups": e.groups, "parent": e.parent}))
         .collect();
     Json(json!({"entities": list})).into_response()
+}
+
+/// What this gateway trusts now, and why (SPEC §18; reference behaviour, README).
+async fn trust(State(gw): State<Arc<Gateway>>) -> Response {
+    Json(gw.trust_report()).into_response()
 }
 
 async fn roster(State(gw): State<Arc<Gateway>>) -> Response {

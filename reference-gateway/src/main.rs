@@ -59,6 +59,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: CertCmd,
     },
+    /// What the running gateway trusts now, and why (SPEC §18): per host, each key, where it came
+    /// from, its state and the roster consequence. Reads FLEET_LISTEN and FLEET_ADMIN_TOKEN.
+    Trust {
+        #[command(subcommand)]
+        cmd: TrustCmd,
+    },
     /// Convert classic queues to quorum queues with the arguments a gateway declares with
     /// FLEET_QUEUE_TYPE=quorum (SPEC §16, CLU-7); finishes an interrupted conversion. Reads
     /// FLEET_AMQP_URL (the first node that answers), the TLS variables and FLEET_INBOX_* /
@@ -67,6 +73,16 @@ enum Cmd {
         /// agent.<gid>.inbox.v2 (also control.<host> and bridge.dlq).
         #[arg(required = true, value_name = "QUEUE")]
         queues: Vec<String>,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum TrustCmd {
+    /// Print the running gateway's trust report (GET /v1/trust).
+    Show {
+        /// Print the JSON the gateway answered instead of the text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -335,6 +351,12 @@ fn main() -> std::process::ExitCode {
             host,
             key_file: key,
         }),
+        Cmd::Trust {
+            cmd: TrustCmd::Show { json },
+        } => Config::load(config)
+            .map_err(anyhow::Error::from)
+            .and_then(|c| fleet_gateway::membership::report::show(c.listen, &c.admin_token, json))
+            .map(|text| print!("{text}")),
         Cmd::Ready => Config::load(config)
             .map_err(anyhow::Error::from)
             .and_then(|c| probe_ready(c.listen)),

@@ -14,6 +14,7 @@
 //! - [`sweep`] — dropping a host's roster entries once it has no valid key (MEM-1, MEM-4)
 //! - [`watch`] — re-reading the files on change and on SIGHUP, within 2 s (MEM-1, MEM-3)
 //! - [`waiting`] — presences of a host with no key yet, held for its `_gateway` ([C-21] 7)
+//! - [`report`] — what this gateway trusts now, and why (`GET /v1/trust`, `trust show`)
 //! - [`repeats`] — a host failing the same check every heartbeat is logged once a minute
 //! - [`cli`] — `fleet-gateway cert check`, and the OpenSSH line `keygen` writes
 
@@ -26,9 +27,10 @@ pub mod gate;
 pub mod krl;
 pub mod own;
 pub mod peers;
+pub mod repeats;
+pub mod report;
 pub mod rotate;
 pub mod sweep;
-pub mod repeats;
 pub mod trust;
 pub mod waiting;
 pub mod watch;

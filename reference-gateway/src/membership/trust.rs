@@ -431,6 +431,21 @@ impl Trust {
         });
     }
 
+    /// Every host's certified keys as held now (for the trust report, [`super::report`]).
+    pub fn learned(&self) -> HashMap<String, Arc<Vec<Learned>>> {
+        read(&self.learned).clone()
+    }
+
+    /// This gateway's own keys of this run.
+    pub fn own_keys(&self) -> Arc<Vec<VerifyingKey>> {
+        Arc::clone(&read(&self.own))
+    }
+
+    /// A certified key's state now: valid, or the check it fails ([`CertProblem`]).
+    pub fn status_of(&self, l: &Learned, now: u64) -> Result<(), CertProblem> {
+        l.status(now, self.skew_ms)
+    }
+
     /// How many hosts hold certified keys, and how many such keys are valid now (for logs).
     pub fn certified_counts(&self, now: u64) -> (usize, usize) {
         let learned = read(&self.learned);
