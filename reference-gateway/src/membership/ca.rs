@@ -131,7 +131,7 @@ pub fn ca_type_taken(key: &KeyData) -> Result<(), String> {
 
 fn not_taken(alg: &str) -> String {
     format!(
-        "a {alg} key is not a CA type the gateway takes (ssh-ed25519, ecdsa-sha2-nistp256, \
+        "a {alg} key, not a CA type the gateway takes (ssh-ed25519, ecdsa-sha2-nistp256, \
          ecdsa-sha2-nistp384, ecdsa-sha2-nistp521, ssh-rsa)"
     )
 }

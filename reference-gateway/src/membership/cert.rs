@@ -382,6 +382,136 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn certificates_from_every_ca_type_verify() {
+        let cas = CaSet::parse(&fixture("trust-ca-all.txt")).expect("CA file");
+        for (name, ca, sig) in [
+            ("a", "ssh-ed25519", "ssh-ed25519"),
+            ("a-ecdsa256", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp256"),
+            ("a-ecdsa384", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp384"),
+            ("a-ecdsa521", "ecdsa-sha2-nistp521", "ecdsa-sha2-nistp521"),
+            ("a-rsa", "ssh-rsa", "rsa-sha2-512"),
+            ("a-rsa-sha256", "ssh-rsa", "rsa-sha2-256"),
+        ] {
+            let c = cert(name);
+            assert_eq!(
+                (c.ca_key_type.as_str(), c.signature_algorithm.as_str()),
+                (ca, sig),
+                "{name}"
+            );
+            assert_eq!(c.key, seed_signer("a").verifying_key(), "{name}: the certified key");
+            assert_eq!(c.check("a", &cas, &Krl::default(), NOW, 0), Ok(()), "{name}");
+        }
+        assert!(cert("a-ecdsa256").ca_description().starts_with("ECDSA SHA256:"));
+        assert!(cert("a-rsa").ca_description().ends_with(" (rsa-sha2-512)"));
+        assert!(cert("a").ca_description().starts_with("ED25519 SHA256:"));
+        // What OpenSSH itself says it signed with (ssh-keygen -L, scripts/gen-cert-fixtures).
+        for line in fixture("rsa-signatures.txt").lines() {
+            let (name, openssh) = line.split_once(' ').expect("<cert> <algorithm>");
+            let ours = CertInfo::parse(&fixture(&format!("{name}-cert.pub")))
+                .map(|c| c.signature_algorithm)
+                .unwrap_or_else(|p| format!("refused: {p}"));
+            if openssh == "ssh-rsa" {
+                assert!(ours.starts_with("refused:") && ours.contains("SHA-1"), "{name}: {ours}");
+            } else {
+                assert_eq!(ours, openssh, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sha1_rsa_signature_is_refused_as_openssh_refuses_it() {
+        let text = fixture("a-rsa-sha1-cert.pub");
+        let p = CertInfo::parse(&text).expect_err("SHA-1");
+        assert_eq!(p, CertProblem::Sha1Signature("ssh-rsa".into()));
+        assert_eq!(p.check(), "certificate");
+        // ssh-key is built without its `sha1` feature: it cannot verify one either.
+        let raw = Certificate::from_openssh(text.trim()).expect("it reads");
+        assert!(raw.verify_signature().is_err());
+    }
+
+    #[test]
+    fn a_certificate_from_a_ca_type_not_taken_says_so() {
+        let p = CertInfo::parse(&fixture("a-dsa-cert.pub")).expect_err("DSA CA");
+        assert!(
+            matches!(&p, CertProblem::UnsupportedCa(why) if why.contains("ssh-dss")),
+            "{p}"
+        );
+        assert_eq!(p.check(), "certificate");
+        assert!(
+            p.to_string()
+                .starts_with("the certificate's CA is a ssh-dss key, not a CA type"),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn critical_options_refuse_a_host_certificate_and_extensions_do_not() {
+        let (cas, krl) = (trusted(), Krl::default());
+        let fc = cert("a-force-command");
+        assert_eq!(fc.critical_options, vec!["force-command=/bin/true".to_string()]);
+        let p = fc.check("a", &cas, &krl, NOW, 0).expect_err("critical");
+        assert_eq!(p.check(), "certificate");
+        assert!(
+            p.to_string().contains("force-command=/bin/true") && p.to_string().contains("OpenSSH refuses"),
+            "{p}"
+        );
+        let sa = cert("a-source-address");
+        assert_eq!(
+            sa.check_standing("a", &cas, &krl),
+            Err(CertProblem::CriticalOptions(vec![
+                "source-address=10.0.0.0/8".into(),
+                "verify-required".into()
+            ]))
+        );
+        let ext = cert("a-extension");
+        assert!(ext.critical_options.is_empty());
+        assert_eq!(ext.check("a", &cas, &krl, NOW, 0), Ok(()));
+    }
+
+    #[test]
+    fn a_tampered_ecdsa_or_rsa_certificate_fails_its_ca_signature() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        for name in ["a-ecdsa256", "a-ecdsa521", "a-rsa", "a-rsa-sha256"] {
+            let text = fixture(&format!("{name}-cert.pub"));
+            let mut parts = text.split_whitespace();
+            let (alg, blob) = (parts.next().expect("alg"), parts.next().expect("blob"));
+            let mut raw = b64.decode(blob).expect("base64");
+            let at = raw
+                .windows(name.len())
+                .position(|w| w == name.as_bytes())
+                .expect("the key id is in the certificate");
+            raw[at] ^= 0x20;
+            let forged = format!("{alg} {}", b64.encode(&raw));
+            assert_eq!(
+                CertInfo::parse(&forged).map(|_| ()),
+                Err(CertProblem::BadSignature),
+                "{name}"
+            );
+        }
+    }
+
+    /// The price of reading a certificate per CA type (paid once per certificate text: the trust
+    /// state caches it). `cargo test --release -p fleet-gateway --lib parse_cost -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore]
+    fn parse_cost() {
+        for name in ["a", "a-ecdsa256", "a-ecdsa384", "a-ecdsa521", "a-rsa"] {
+            let text = fixture(&format!("{name}-cert.pub"));
+            let n = 200;
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                CertInfo::parse(&text).expect("parses");
+            }
+            println!(
+                "{name:<12} {:>8.1} µs per parse",
+                start.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+            );
+        }
+    }
+
+    #[test]
     fn the_window_widens_by_the_skew() {
         let mut c = cert("a");
         c.valid_after = 100;

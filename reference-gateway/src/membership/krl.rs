@@ -73,7 +73,10 @@ impl Krl {
             .into_iter()
             .find_map(|w| directive(line, w).map(|v| (w, v)))
         {
-            let fp = plain_key(v).map_err(|e| format!("{word} {e}"))?;
+            let fp = plain_key(v).map_err(|e| match word {
+                "key:" => format!("{word} {e}"),
+                _ => format!("{word} {e}: it takes a public key (a fingerprint goes on a hash: SHA256:<base64> line)"),
+            })?;
             self.keys.insert(fp);
         } else {
             self.add_alone(line)?;

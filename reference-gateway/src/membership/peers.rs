@@ -151,6 +151,16 @@ mod tests {
     }
 
     #[test]
+    fn a_file_with_a_byte_order_mark_reads_as_without() {
+        use crate::membership::files::{TrustFile, text};
+        let plain = format!("[peers]\na = \"{}\"\n", key(1));
+        let bom = format!("\u{feff}{plain}");
+        let read = text(TrustFile::Peers, bom.as_bytes()).expect("text");
+        assert_eq!(Peers::parse(read), Peers::parse(&plain));
+        assert!(Peers::parse(read).is_ok());
+    }
+
+    #[test]
     fn an_empty_table_is_a_fleet_of_certificates_only() {
         assert_eq!(Peers::parse("[peers]\n").expect("parses"), Peers::default());
     }

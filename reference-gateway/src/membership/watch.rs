@@ -234,7 +234,10 @@ fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineErro
         }
         TrustFile::TrustCa => {
             let cas = CaSet::parse(text)?;
-            if let Some(path) = &gw.cfg.trust_ca_file {
+            // Once per content: not again at the first look, which reads what the start read.
+            if let Some(path) = &gw.cfg.trust_ca_file
+                && trust.files().cas != cas
+            {
                 cas.warn_skipped(path);
             }
             let what = match cas.skipped().len() {
