@@ -22,6 +22,8 @@
 mod files;
 mod hostile;
 mod joining;
+mod lifecycle;
+mod lifecycle_own;
 mod revocation;
 mod rosters;
 mod rotation;

@@ -25,7 +25,7 @@ use super::{TWO_SECONDS, an_hour, by_deadline, changed_now, current_key, issue, 
 
 /// The probe's tap of `bridge.roster` and `bridge.msg` in one queue, made on first use (before the
 /// first rotation): one queue keeps the broker's order across both exchanges.
-async fn wire(w: &mut FleetWorld) -> anyhow::Result<Arc<Tap>> {
+pub(super) async fn wire(w: &mut FleetWorld) -> anyhow::Result<Arc<Tap>> {
     if let Some(t) = &w.membership.wire {
         return Ok(t.clone());
     }
@@ -39,7 +39,7 @@ async fn wire(w: &mut FleetWorld) -> anyhow::Result<Arc<Tap>> {
 
 /// The end state of a rotation, reached as CONTRACT §12 says: the key file replaced, then the
 /// certificate file (if any), then SIGHUP.
-fn install(w: &mut FleetWorld, host: &str, key: &HostKey, cert_line: Option<&str>) -> anyhow::Result<()> {
+pub(super) fn install(w: &mut FleetWorld, host: &str, key: &HostKey, cert_line: Option<&str>) -> anyhow::Result<()> {
     let key_file = w.host(host)?.gateway.spec.key_file();
     write_replace(&key_file, &format!("{}\n", key.seed_base64()), 0o600)?;
     if let Some(line) = cert_line {
