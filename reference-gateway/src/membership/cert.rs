@@ -218,6 +218,17 @@ impl CertInfo {
         if !cas.trusts(&self.ca_fingerprint) {
             return Err(CertProblem::UntrustedCa(self.ca_fingerprint.to_string()));
         }
+        self.check_host(host)?;
+        if let Some(why) = krl.revokes(self.names()) {
+            return Err(CertProblem::Revoked(why));
+        }
+        Ok(())
+    }
+
+    /// What the certificate itself must be for `host`, whatever the files say: a host
+    /// certificate, `host` among its principals, no critical option ([C-21] 11). Part of
+    /// [`CertInfo::check_standing`]; also for a check made without a CA file (the own one).
+    pub fn check_host(&self, host: &str) -> Result<(), CertProblem> {
         if !self.host {
             return Err(CertProblem::NotHost);
         }
@@ -229,9 +240,6 @@ impl CertInfo {
         }
         if !self.critical_options.is_empty() {
             return Err(CertProblem::CriticalOptions(self.critical_options.clone()));
-        }
-        if let Some(why) = krl.revokes(self.names()) {
-            return Err(CertProblem::Revoked(why));
         }
         Ok(())
     }
@@ -462,6 +470,10 @@ pub(crate) mod tests {
                 "source-address=10.0.0.0/8".into(),
                 "verify-required".into()
             ]))
+        );
+        assert!(
+            matches!(fc.check_host("a"), Err(CertProblem::CriticalOptions(_))),
+            "without a CA file too"
         );
         let ext = cert("a-extension");
         assert!(ext.critical_options.is_empty());
