@@ -24,14 +24,14 @@ use super::{
 
 /// The three files MEM-1 re-reads, as a step names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Peers,
     Trust,
     Revoked,
 }
 
 impl Kind {
-    fn parse(s: &str) -> anyhow::Result<Kind> {
+    pub(super) fn parse(s: &str) -> anyhow::Result<Kind> {
         Ok(match s {
             "peers file" => Kind::Peers,
             "trust file" => Kind::Trust,
@@ -40,8 +40,9 @@ impl Kind {
         })
     }
 
-    /// The file's path for `host`, as its variable gives it.
-    fn path(self, w: &FleetWorld, host: &str) -> std::path::PathBuf {
+    /// The file's path for `host`, as its variable gives it (a ConfigMap mount aside:
+    /// `operators_files.rs` points the variables elsewhere).
+    pub(super) fn path(self, w: &FleetWorld, host: &str) -> std::path::PathBuf {
         let dir = host_dir(w, host);
         match self {
             Kind::Peers => dir.join("peers.toml"),
@@ -121,7 +122,7 @@ async fn unlisted_main(w: &mut FleetWorld, host: String, main: String) -> anyhow
 }
 
 /// Rewrites `kind` for every running gateway with `text_for(host)`, then notes the change.
-fn rewrite_all(
+pub(super) fn rewrite_all(
     w: &mut FleetWorld,
     kind: Kind,
     text_for: impl Fn(&FleetWorld, &str) -> anyhow::Result<String>,

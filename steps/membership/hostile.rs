@@ -25,10 +25,10 @@ use super::files::make_ca;
 use super::{an_hour, issue, sign};
 
 /// How long what the probe announces lives: the whole scenario.
-const TTL: Duration = Duration::from_secs(600);
+pub(super) const TTL: Duration = Duration::from_secs(600);
 
 /// The key of a host the probe plays, made on first use.
-fn played_key(w: &mut FleetWorld, host: &str) -> anyhow::Result<HostKey> {
+pub(super) fn played_key(w: &mut FleetWorld, host: &str) -> anyhow::Result<HostKey> {
     anyhow::ensure!(
         !w.hosts.contains_key(host) && !w.keys.contains_key(host),
         "the probe plays only hosts of its own, not {host:?}"
@@ -71,6 +71,10 @@ fn credential(w: &mut FleetWorld, host: &str, key: &HostKey, text: &str) -> anyh
         let mut parts = line.split_whitespace();
         let (kind, blob) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
         return Ok((format!("{kind} {}", &blob[..blob.len() / 2]), true));
+    }
+    // [C-21] 10 and 11: an RSA CA's SHA-1 signature, critical options (operators.rs).
+    if let Some(line) = super::operators::defective_certificate(w, host, key, text) {
+        return Ok((line?, true));
     }
     let ca = ca_named(text)?;
     let serial = w.membership.next_serial();

@@ -24,6 +24,7 @@ mod hostile;
 mod joining;
 mod lifecycle;
 mod lifecycle_own;
+mod operators;
 mod revocation;
 mod rosters;
 mod rotation;
