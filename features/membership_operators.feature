@@ -1,4 +1,4 @@
-@membership @cap-membership
+@membership @cap-membership @mem-operators
 Feature: Operators' CAs and files — the CA key types, certificates, revocation lists and file habits operators bring (SPEC §18, [C-21] 5, 10, 11, 13)
 
   An operator's fleet CA is often the SSH CA they already run, RSA or ECDSA; they keep files in
