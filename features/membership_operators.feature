@@ -15,7 +15,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
 
   # [C-21] 10: one trust file mixing every CA key type; host "a" is certified by the ed25519 CA,
   # host "b" by the row's, both in no peers file: each verifies the other's certificate.
-  @MEM-2 @MEM-5
+  @MEM-2 @MEM-5 @ca-types
   Scenario Outline: a host certified by <kind> CA joins through a trust file mixing ed25519, ECDSA and RSA CAs, and briefs and replies flow
     Given a fleet CA "p256" made by ssh-keygen -t ecdsa
     And a fleet CA "p384" made by ssh-keygen -t ecdsa -b 384
@@ -46,7 +46,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
   # [C-21] 10: a SHA-1 ssh-rsa CA signature is refused (certificate); [C-21] 11: so is a host
   # certificate carrying critical options. As in membership.feature's hostile outline, a presence
   # from a host the receiver holds no key for is both unverifiable and badly certified.
-  @MEM-2 @SIG-5
+  @MEM-2 @SIG-5 @ca-types @critical-options
   Scenario Outline: a host presenting <credential> is never let in
     Given a fleet CA "rsa" made by ssh-keygen -t rsa
     And "rsa-sha1" is the CA "rsa" signing with "-t ssh-rsa"
@@ -73,7 +73,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
       | a certificate from "fleet-forced" carrying critical options       |
 
   # [C-21] 11 and 12: a gateway's own certificate is checked as its peers would check it.
-  @MEM-2 @MEM-4
+  @MEM-2 @MEM-4 @critical-options
   Scenario: a gateway started with a certificate carrying critical options logs an ERROR naming it and is never ready
     Given "fleet-forced" is the CA "fleet" signing with "-O force-command=/usr/bin/true -O source-address=10.0.0.0/8"
     And every gateway trusts the CA "fleet"
@@ -84,7 +84,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
 
   # [C-21] 10: a line of a type no gateway takes (ssh-dss, CONTRACT §12) is skipped, never the
   # whole file: the CA after it is applied.
-  @MEM-1 @MEM-2
+  @MEM-1 @MEM-2 @dsa-line
   Scenario: a trust file applied mid-run with a line of a type no gateway takes applies the rest, and a WARN names that line
     Given a fleet CA "old-dsa" made by ssh-keygen -t dsa
     And a fleet CA "new" made by ssh-keygen -t ed25519
@@ -97,7 +97,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
     And within 2 seconds the gateways on "a" and "b" log a WARN naming their trust file and line 3
     And over a window no gateway logs an ERROR naming its trust file
 
-  @MEM-1 @MEM-2
+  @MEM-1 @MEM-2 @dsa-line
   Scenario: a gateway started with a trust-file line of a type no gateway takes starts, applies the rest, and a WARN names that line
     Given a fleet CA "old-dsa" made by ssh-keygen -t dsa
     And every gateway trusts the CAs "old-dsa" and "fleet"
@@ -111,7 +111,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
   # MEM-1, CONTRACT §12: a CA pasted the way known_hosts or authorized_keys hold it is a line that
   # does not parse. The CAs the file listed come after it: a gateway that applied the lines before
   # the bad one would drop "b"; one that took the pasted CA would let "x" in.
-  @MEM-1
+  @MEM-1 @pasted-ca
   Scenario Outline: a trust file with a CA pasted in <form> form does not parse: an ERROR names it and its line, and the last good content holds
     Given a fleet CA "new" made by ssh-keygen -t ed25519
     And every gateway trusts the CA "fleet"
@@ -137,7 +137,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
 
   # [C-21] 13: the KRL as operators write it by hand. Serials start at 26 so that hex has letters
   # (0x1a); every line of the list ends in a comment.
-  @MEM-4
+  @MEM-4 @krl-by-hand
   Scenario Outline: a revocation list written by hand, revoking by <entry> with a comment ending the line, revokes within 2 seconds
     Given the gateways' heartbeat is 3 seconds
     And the CAs number certificates from serial 26
@@ -162,7 +162,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
 
   # [C-21] 13: a binary KRL (ssh-keygen -k's output) is refused, never read: the one given here
   # revokes "b", so a gateway that took it would reject the traffic.
-  @MEM-1 @MEM-4
+  @MEM-1 @MEM-4 @krl-binary
   Scenario: a binary KRL given mid-run is refused: an ERROR names the file, and the last good content holds
     Given every gateway trusts the CA "fleet"
     And every gateway reads a revocation list
@@ -179,7 +179,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
     Then the traffic lost nothing, and nothing was rejected or duplicated
     And a valid message from "p1" to "lead" is still accepted
 
-  @MEM-1
+  @MEM-1 @krl-binary
   Scenario: a gateway started with a binary KRL refuses to start, naming the file
     Given every gateway trusts the CA "fleet"
     And every gateway reads a revocation list
@@ -191,7 +191,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
 
   # [C-21] 5: a gateway watches the path, not the inode. "Within 2 seconds" counts from the
   # ConfigMap's ..data rename, from the end of the new write, or from the rename of the copy.
-  @MEM-1 @MEM-2
+  @MEM-1 @MEM-2 @file-habits
   Scenario Outline: a trust file changed by <habit> is applied within 2 seconds
     Given a fleet CA "new" made by ssh-keygen -t ed25519
     And every gateway trusts the CA "fleet"
@@ -208,7 +208,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
       | deleting it and writing it again                 | in plain files                     |
       | a rename of a copy that begins with a UTF-8 BOM  | in plain files                     |
 
-  @MEM-1 @MEM-4
+  @MEM-1 @MEM-4 @file-habits
   Scenario Outline: a revocation list changed by <habit> revokes within 2 seconds
     Given the gateways' heartbeat is 3 seconds
     And every gateway trusts the CA "fleet"
@@ -229,7 +229,7 @@ Feature: Operators' CAs and files — the CA key types, certificates, revocation
   # CONTRACT §12: a UTF-8 BOM before a file's first line is not part of it. Each file's first line
   # matters here: [peers] (host "a" is known only through it), the CA "c"'s own certificate needs
   # ([C-21] 12: else never ready), and a revocation of "b" that only the list of "c" holds.
-  @MEM-1 @MEM-2 @MEM-4
+  @MEM-1 @MEM-2 @MEM-4 @bom
   Scenario: a gateway whose peers file, trust file and revocation list begin with a UTF-8 BOM starts and applies them
     Given every gateway trusts the CA "fleet"
     And every gateway reads a revocation list
