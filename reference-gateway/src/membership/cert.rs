@@ -4,9 +4,11 @@
 //! and takes out what the checks need (the certified ed25519 key, the CA's SHA-256 fingerprint and
 //! key type, type, principals, validity, serial, key id, critical options). That part never
 //! changes for a given text, so the trust state caches it by the certificate's text and a
-//! heartbeat never pays for it again (an ECDSA or RSA CA's signature costs more than an ed25519
-//! one, once per certificate text). What can change — the trusted CAs, the KRL, the clock — is
-//! checked by [`CertInfo::check`] with map lookups and integer compares only.
+//! heartbeat never pays for it again. An ECDSA or RSA CA's signature costs more than an ed25519
+//! one, once per certificate text (release build, loaded 2-core machine: ed25519 0.13 ms, RSA-3072
+//! 0.35 ms, P-256 0.45 ms, P-521 1.0 ms, P-384 1.4 ms; `parse_cost` measures it). What can change
+//! — the trusted CAs, the KRL, the clock — is checked by [`CertInfo::check`] with map lookups and
+//! integer compares only.
 //!
 //! CAs ([C-21] 10): ed25519, ECDSA P-256/384/521 and RSA; an RSA CA's signature is taken as
 //! `rsa-sha2-256` or `rsa-sha2-512`, a SHA-1 `ssh-rsa` one is refused ([`CertProblem::Sha1Signature`],

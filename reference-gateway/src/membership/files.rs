@@ -97,17 +97,16 @@ const BOM: &str = "\u{feff}";
 /// KRL, is an error at the line where it shows.
 pub fn text(file: TrustFile, bytes: &[u8]) -> Result<&str, LineError> {
     if bytes.starts_with(BINARY_KRL_MAGIC) {
-        let wanted = match file {
-            TrustFile::Revoked => "FLEET_REVOKED_FILE wants the text specification".to_string(),
-            other => format!("not a {} file", other.var()),
-        };
+        let what = "this is a binary KRL (the output of ssh-keygen -k, beginning with SSHKRL)";
         return Err(LineError::new(
             1,
-            format!(
-                "this is a binary KRL (the output of ssh-keygen -k, beginning with SSHKRL); {wanted}: \
-                 the gateway reads the KRL specification, the text ssh-keygen -k compiles \
-                 (serial:, id:, key:, hash: lines)"
-            ),
+            match file {
+                TrustFile::Revoked => format!(
+                    "{what}; the gateway reads the KRL's text specification, the file ssh-keygen -k \
+                     compiles from (serial:, id:, key:, hash: lines)"
+                ),
+                other => format!("{what}, not a {} file", other.var()),
+            },
         ));
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
