@@ -103,15 +103,7 @@ pub fn judge(
     match cas {
         Some(cas) => cert.check_standing(host, cas, krl)?,
         None => {
-            if !cert.host {
-                return Err(CertProblem::NotHost);
-            }
-            if !cert.principals.iter().any(|p| p == host) {
-                return Err(CertProblem::WrongPrincipal {
-                    host: host.to_string(),
-                    principals: cert.principals.clone(),
-                });
-            }
+            cert.check_host(host)?;
             if let Some(why) = krl.revokes(cert.names()) {
                 return Err(CertProblem::Revoked(why));
             }
@@ -296,6 +288,7 @@ mod tests {
         assert_eq!(judged("a-other-ca", "a", None), Ok(()));
         assert_eq!(judged("a-user", "a", None), Err("certificate"));
         assert_eq!(judged("a", "b", None), Err("certificate"), "principal");
+        assert_eq!(judged("a-force-command", "a", None), Err("certificate"), "critical options");
         assert_eq!(judged("a-future", "a", Some(&cas)), Err("certificate"));
         assert_eq!(judged("a-expired", "a", Some(&cas)), Err("cert_expired"));
         let c = CertInfo::parse(&fixture("a-cert.pub")).expect("parses");

@@ -16,10 +16,13 @@ pub const QUIET_FOR: Duration = Duration::from_secs(60);
 /// Pairs remembered, at most (a flood of distinct hosts empties the memory, never grows it).
 const REMEMBERED: usize = 4096;
 
+/// A host and the check it failed.
+type Pair = (String, &'static str);
+
 /// When each (host, check) was last logged, and how many were not logged since.
 #[derive(Debug, Default)]
 pub struct Repeats {
-    last: Mutex<HashMap<(String, &'static str), (Instant, u64)>>,
+    last: Mutex<HashMap<Pair, (Instant, u64)>>,
 }
 
 impl Repeats {
