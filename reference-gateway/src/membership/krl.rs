@@ -21,7 +21,7 @@
 //! it, and one naming a CA key revokes every certificate that CA signed. Revocation is judged with
 //! set lookups only.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use ssh_key::{Certificate, Fingerprint, HashAlg, PublicKey};
 
@@ -38,17 +38,18 @@ pub struct CertNames<'a> {
     pub ca_fingerprint: &'a Fingerprint,
 }
 
-/// What the KRL revokes.
+/// What the KRL revokes, each entry with the (first) line that says so: an operator asking "why
+/// is host c out?" is pointed at the line ([`Krl::revokes`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Krl {
-    /// Inclusive serial ranges, any CA.
-    serials: Vec<(u64, u64)>,
-    ids: HashSet<String>,
+    /// Inclusive serial ranges, any CA, and their lines.
+    serials: Vec<(u64, u64, usize)>,
+    ids: HashMap<String, usize>,
     /// SHA-256 fingerprints of revoked keys (plain keys and CA keys alike).
-    keys: HashSet<Fingerprint>,
-    /// (CA, serial) and (CA, key id) of the certificates a `key:` line named.
-    ca_serials: BTreeSet<(Fingerprint, u64)>,
-    ca_ids: BTreeSet<(Fingerprint, String)>,
+    keys: HashMap<Fingerprint, usize>,
+    /// (CA, serial) and (CA, key id) of the certificates a line named alone.
+    ca_serials: BTreeMap<(Fingerprint, u64), usize>,
+    ca_ids: BTreeMap<(Fingerprint, String), usize>,
 }
 
 impl Krl {
@@ -56,19 +57,20 @@ impl Krl {
     pub fn parse(text: &str) -> Result<Krl, LineError> {
         let mut krl = Krl::default();
         for (n, line) in spec_lines(text) {
-            krl.add_line(line).map_err(|e| LineError::new(n, e))?;
+            krl.add_line(line, n).map_err(|e| LineError::new(n, e))?;
         }
         Ok(krl)
     }
 
     /// One line, comment and surrounding blanks already cut.
-    fn add_line(&mut self, line: &str) -> Result<(), String> {
+    fn add_line(&mut self, line: &str, n: usize) -> Result<(), String> {
         if let Some(v) = directive(line, "serial:") {
-            self.serials.push(parse_serials(v)?);
+            let (a, b) = parse_serials(v)?;
+            self.serials.push((a, b, n));
         } else if let Some(v) = directive(line, "id:") {
-            self.ids.insert(v.to_string());
+            self.ids.entry(v.to_string()).or_insert(n);
         } else if let Some(v) = directive(line, "hash:") {
-            self.keys.insert(parse_hash(v)?);
+            self.keys.entry(parse_hash(v)?).or_insert(n);
         } else if let Some((word, v)) = ["key:", "sha1:", "sha256:"]
             .into_iter()
             .find_map(|w| directive(line, w).map(|v| (w, v)))
@@ -77,36 +79,41 @@ impl Krl {
                 "key:" => format!("{word} {e}"),
                 _ => format!("{word} {e}: it takes a public key (a fingerprint goes on a hash: SHA256:<base64> line)"),
             })?;
-            self.keys.insert(fp);
+            self.keys.entry(fp).or_insert(n);
         } else {
-            self.add_alone(line)?;
+            self.add_alone(line, n)?;
         }
         Ok(())
     }
 
     /// A line without a directive: a public key (revoked as by `key:`) or a certificate (revoked
     /// by its CA and serial, or key id when the serial is 0), as `ssh-keygen -k` reads it.
-    fn add_alone(&mut self, line: &str) -> Result<(), String> {
+    fn add_alone(&mut self, line: &str, n: usize) -> Result<(), String> {
         let not_a_line =
             || format!("{line:?} is not a KRL line (serial:, id:, key:, hash:, sha1:, sha256:, or a public key alone)");
         if is_certificate(line) {
             let cert = Certificate::from_openssh(line).map_err(|e| format!("{} ({e})", not_a_line()))?;
             let ca = cert.signature_key().fingerprint(HashAlg::Sha256);
             if cert.serial() == 0 {
-                self.ca_ids.insert((ca, cert.key_id().to_string()));
+                self.ca_ids.entry((ca, cert.key_id().to_string())).or_insert(n);
             } else {
-                self.ca_serials.insert((ca, cert.serial()));
+                self.ca_serials.entry((ca, cert.serial())).or_insert(n);
             }
             return Ok(());
         }
         let key = PublicKey::from_openssh(line).map_err(|_| not_a_line())?;
-        self.keys.insert(key.fingerprint(HashAlg::Sha256));
+        self.keys.entry(key.fingerprint(HashAlg::Sha256)).or_insert(n);
         Ok(())
     }
 
     /// Whether a plain key (by SHA-256 fingerprint) is revoked.
     pub fn revokes_key(&self, fp: &Fingerprint) -> bool {
-        self.keys.contains(fp)
+        self.keys.contains_key(fp)
+    }
+
+    /// The line that revokes the key `fp`, if one does.
+    pub fn key_line(&self, fp: &Fingerprint) -> Option<usize> {
+        self.keys.get(fp).copied()
     }
 
     /// Whether a plain ed25519 key (a peers-file key, the gateway's own) is revoked by a `key:`
@@ -116,32 +123,35 @@ impl Krl {
             return None;
         }
         let fp = ssh_key::public::KeyData::Ed25519(key.into()).fingerprint(HashAlg::Sha256);
-        self.keys.contains(&fp).then_some(fp)
+        self.keys.contains_key(&fp).then_some(fp)
     }
 
     /// Why `cert` is revoked, if it is: its serial or key id, its key, or its CA's key.
     pub fn revokes(&self, cert: CertNames<'_>) -> Option<String> {
-        if let Some((a, b)) = self.serials.iter().find(|(a, b)| (*a..=*b).contains(&cert.serial)) {
+        if let Some((a, b, n)) = self.serials.iter().find(|(a, b, _)| (*a..=*b).contains(&cert.serial)) {
             return Some(if a == b {
-                format!("serial {a}")
+                format!("serial {a}, line {n}")
             } else {
-                format!("serial {} in {a}-{b}", cert.serial)
+                format!("serial {} in {a}-{b}, line {n}", cert.serial)
             });
         }
-        if self.ids.contains(cert.key_id) {
-            return Some(format!("id {:?}", cert.key_id));
+        if let Some(n) = self.ids.get(cert.key_id) {
+            return Some(format!("id {:?}, line {n}", cert.key_id));
         }
-        if self.keys.contains(cert.key_fingerprint) {
-            return Some(format!("key {}", cert.key_fingerprint));
+        if let Some(n) = self.keys.get(cert.key_fingerprint) {
+            return Some(format!("key {}, line {n}", cert.key_fingerprint));
         }
-        if self.keys.contains(cert.ca_fingerprint) {
-            return Some(format!("its CA {}", cert.ca_fingerprint));
+        if let Some(n) = self.keys.get(cert.ca_fingerprint) {
+            return Some(format!("its CA {}, line {n}", cert.ca_fingerprint));
         }
-        if self.ca_serials.contains(&(*cert.ca_fingerprint, cert.serial)) {
-            return Some(format!("serial {} of CA {}", cert.serial, cert.ca_fingerprint));
+        if let Some(n) = self.ca_serials.get(&(*cert.ca_fingerprint, cert.serial)) {
+            return Some(format!(
+                "serial {} of CA {}, line {n}",
+                cert.serial, cert.ca_fingerprint
+            ));
         }
-        if self.ca_ids.contains(&(*cert.ca_fingerprint, cert.key_id.to_string())) {
-            return Some(format!("id {:?} of CA {}", cert.key_id, cert.ca_fingerprint));
+        if let Some(n) = self.ca_ids.get(&(*cert.ca_fingerprint, cert.key_id.to_string())) {
+            return Some(format!("id {:?} of CA {}, line {n}", cert.key_id, cert.ca_fingerprint));
         }
         None
     }
@@ -298,9 +308,13 @@ mod tests {
         let krl = Krl::parse(&fixture("krl.txt")).expect("parses");
         assert_eq!(
             krl.revokes(cert("a-serial").names()),
-            Some("serial 205 in 200-210".into())
+            Some("serial 205 in 200-210, line 4".into()),
+            "the line is named"
         );
-        assert_eq!(krl.revokes(cert("a-id").names()), Some("id \"revoke-me\"".into()));
+        assert_eq!(
+            krl.revokes(cert("a-id").names()),
+            Some("id \"revoke-me\", line 5".into())
+        );
         assert!(
             krl.revokes(cert("c").names())
                 .is_some_and(|w| w.starts_with("key SHA256:"))
@@ -309,7 +323,7 @@ mod tests {
         assert_eq!(krl.revokes(cert("a").names()), None);
         assert_eq!(
             krl.revokes(cert("a-ecdsa384").names()),
-            Some("serial 42".into()),
+            Some("serial 42, line 3".into()),
             "serials apply to every CA"
         );
         let by_ca = Krl::parse(&fixture("krl-ca.txt")).expect("parses");
@@ -340,7 +354,11 @@ mod tests {
 
     #[test]
     fn comments_end_lines_and_numbers_read_as_strtoull() {
-        let serials = |t: &str| Krl::parse(t).map(|k| k.serials).map_err(|e| e.line);
+        let serials = |t: &str| {
+            Krl::parse(t)
+                .map(|k| k.serials.iter().map(|(a, b, _)| (*a, *b)).collect::<Vec<_>>())
+                .map_err(|e| e.line)
+        };
         assert_eq!(serials("serial: 5  # retired\n"), Ok(vec![(5, 5)]));
         assert_eq!(serials("serial: 5# retired\n"), Ok(vec![(5, 5)]));
         assert_eq!(serials("  # indented\n\t SERIAL:\t0x10 \t\n"), Ok(vec![(16, 16)]));
@@ -357,7 +375,7 @@ mod tests {
             serials("serial: 18446744073709551615\n"),
             Ok(vec![(u64::MAX, u64::MAX)])
         );
-        let ids = |t: &str| Krl::parse(t).map(|k| k.ids.into_iter().collect::<Vec<_>>());
+        let ids = |t: &str| Krl::parse(t).map(|k| k.ids.into_keys().collect::<Vec<_>>());
         assert_eq!(ids("id: a key id  # with blanks\n"), Ok(vec!["a key id".to_string()]));
         assert_eq!(ids("ID:x#y\n"), Ok(vec!["x".to_string()]));
         assert_eq!(ids("id:\n"), Ok(vec![String::new()]), "the empty key id, as OpenSSH");

@@ -176,7 +176,10 @@ impl Own {
         if let Some(fp) = krl.revokes_ed25519(&id.signer.verifying_key()) {
             return Some(OwnProblem {
                 check: "revoked",
-                why: format!("own signing key {fp} (FLEET_SIGNING_KEY_FILE) is revoked by FLEET_REVOKED_FILE"),
+                why: format!(
+                    "own signing key {fp} (FLEET_SIGNING_KEY_FILE) is revoked by FLEET_REVOKED_FILE{}",
+                    krl.key_line(&fp).map(|n| format!(" (line {n})")).unwrap_or_default()
+                ),
             });
         }
         let cert = id.cert.as_ref()?;
@@ -288,7 +291,11 @@ mod tests {
         assert_eq!(judged("a-other-ca", "a", None), Ok(()));
         assert_eq!(judged("a-user", "a", None), Err("certificate"));
         assert_eq!(judged("a", "b", None), Err("certificate"), "principal");
-        assert_eq!(judged("a-force-command", "a", None), Err("certificate"), "critical options");
+        assert_eq!(
+            judged("a-force-command", "a", None),
+            Err("certificate"),
+            "critical options"
+        );
         assert_eq!(judged("a-future", "a", Some(&cas)), Err("certificate"));
         assert_eq!(judged("a-expired", "a", Some(&cas)), Err("cert_expired"));
         let c = CertInfo::parse(&fixture("a-cert.pub")).expect("parses");

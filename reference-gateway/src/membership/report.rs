@@ -123,7 +123,10 @@ fn plain_key(key: &ed25519_dalek::VerifyingKey, source: &'static str, krl: &Krl)
         source: source.to_string(),
         certificate: None,
         state: if revoked.is_some() { "revoked" } else { "valid" }.to_string(),
-        why: revoked.map(|fp| format!("the key {fp} is revoked by FLEET_REVOKED_FILE")),
+        why: revoked.map(|fp| {
+            let line = krl.key_line(&fp).map(|n| format!(" (line {n})")).unwrap_or_default();
+            format!("the key {fp} is revoked by FLEET_REVOKED_FILE{line}")
+        }),
     }
 }
 
@@ -347,6 +350,10 @@ mod tests {
         let text = render(&r);
         assert!(text.contains("host c: no valid key"), "{text}");
         assert!(text.contains("peers file  → revoked: the key SHA256:"), "{text}");
+        assert!(
+            text.contains("FLEET_REVOKED_FILE (line 1)"),
+            "the line is named: {text}"
+        );
         let back: TrustReport = serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("reads back");
         assert_eq!(render(&back), text);
     }
