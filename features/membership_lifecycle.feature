@@ -17,7 +17,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
   # certificate's serial is revoked, the first one's is not: a receiver that kept both would keep
   # the host. "Applied" is judged by the roster's order ([C-10]): a presence of host "probe"
   # published after the renewal was seen on the wire, and listed everywhere.
-  @MEM-4 @MEM-2
+  @MEM-4 @MEM-2 @c21-renewal
   Scenario: a host that renewed its certificate over the same key is dropped within 2 seconds once its current serial is revoked
     Given the gateways' heartbeat is 3 seconds
     And every gateway trusts the CA "fleet"
@@ -37,7 +37,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
     And the gateway of "lead" logs the rejection naming the check "revoked"
 
   # [C-21] 6: `serial:` and `id:` revoke a certificate, not its key.
-  @MEM-4 @MEM-1
+  @MEM-4 @MEM-1 @c21-pinned
   Scenario Outline: a certificate revoked by <entry> leaves its key valid where the peers files list it: the host stays listed and its briefs are injected
     Given every gateway trusts the CA "fleet"
     And every gateway reads a revocation list
@@ -59,7 +59,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
       | its key id  |
 
   # [C-21] 6: a `key:` line naming a CA key revokes every certificate that CA signed, and only those.
-  @MEM-4
+  @MEM-4 @c21-ca-key
   Scenario: a key line naming the fleet CA's public key revokes every certificate it signed, and no other CA's
     Given the gateways' heartbeat is 3 seconds
     And every gateway trusts the CAs "fleet" and "other"
@@ -87,7 +87,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
     And nothing hostile was injected into "w1" or held for "lead"
 
   # [C-21] 6: serials apply across every CA of the trust file (unlike `ssh-keygen -k -s ca`).
-  @MEM-4
+  @MEM-4 @c21-serials
   Scenario: a serial line revokes the certificates of that serial from every trusted CA, and no other serial
     Given the gateways' heartbeat is 3 seconds
     And every gateway trusts the CAs "fleet" and "other"
@@ -111,7 +111,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
 
   # [C-21] 7: a PRESENCE from a host the receiver holds no key for waits for that host's next
   # _gateway presence (at most H), then is verified — or dropped, never dead-lettered.
-  @MEM-2
+  @MEM-2 @c21-waits
   Scenario: an entity's presence that arrives before its host's certificate is held, then listed once the certificate comes
     Given every gateway trusts the CA "fleet"
     And host "a" runs a gateway with a main "lead"
@@ -124,7 +124,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
     And over 3 heartbeats no gateway dead-letters anything of host "x"
     And the probe, as host "x", gets a brief from "x1" injected into "w1"
 
-  @MEM-2
+  @MEM-2 @c21-dropped
   Scenario: an entity's presence from a host that shows no key within a heartbeat is dropped without a dead letter
     Given every gateway trusts the CA "fleet"
     And host "a" runs a gateway with a main "lead"
@@ -141,7 +141,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
 
   # A receiver that just started holds no key for hosts whose _gateway presence it has not seen
   # yet: their entities' presence (a registration, a host that heartbeats each entity) waits.
-  @MEM-2 @MEM-5
+  @MEM-2 @MEM-5 @c21-started
   Scenario: a gateway started while certified hosts run lists them, and dead-letters none of their presence
     Given every gateway trusts the CA "fleet"
     And hosts "a" and "b" hold certificates from "fleet" and are in no peers file
@@ -163,7 +163,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
 
   # [C-21] 2: a _gateway presence that verifies under a key the receiver already holds applies,
   # whatever certificate it carries (a bad one is then ignored).
-  @MEM-2
+  @MEM-2 @c21-held-key
   Scenario Outline: a _gateway presence signed with a key already held applies whatever certificate it carries: <credential>
     Given every gateway trusts the CA "fleet"
     And host "a" runs a gateway with a main "lead"
@@ -188,7 +188,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
   # [C-21] 9 with CONTRACT §3: a `revoked` or `cert_expired` failure says the gateway refused to
   # publish — judged whatever the gateway declares: what it said it did not send is never on the
   # wire nor delivered. A gateway that sends anyway is not judged here (its receivers reject it).
-  @MEM-4
+  @MEM-4 @c21-refusal-definite
   Scenario Outline: a gateway whose own certificate is <state> never sends what it answered <reason>
     Given the gateways' heartbeat is 3 seconds
     And the gateways' inject bound is 5 seconds
@@ -214,7 +214,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
       | expired | cert_expired | 20    | expires                                           |
 
   # [C-21] 9, a SHOULD (capability own-credential-refusal, CONTRACT §3 and §12).
-  @MEM-4 @cap-own-credential-refusal
+  @MEM-4 @cap-own-credential-refusal @c21-refusal
   Scenario Outline: a gateway whose own certificate is <state> refuses to publish: bridge_send and bridge_reply fail <reason>, and nothing goes out
     Given the gateways' heartbeat is 3 seconds
     And the gateways' inject bound is 5 seconds
@@ -242,7 +242,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
       | expired | cert_expired | 20    | expires                                           |
 
   # [C-21] 12: a gateway checks its own credential as its peers would, at every rotation.
-  @MEM-3
+  @MEM-3 @c21-own-rotation
   Scenario Outline: a rotation to a certificate the fleet would reject (<defect>) is refused, and the gateway keeps its old pair
     Given every gateway trusts the CA "fleet"
     And every gateway reads a revocation list revoking serial 900
@@ -268,7 +268,7 @@ Feature: Credential lifecycle — renewals, what a revocation reaches, hosts not
 
   # [C-21] 12: started with such a certificate, a gateway says so and is never ready — it neither
   # runs silently shut out nor exits.
-  @MEM-4 @MEM-2
+  @MEM-4 @MEM-2 @c21-own-start
   Scenario Outline: a gateway started with a certificate the fleet would reject (<defect>) logs an ERROR naming it and is never ready
     Given every gateway trusts the CA "fleet"
     And every gateway reads a revocation list revoking serial 900
