@@ -158,7 +158,10 @@ async fn renews(w: &mut FleetWorld, host: String, ca: String) -> anyhow::Result<
     let key = current_key(w, &host)?;
     let first = w.membership.cert(&host)?.clone();
     let shorter = Validity::around_now(Duration::from_secs(300), Duration::from_secs(1800));
-    ensure!(shorter.to < first.validity.to, "the renewal is not shorter than {first:?}");
+    ensure!(
+        shorter.to < first.validity.to,
+        "the renewal is not shorter than {first:?}"
+    );
     let cert = issue(w, &ca, &key, &host, shorter)?;
     write_replace(&cert_path(w, &host), &format!("{}\n", cert.line), 0o644)?;
     w.host(&host)?
@@ -195,15 +198,16 @@ async fn carries_renewed(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
                 let carried: Vec<String> = all
                     .iter()
                     .filter(|c| c.routing_key == *routing && body(c)["state"] == "up")
-                    .filter(|c| {
-                        Envelope::from_field_table(&c.headers()).is_ok_and(|e| e.verify(key, &c.body).is_ok())
-                    })
+                    .filter(|c| Envelope::from_field_table(&c.headers()).is_ok_and(|e| e.verify(key, &c.body).is_ok()))
                     .map(|c| body(c)["cert"].as_str().unwrap_or_default().trim().to_string())
                     .collect();
                 if carried.iter().any(|c| c == line) {
                     Ok(Some(()))
                 } else {
-                    Err(format!("{} signed _gateway presence(s), none carrying it", carried.len()))
+                    Err(format!(
+                        "{} signed _gateway presence(s), none carrying it",
+                        carried.len()
+                    ))
                 }
             }
         },

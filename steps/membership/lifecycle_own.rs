@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::contract::{LogLevel, log_line_at};
 use fleet_conformance::credentials::ca::{CertKind, Certificate, Validity};
-use fleet_conformance::credentials::krl::{Revoke, RevocationList};
+use fleet_conformance::credentials::krl::{RevocationList, Revoke};
 use fleet_conformance::credentials::write_replace;
 use fleet_conformance::gateway::GatewayProcess;
 use fleet_conformance::keys::HostKey;
@@ -49,7 +49,7 @@ fn rejectable(w: &mut FleetWorld, host: &str, key: &HostKey, text: &str) -> anyh
             !w.membership.trusted.iter().flatten().any(|n| n == rogue),
             "the gateways trust the rogue CA"
         );
-        return Ok(issue(w, rogue, key, host, an_hour())?);
+        return issue(w, rogue, key, host, an_hour());
     }
     let names = quoted(text);
     let ca = names
@@ -103,7 +103,9 @@ async fn rotates_to_rejectable(w: &mut FleetWorld, host: String, text: String) -
 /// [C-21] 12: a gateway started with a certificate over its own key that every receiver would
 /// reject (in no peers file: the certificate is all it has). "Its start" is the change later steps
 /// count from.
-#[when(regex = r#"^host "([^"]+)", in no peers file, starts a gateway holding a certificate the fleet would reject: (.+)$"#)]
+#[when(
+    regex = r#"^host "([^"]+)", in no peers file, starts a gateway holding a certificate the fleet would reject: (.+)$"#
+)]
 async fn starts_with_rejectable(w: &mut FleetWorld, host: String, text: String) -> anyhow::Result<()> {
     ensure!(!w.hosts.contains_key(&host), "host {host:?} already runs");
     let ca = w
@@ -136,7 +138,9 @@ async fn starts_with_rejectable(w: &mut FleetWorld, host: String, text: String) 
 
 /// CONTRACT §12: one line at ERROR holding the certificate file's path (as given in
 /// `FLEET_HOST_CERT_FILE`), within the start bound.
-#[then(regex = r#"^within (\d+) seconds of its start the gateway on "([^"]+)" logs an ERROR naming its certificate file$"#)]
+#[then(
+    regex = r#"^within (\d+) seconds of its start the gateway on "([^"]+)" logs an ERROR naming its certificate file$"#
+)]
 async fn start_error(w: &mut FleetWorld, secs: u64, host: String) -> anyhow::Result<()> {
     let path = cert_path(w, &host).display().to_string();
     let deadline = last_change(w)?.at + fleet_conformance::timing::scaled(Duration::from_secs(secs));
