@@ -125,9 +125,10 @@ impl Gateway {
     }
 
     /// How long a presence waits for its host's `_gateway` presence: the next one is at most H
-    /// away ([C-21] 7); twice that, so a heartbeat a little late on a busy host still finds it.
+    /// away ([C-21] 7). One that comes later finds it dropped; the entity's next heartbeat, or
+    /// the host's next batch, lists it anyway.
     fn waiting_ttl(&self) -> Duration {
-        self.cfg.heartbeat * 2
+        self.cfg.heartbeat
     }
 
     fn count_waited(&self, outcome: &'static str, n: usize) {
