@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure};
 use cucumber::{given, then, when};
-use fleet_conformance::contract::{LogLevel, log_line_at};
 use fleet_conformance::credentials::ca::{CertKind, Certificate, Validity};
 use fleet_conformance::credentials::krl::{RevocationList, Revoke};
 use fleet_conformance::credentials::write_replace;
@@ -25,7 +24,7 @@ use crate::world::{FleetWorld, Host};
 
 use super::files::{cert_path, make_ca};
 use super::rotation::{install, wire};
-use super::{CertPlan, an_hour, by_deadline, changed_now, issue, last_change, quoted, sign};
+use super::{CertPlan, an_hour, changed_now, error_naming, issue, last_change, quoted, sign};
 
 /// Every gateway reads a revocation list that revokes `serial` from the start: a certificate
 /// issued with it is revoked on arrival.
@@ -144,21 +143,7 @@ async fn starts_with_rejectable(w: &mut FleetWorld, host: String, text: String) 
 async fn start_error(w: &mut FleetWorld, secs: u64, host: String) -> anyhow::Result<()> {
     let path = cert_path(w, &host).display().to_string();
     let deadline = last_change(w)?.at + fleet_conformance::timing::scaled(Duration::from_secs(secs));
-    let gw = &w.host(&host)?.gateway;
-    let path = &path;
-    by_deadline(&format!("an ERROR of {host} naming {path}"), deadline, || async move {
-        let log = gw.log();
-        if log
-            .lines()
-            .any(|l| log_line_at(l, LogLevel::Error) && l.contains(path.as_str()))
-        {
-            Ok(Some(()))
-        } else {
-            Err(format!("log so far:\n{}", gw.log_tail(30)))
-        }
-    })
-    .await?;
-    Ok(())
+    error_naming(w, &host, &path, deadline).await
 }
 
 /// [C-21] 12 with MEM-4: started with a certificate the fleet would reject, the gateway answers

@@ -312,6 +312,24 @@ fn last_change(w: &FleetWorld) -> anyhow::Result<Changed> {
         .ok_or_else(|| anyhow!("no file was changed in this scenario"))
 }
 
+/// Waits, until `deadline`, for an ERROR line of `host`'s gateway that holds `path` (CONTRACT §12:
+/// a refused file or credential is named by its path); the failure lists the ERROR lines seen.
+async fn error_naming(w: &FleetWorld, host: &str, path: &str, deadline: tokio::time::Instant) -> anyhow::Result<()> {
+    use fleet_conformance::contract::{LogLevel, log_line_at};
+    let gw = &w.host(host)?.gateway;
+    by_deadline(&format!("an ERROR of {host} naming {path}"), deadline, || async move {
+        let log = gw.log();
+        if log.lines().any(|l| log_line_at(l, LogLevel::Error) && l.contains(path)) {
+            Ok(Some(()))
+        } else {
+            let errors: Vec<&str> = log.lines().filter(|l| log_line_at(l, LogLevel::Error)).collect();
+            Err(format!("ERROR lines: {errors:?}"))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
 /// The deadline of "within 2 s" of the last change (stretched like every deadline, CONTRACT §7),
 /// plus one observation round, plus `extra` (nominal).
 fn two_seconds_after(w: &FleetWorld, extra: Duration) -> anyhow::Result<tokio::time::Instant> {

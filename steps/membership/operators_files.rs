@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use cucumber::{given, then, when};
-use fleet_conformance::contract::{LogLevel, log_line_at};
 use fleet_conformance::credentials::krl::{RevocationList, Revoke, Style, binary};
 use fleet_conformance::credentials::write_replace;
 use fleet_conformance::gateway::{GatewayProcess, GatewaySpec};
@@ -29,7 +28,7 @@ use crate::world::{FleetWorld, Host};
 
 use super::super::files::{Kind, rewrite_all};
 use super::super::rosters::roster;
-use super::super::{by_deadline, ca_dir, changed_now, host_dir, trust_file, two_seconds_after};
+use super::super::{ca_dir, changed_now, error_naming, host_dir, trust_file, two_seconds_after};
 
 /// A UTF-8 byte order mark (U+FEFF as UTF-8: EF BB BF).
 const BOM: &str = "\u{feff}";
@@ -291,23 +290,8 @@ async fn binary_mid_run(w: &mut FleetWorld, of: String, host: String) -> anyhow:
 #[then(expr = "within 2 seconds the gateway on {string} logs an ERROR naming its revocation list")]
 async fn error_names_krl(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let path = Kind::Revoked.path(w, &host).display().to_string();
-    let gw = &w.host(&host)?.gateway;
     let deadline = two_seconds_after(w, Duration::ZERO)?;
-    let path = &path;
-    by_deadline(&format!("an ERROR of {host} naming {path}"), deadline, || async move {
-        let log = gw.log();
-        if log
-            .lines()
-            .any(|l| log_line_at(l, LogLevel::Error) && l.contains(path.as_str()))
-        {
-            Ok(Some(()))
-        } else {
-            let errors: Vec<&str> = log.lines().filter(|l| log_line_at(l, LogLevel::Error)).collect();
-            Err(format!("ERROR lines: {errors:?}"))
-        }
-    })
-    .await?;
-    Ok(())
+    error_naming(w, &host, &path, deadline).await
 }
 
 /// A gateway started with a binary KRL as its `FLEET_REVOKED_FILE` (revoking the certificate of

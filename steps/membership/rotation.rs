@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure};
 use cucumber::{then, when};
-use fleet_conformance::contract::{LogLevel, log_line_at};
 use fleet_conformance::credentials::write_replace;
 use fleet_conformance::envelope::Envelope;
 use fleet_conformance::keys::HostKey;
@@ -21,7 +20,7 @@ use serde_json::Value;
 use crate::world::FleetWorld;
 
 use super::files::cert_path;
-use super::{TWO_SECONDS, an_hour, by_deadline, changed_now, current_key, issue, two_seconds_after};
+use super::{TWO_SECONDS, an_hour, changed_now, current_key, error_naming, issue, two_seconds_after};
 
 /// The probe's tap of `bridge.roster` and `bridge.msg` in one queue, made on first use (before the
 /// first rotation): one queue keeps the broker's order across both exchanges.
@@ -182,23 +181,8 @@ async fn presence_first(w: &mut FleetWorld, host: String) -> anyhow::Result<()> 
 #[then(expr = "within 2 seconds the gateway on {string} logs an ERROR naming its certificate file")]
 async fn refusal_logged(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     let path = cert_path(w, &host).display().to_string();
-    let gw = &w.host(&host)?.gateway;
     let deadline = two_seconds_after(w, Duration::ZERO)?;
-    let path = &path;
-    by_deadline(&format!("an ERROR of {host} naming {path}"), deadline, || async move {
-        let log = gw.log();
-        if log
-            .lines()
-            .any(|l| log_line_at(l, LogLevel::Error) && l.contains(path.as_str()))
-        {
-            Ok(Some(()))
-        } else {
-            let errors: Vec<&str> = log.lines().filter(|l| log_line_at(l, LogLevel::Error)).collect();
-            Err(format!("ERROR lines: {errors:?}"))
-        }
-    })
-    .await?;
-    Ok(())
+    error_naming(w, &host, &path, deadline).await
 }
 
 /// MEM-3: after a refused rotation the old pair is kept: everything the host publishes still
