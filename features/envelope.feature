@@ -82,12 +82,12 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
 
     @SIG-2
     Examples: from does not live on host, or to is not the routing key
-      | message                                            | to         | check            |
-      | a SEND from a gid that does not live on host probe | w1         | from_not_on_host |
-      | a SEND from p1 signed by host c                    | lead       | from_not_on_host |
-      | a SEND whose to is not its routing key             | w1         | to_mismatch      |
-      | a PRESENCE whose from differs from its routing key | the roster | from_not_on_host |
-      | a PRESENCE signed by the untrusted host mallory    | the roster | signature        |
+      | message                                                  | to         | check            |
+      | a SEND from a gid that does not live on host probe       | w1         | from_not_on_host |
+      | a SEND from p1 signed by host c                          | lead       | from_not_on_host |
+      | a SEND whose to is not its routing key                   | w1         | to_mismatch      |
+      | a PRESENCE whose from differs from its routing key       | the roster | from_not_on_host |
+      | a _gateway PRESENCE signed by the untrusted host mallory | the roster | signature        |
 
     @SIG-4
     Examples: the message reached an inbox whose owner is not its to

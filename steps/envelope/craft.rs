@@ -397,10 +397,13 @@ pub(super) async fn craft_for_roster(w: &mut FleetWorld, row: &str) -> anyhow::R
             let e = e.signed_by(&probe_key, &b);
             (Crafted::from_envelope("bridge.roster", &routing, &e, &b), e, b)
         }
-        "a PRESENCE signed by the untrusted host mallory" => {
-            let gid = new_uuid();
-            let b = body(&gid);
-            let (m, e) = presence_message(&key(w, "mallory")?, &gid, &b, 60_000);
+        "a _gateway PRESENCE signed by the untrusted host mallory" => {
+            // A host's own `_gateway` presence: SPEC [C-21] 7 lets an entity's presence from a
+            // host with no key wait for this one (and be dropped without a dead letter), so the
+            // unknown signer is judged on the presence that is never held.
+            let gid = "_gateway";
+            let b = body(gid);
+            let (m, e) = presence_message(&key(w, "mallory")?, gid, &b, 60_000);
             (m, e, b)
         }
         "a replayed PRESENCE" => {
