@@ -14,7 +14,15 @@
 //! And it can be *down* ([`Proxy::go_down`]): every live connection is cut and every new one is
 //! closed as soon as it is accepted, until [`Proxy::come_back`] — a broker a gateway cannot reach
 //! for as long as the scenario says (CONTRACT §3 `not_connected`).
+//!
+//! And it can *hold a client once the broker has confirmed* ([`Proxy::hold_after_confirms`]): it
+//! reads the AMQP frames the broker sends, and once the publisher confirms (`basic.ack`) of one
+//! connection cover a given number of publishes, every byte that client sends from then on is
+//! dropped. A client that acks what it moved only after the broker confirmed its copy (CLU-7's
+//! conversion) is thereby stopped between a confirm and its ack, whatever its timing; the suite
+//! then kills it. Plain AMQP only (a TLS stream cannot be read).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +48,12 @@ pub struct Proxy {
     lost: Arc<AtomicU64>,
     /// New connections are closed at once while set (see the module doc).
     down: Arc<AtomicBool>,
+    /// Confirms after which a connection's client bytes are held (0: off; see the module doc).
+    hold_after: Arc<AtomicU64>,
+    /// Client → broker bytes are dropped while set: a connection's confirms reached `hold_after`.
+    holding: Arc<AtomicBool>,
+    /// Client → broker bytes dropped while holding.
+    held_bytes: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -50,7 +64,9 @@ impl Proxy {
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let (losing, lost): (Arc<AtomicBool>, Arc<AtomicU64>) = Default::default();
         let down: Arc<AtomicBool> = Arc::default();
-        let (links2, losing2, lost2, down2) = (links.clone(), losing.clone(), lost.clone(), down.clone());
+        let hold = Hold::default();
+        let (links2, losing2, lost2, down2, hold2) =
+            (links.clone(), losing.clone(), lost.clone(), down.clone(), hold.clone());
         let accept = tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 if down2.load(Ordering::SeqCst) {
@@ -58,15 +74,21 @@ impl Proxy {
                     continue;
                 }
                 let upstream = upstream.clone();
-                let (losing, lost, down) = (losing2.clone(), lost2.clone(), down2.clone());
+                let (losing, lost, down, hold) = (losing2.clone(), lost2.clone(), down2.clone(), hold2.clone());
                 let task = tokio::spawn(async move {
                     if let Ok(outbound) = TcpStream::connect(&upstream).await {
                         let (in_r, in_w) = inbound.into_split();
                         let (out_r, out_w) = outbound.into_split();
-                        let never = Arc::new(AtomicBool::new(false));
                         // A link that slipped past a `go_down` ends at its next read.
-                        let up = pump(in_r, out_w, never, Arc::default(), down.clone());
-                        let down = pump(out_r, in_w, losing, lost, down);
+                        let up = pump(
+                            in_r,
+                            out_w,
+                            hold.holding.clone(),
+                            hold.dropped.clone(),
+                            down.clone(),
+                            None,
+                        );
+                        let down = pump(out_r, in_w, losing, lost, down, Some((ConfirmScan::default(), hold)));
                         // Either direction ending ends the link (both sockets close on drop).
                         tokio::select! {
                             _ = up => {}
@@ -88,7 +110,29 @@ impl Proxy {
             losing,
             lost,
             down,
+            hold_after: hold.after,
+            holding: hold.holding,
+            held_bytes: hold.dropped,
         })
+    }
+
+    /// Once the broker's publisher confirms on one connection cover `publishes` publishes (the
+    /// highest `basic.ack` delivery tag of each channel, summed), that connection's — and every
+    /// other's — client → broker bytes are dropped until [`Proxy::cut`]: the client is stopped
+    /// between those confirms and whatever it would send next (its acks). One-shot: disarmed when
+    /// it fires. The confirms themselves still reach the client.
+    pub fn hold_after_confirms(&self, publishes: u64) {
+        self.hold_after.store(publishes.max(1), Ordering::SeqCst);
+    }
+
+    /// Whether [`Proxy::hold_after_confirms`] fired: clients' bytes are being dropped.
+    pub fn holding(&self) -> bool {
+        self.holding.load(Ordering::SeqCst)
+    }
+
+    /// Client → broker bytes dropped since the hold fired.
+    pub fn held_bytes(&self) -> u64 {
+        self.held_bytes.load(Ordering::SeqCst)
     }
 
     /// Cuts every live connection and closes every new one at once until [`Proxy::come_back`]:
@@ -131,6 +175,7 @@ impl Proxy {
         }
         // New connections carry everything again.
         self.losing.store(false, Ordering::SeqCst);
+        self.holding.store(false, Ordering::SeqCst);
         self.cuts.fetch_add(1, Ordering::Relaxed);
         n
     }
@@ -144,14 +189,102 @@ impl Proxy {
     }
 }
 
+/// The proxy's state for [`Proxy::hold_after_confirms`], shared with every link.
+#[derive(Clone, Default)]
+struct Hold {
+    after: Arc<AtomicU64>,
+    holding: Arc<AtomicBool>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// Reads the frames a broker sends (AMQP 0-9-1 §4.2.3: type, channel, size, payload, 0xCE) as
+/// they pass, and keeps the highest publisher-confirm tag of each channel. Only the first bytes
+/// of a frame's payload are kept; the rest is skipped as it streams by.
+#[derive(Default)]
+struct ConfirmScan {
+    /// The current frame's header (7 bytes) and the start of its payload.
+    head: Vec<u8>,
+    /// Bytes of the current frame still to skip (rest of the payload and the frame end).
+    skip: usize,
+    /// Highest `basic.ack` delivery tag per channel.
+    tags: HashMap<u16, u64>,
+}
+
+impl ConfirmScan {
+    /// Frame header bytes, then class id, method id and a `basic.ack`'s delivery tag.
+    const HEADER: usize = 7;
+    const LOOK: usize = 2 + 2 + 8;
+
+    /// Reads `bytes`; returns the publishes confirmed so far (each channel's highest tag, summed).
+    fn feed(&mut self, mut bytes: &[u8]) -> u64 {
+        loop {
+            if self.skip > 0 {
+                let k = self.skip.min(bytes.len());
+                self.skip -= k;
+                bytes = &bytes[k..];
+                if self.skip > 0 {
+                    break;
+                }
+            }
+            let need = self.needed();
+            if self.head.len() >= Self::HEADER && self.head.len() == need {
+                let look = need - Self::HEADER;
+                self.frame(look);
+                self.skip = self.size() - look + 1;
+                self.head.clear();
+                continue;
+            }
+            if bytes.is_empty() {
+                break;
+            }
+            let k = (need - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
+        }
+        self.tags.values().sum()
+    }
+
+    /// The current frame's payload size (its header is in `head`).
+    fn size(&self) -> usize {
+        u32::from_be_bytes([self.head[3], self.head[4], self.head[5], self.head[6]]) as usize
+    }
+
+    /// How many bytes of the current frame `head` is to hold: its header, then the start of its
+    /// payload.
+    fn needed(&self) -> usize {
+        if self.head.len() < Self::HEADER {
+            Self::HEADER
+        } else {
+            Self::HEADER + self.size().min(Self::LOOK)
+        }
+    }
+
+    /// One frame's header and first `look` payload bytes are in `head`.
+    fn frame(&mut self, look: usize) {
+        let h = &self.head;
+        // A method frame of class basic (60), method ack (80): a publisher confirm.
+        if h[0] == 1 && look == Self::LOOK && h[7..11] == [0, 60, 0, 80] {
+            let channel = u16::from_be_bytes([h[1], h[2]]);
+            let mut tag = [0u8; 8];
+            tag.copy_from_slice(&h[11..19]);
+            let tag = u64::from_be_bytes(tag);
+            let max = self.tags.entry(channel).or_default();
+            *max = (*max).max(tag);
+        }
+    }
+}
+
 /// Copies `from` to `to` until either side closes or the proxy is `down`; while `losing` is set,
-/// reads are counted in `lost` and dropped instead of written.
+/// reads are counted in `lost` and dropped instead of written. With `scan` (the broker's side),
+/// the frames are read first, and the hold fires before the confirm that reaches its count is
+/// passed on — so nothing the client sends after seeing it gets through.
 async fn pump(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     losing: Arc<AtomicBool>,
     lost: Arc<AtomicU64>,
     down: Arc<AtomicBool>,
+    mut scan: Option<(ConfirmScan, Hold)>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -161,6 +294,19 @@ async fn pump(
         };
         if down.load(Ordering::SeqCst) {
             return;
+        }
+        if let Some((frames, hold)) = scan.as_mut() {
+            let after = hold.after.load(Ordering::SeqCst);
+            let confirmed = frames.feed(&buf[..n]);
+            if after > 0
+                && confirmed >= after
+                && hold
+                    .after
+                    .compare_exchange(after, 0, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                hold.holding.store(true, Ordering::SeqCst);
+            }
         }
         if losing.load(Ordering::SeqCst) {
             lost.fetch_add(n as u64, Ordering::SeqCst);
@@ -201,6 +347,102 @@ mod tests {
             }
         });
         addr
+    }
+
+    /// One AMQP frame: type, channel, size, payload, frame end.
+    fn frame(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![kind];
+        f.extend_from_slice(&channel.to_be_bytes());
+        f.extend_from_slice(&u32::try_from(payload.len()).expect("size").to_be_bytes());
+        f.extend_from_slice(payload);
+        f.push(0xCE);
+        f
+    }
+
+    /// A `basic.ack` method frame (a publisher confirm from the broker).
+    fn basic_ack(channel: u16, tag: u64, multiple: bool) -> Vec<u8> {
+        let mut p = vec![0, 60, 0, 80];
+        p.extend_from_slice(&tag.to_be_bytes());
+        p.push(u8::from(multiple));
+        frame(1, channel, &p)
+    }
+
+    #[test]
+    fn confirm_scan_sums_each_channels_highest_tag_across_any_split() {
+        let mut stream = Vec::new();
+        stream.extend(frame(8, 0, &[]));
+        // A get-ok and a body that happens to hold the bytes of a basic.ack: not a confirm.
+        stream.extend(frame(1, 1, &[0, 60, 0, 71, 0, 0, 0, 0, 0, 0, 0, 9, 0]));
+        let mut body = vec![0, 60, 0, 80];
+        body.extend_from_slice(&500u64.to_be_bytes());
+        body.extend(vec![7u8; 300]);
+        stream.extend(frame(3, 2, &body));
+        stream.extend(basic_ack(2, 40, true));
+        stream.extend(basic_ack(2, 30, false));
+        stream.extend(basic_ack(3, 5, false));
+        for chunk in [1usize, 2, 5, 13, 64, stream.len()] {
+            let mut scan = ConfirmScan::default();
+            let mut total = 0;
+            for c in stream.chunks(chunk) {
+                total = scan.feed(c);
+            }
+            assert_eq!(total, 45, "chunks of {chunk}");
+            assert!(scan.head.is_empty() && scan.skip == 0, "ends on a frame boundary");
+        }
+    }
+
+    #[tokio::test]
+    async fn holds_what_the_client_sends_once_the_confirms_reach_the_count() {
+        let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = upstream.local_addr().expect("addr");
+        let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let (say_tx, mut say_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            if let Ok((s, _)) = upstream.accept().await {
+                let (mut r, mut w) = s.into_split();
+                tokio::spawn(async move {
+                    while let Some(b) = say_rx.recv().await {
+                        if w.write_all(&b).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let mut buf = [0u8; 64];
+                while let Ok(n) = r.read(&mut buf).await {
+                    if n == 0 || got_tx.send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let proxy = Proxy::start(addr.to_string()).await.expect("proxy");
+        proxy.hold_after_confirms(3);
+        let mut c = TcpStream::connect(proxy.listen()).await.expect("connect");
+        c.write_all(b"publish").await.expect("write");
+        assert_eq!(got_rx.recv().await.as_deref(), Some(&b"publish"[..]));
+        let first = basic_ack(1, 2, true);
+        say_tx.send(first.clone()).expect("say");
+        let mut buf = vec![0u8; first.len()];
+        c.read_exact(&mut buf).await.expect("the first confirm");
+        assert!(!proxy.holding(), "two confirmed, three asked for");
+        c.write_all(b"ack-2").await.expect("write");
+        assert_eq!(got_rx.recv().await.as_deref(), Some(&b"ack-2"[..]));
+        let second = basic_ack(1, 3, false);
+        say_tx.send(second.clone()).expect("say");
+        let mut buf = vec![0u8; second.len()];
+        c.read_exact(&mut buf)
+            .await
+            .expect("the confirm that fires the hold still arrives");
+        assert!(proxy.holding());
+        c.write_all(b"ack-3").await.expect("write");
+        let more = tokio::time::timeout(std::time::Duration::from_millis(300), got_rx.recv()).await;
+        assert!(
+            more.is_err(),
+            "the ack after the confirm never reached the broker: {more:?}"
+        );
+        assert_eq!(proxy.held_bytes(), 5);
+        assert_eq!(proxy.cut(), 1);
+        assert!(!proxy.holding(), "a cut ends the hold");
     }
 
     #[tokio::test]
