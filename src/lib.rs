@@ -20,6 +20,7 @@
 //! - [`legacy`] — the v1.0.0 broker state of `fixtures/legacy/`, seeded for migration scenarios
 //! - [`schemas`] — the contract's JSON Schemas (`fixtures/schemas/`), checked on every answer read
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
+//! - [`reaction`] — a gateway's reaction judged against SPEC's number, the machine's part measured and taken off
 //! - [`tls`] — test-time certificates for `amqps://` brokers
 
 pub mod broker;
@@ -38,6 +39,7 @@ pub mod names;
 pub mod ports;
 pub mod probe;
 pub mod proxy;
+pub mod reaction;
 pub mod report;
 pub mod schemas;
 pub mod timing;
