@@ -35,4 +35,10 @@ pub enum Fault {
     /// Switched off, the agents are alive again. For one pane, and for good, use
     /// [`FakeHerdr::agent_exits`](super::FakeHerdr::agent_exits).
     AgentGone,
+    /// An older herdr, one without `pane.process_info`: the method is refused as herdr refuses any
+    /// method it does not know — `id: ""`, code `invalid_request`, "invalid request: unknown
+    /// variant `pane.process_info`, expected one of … at line 1 column N" (real herdr v0.8.2's
+    /// answer to an unknown method, `fixtures/herdr-0.8.2`, the "unknown method" row), the list
+    /// without `pane.process_info`. SPEC [C-20]: such a herdr leaves the status gate alone to decide.
+    NoProcessInfo,
 }

@@ -113,6 +113,7 @@ impl FakeHerdr {
                     procs: vec![Proc::new(ctx.next_pid(), &[agent.to_string()])],
                     exec: false,
                     agent: true,
+                    ignores_input: false,
                 });
                 pane.agent = Some(agent.to_string());
                 pane.set_shown(status, ctx);
@@ -205,6 +206,41 @@ impl FakeHerdr {
                     job.procs.push(Proc::new(pid, argv));
                 }
             }
+        });
+    }
+
+    /// [`FakeHerdr::run_job`] for a job that never reads its terminal, such as `bash sleeper.sh`
+    /// running `sleep 1000`: herdr's status stays what it was, and lines submitted meanwhile wait
+    /// in the terminal's input queue ([`InputOutcome::Unread`]) until the job ends
+    /// ([`FakeHerdr::exit_program`]) and the shell at its prompt runs them
+    /// ([`InputOutcome::RanInShell`]), as real herdr v0.8.2 showed; ctrl+c or ctrl+z flushes them
+    /// ([`InputOutcome::Flushed`]). Ignored, with a warning, for an unknown pane.
+    pub fn run_job_ignoring_input(&self, pane_id: &str, group: &[&[&str]]) {
+        self.run_job(pane_id, group);
+        self.update_pane(pane_id, |pane, _| {
+            if let Some(job) = pane.jobs.last_mut() {
+                job.ignores_input = true;
+            }
+        });
+    }
+
+    /// The program in front reports `status` as agent `agent`, as `pane.report_agent {source:
+    /// "custom:<agent>", agent, state}` does: the program in front becomes the pane's agent (an
+    /// agent herdr does not recognise by name keeps its last status when it exits). Ignored, with
+    /// a warning, for an unknown pane.
+    pub fn report_agent(&self, pane_id: &str, agent: &str, status: AgentStatus) {
+        self.update_pane(pane_id, |pane, ctx| {
+            if pane.agent.is_none() {
+                pane.unseen_work = false;
+            }
+            pane.agent = Some(agent.to_string());
+            for job in &mut pane.jobs {
+                job.agent = false;
+            }
+            if let Some(job) = pane.jobs.last_mut().filter(|j| !j.is_prompt()) {
+                job.agent = true;
+            }
+            pane.report(status, ctx);
         });
     }
 

@@ -33,7 +33,9 @@
 //!   within 2 s) and `agent.*` answers `agent_not_found`. Any other agent that exits leaves its
 //!   last status and name behind while its shell has the terminal — the shell hazard
 //!   ([`Fault::AgentGone`] for every pane at once). `pane.release_agent` makes the pane a plain
-//!   shell pane to herdr. Every agent state change counts in `state_change_seq`.
+//!   shell pane to herdr. `state_change_seq` is one server-wide count of agent state changes; each
+//!   agent record carries the count of its last change. Only a change of what herdr shows counts
+//!   (a second `working`, an `idle` while `done` do not), as measured on real herdr.
 //! - **Layout** (`model.rs`). Ids are `wN`, `wN:tM`, `wN:pK`, counted per workspace and never
 //!   reused. The first workspace is the focused one and its first tab the active one (a
 //!   `focus: true` create moves them); closing a tab's last pane removes the tab, removing a

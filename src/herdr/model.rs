@@ -110,6 +110,7 @@ impl Pane {
     /// shows `done` in an unfocused pane — work nobody has seen; in the focused pane, and for an
     /// agent's first report, it shows `idle`.
     pub(super) fn report(&mut self, status: AgentStatus, ctx: &mut Ctx<'_>) {
+        let before = self.status;
         self.status = match status {
             AgentStatus::Idle if self.unseen_work && !ctx.focused => AgentStatus::Done,
             status => status,
@@ -118,18 +119,26 @@ impl Pane {
             AgentStatus::Working | AgentStatus::Blocked | AgentStatus::Unknown | AgentStatus::Done => true,
             AgentStatus::Idle => false,
         };
-        self.changed(ctx);
+        if self.status != before {
+            self.changed(ctx);
+        }
     }
 
     /// Sets what herdr shows for the agent without deriving anything (a test's or a detection's
     /// word): a `done`, `working` or `blocked` agent has work nobody has seen.
     pub(super) fn set_shown(&mut self, status: AgentStatus, ctx: &mut Ctx<'_>) {
+        let before = self.status;
         self.status = status;
         self.unseen_work = matches!(status, AgentStatus::Working | AgentStatus::Blocked | AgentStatus::Done);
-        self.changed(ctx);
+        if self.status != before {
+            self.changed(ctx);
+        }
     }
 
-    /// Counts an agent state change (`state_change_seq`).
+    /// Counts an agent state change (`state_change_seq`). Real herdr v0.8.2 counts only changes
+    /// of what it shows: a report of the status already shown (`working` again, `idle` while
+    /// `done`) leaves the count (`2026-12-04/probe-real.jsonl`: idle, working, working, idle → 1,
+    /// 2, 2, 3); callers check that the status moved.
     pub(super) fn changed(&mut self, ctx: &mut Ctx<'_>) {
         *ctx.seq += 1;
         self.state_change_seq = *ctx.seq;
@@ -164,6 +173,7 @@ impl Pane {
             procs: vec![Proc::new(if exec { under_pid } else { ctx.next_pid() }, argv)],
             exec,
             agent: false,
+            ignores_input: false,
         };
         let name = job.name().to_string();
         if exec && !self.jobs.is_empty() {
@@ -173,8 +183,10 @@ impl Pane {
         if is_recognised_agent(&name) && self.agent.is_none() {
             job.agent = true;
             self.agent = Some(name);
-            self.set_shown(AgentStatus::Unknown, ctx);
+            // A new agent to herdr: a change even though the status shown stays `unknown`.
+            self.status = AgentStatus::Unknown;
             self.unseen_work = false;
+            self.changed(ctx);
         }
         self.jobs.push(job);
     }
@@ -188,7 +200,36 @@ impl Pane {
             Some(job) if job.exec && self.jobs.len() == 1 => Exited::PaneProcess,
             Some(_) => {
                 self.jobs.pop();
+                self.read_queued_input(ctx);
                 Exited::Job
+            }
+        }
+    }
+
+    /// Lines waiting in the terminal's input queue ([`InputOutcome::Unread`]) reach what holds
+    /// the terminal now: a shell at its prompt runs them ([`InputOutcome::RanInShell`]), the
+    /// agent or another program reads them ([`InputOutcome::Submitted`]); a program that never
+    /// reads leaves them waiting.
+    pub(super) fn read_queued_input(&mut self, ctx: &mut Ctx<'_>) {
+        for i in 0..self.inputs.len() {
+            if self.inputs[i].outcome != InputOutcome::Unread {
+                continue;
+            }
+            if self.shell_in_front(ctx.faults) {
+                let text = self.inputs[i].text.clone();
+                self.run_in_shell(&text, ctx);
+                self.inputs[i].outcome = InputOutcome::RanInShell;
+            } else if self.front(ctx.faults).is_some_and(|j| !j.ignores_input) {
+                self.inputs[i].outcome = InputOutcome::Submitted;
+            }
+        }
+    }
+
+    /// ctrl+c and ctrl+z flush the terminal's input queue (a tty's `ISIG` default).
+    fn flush_queued_input(&mut self) {
+        for r in &mut self.inputs {
+            if r.outcome == InputOutcome::Unread {
+                r.outcome = InputOutcome::Flushed;
             }
         }
     }
@@ -223,6 +264,9 @@ impl Pane {
         if self.shell_in_front(ctx.faults) {
             self.run_in_shell(text, ctx);
             return InputOutcome::RanInShell;
+        }
+        if self.front(ctx.faults).is_some_and(|j| j.ignores_input) {
+            return InputOutcome::Unread;
         }
         if !self.agent_in_front(ctx.faults) || !self.status.is_ready() {
             return InputOutcome::Submitted;
@@ -276,6 +320,9 @@ impl Pane {
             "d" => front.is_prompt() && !front.exec,
             _ => false,
         };
+        if matches!(key.key.as_str(), "c" | "z") {
+            self.flush_queued_input();
+        }
         if ends && self.jobs.last().is_some_and(|j| !j.agent) {
             self.jobs.pop();
         }

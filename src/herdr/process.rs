@@ -58,11 +58,14 @@ impl Proc {
 
 /// A job started from a prompt: a process group, its leader first. `exec` replaced the shell
 /// that ran it (the leader's pid is that shell's). `agent` marks the pane's agent process.
+/// `ignores_input`: the job never reads its terminal (`bash sleeper.sh` running `sleep 1000`):
+/// lines submitted while it is in front wait in the terminal's input queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Job {
     pub(super) procs: Vec<Proc>,
     pub(super) exec: bool,
     pub(super) agent: bool,
+    pub(super) ignores_input: bool,
 }
 
 impl Job {
@@ -159,6 +162,7 @@ mod tests {
             procs: vec![Proc::new(1, &argv(words))],
             exec: false,
             agent: false,
+            ignores_input: false,
         };
         assert!(job(&["bash"]).is_prompt());
         assert!(job(&["/bin/zsh", "-l"]).is_prompt());

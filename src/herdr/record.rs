@@ -16,8 +16,19 @@ pub enum InputOutcome {
     Typed,
     /// Submitted while a shell at its prompt had the terminal (a plain shell pane, a nested
     /// shell, or a pane whose agent had died: [`FakeHerdr::agent_exits`], [`Fault::AgentGone`]):
-    /// the shell ran the text as a command line. Never an inject: no agent saw it.
+    /// the shell ran the text as a command line. Never an inject: no agent saw it. Also a line
+    /// that waited [`InputOutcome::Unread`] and reached a shell at its prompt when the program
+    /// in front ended — what real herdr v0.8.2 showed (`2026-12-04/e2e-replay-b.jsonl`, the
+    /// `bash sleeper.sh` pane: `command not found` once `sleep` ended).
     RanInShell,
+    /// Submitted while a program that never reads its terminal held it
+    /// ([`FakeHerdr::run_job_ignoring_input`]): the line waits in the terminal's input queue, for
+    /// whatever reads the terminal next (the shell at its prompt once the program ends: then
+    /// [`InputOutcome::RanInShell`]).
+    Unread,
+    /// A line that waited [`InputOutcome::Unread`] and was thrown away: ctrl+c or ctrl+z
+    /// flushes the terminal's input queue.
+    Flushed,
 }
 
 /// One accepted `pane.send_input`, as recorded for the pane.

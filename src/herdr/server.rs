@@ -161,6 +161,13 @@ impl Shared {
             "pane.send_input" => parse_params(params, column).and_then(|p| self.send_input(p, received_at)),
             "pane.get" => parse_params(params, column).and_then(|p: PaneTarget| self.pane_get(&p.pane_id)),
             "pane.close" => parse_params(params, column).and_then(|p: PaneTarget| self.pane_close(&p.pane_id)),
+            "pane.process_info" if self.fault(Fault::NoProcessInfo) => Err(WireError::new(
+                "invalid_request",
+                format!(
+                    "{} at line 1 column {column}",
+                    unknown_method_message_without(&method, "pane.process_info")
+                ),
+            )),
             "pane.process_info" => parse_params(params, column)
                 .and_then(|p: OptionalPaneTarget| self.pane_process_info(p.pane_id.as_deref())),
             "pane.report_agent" => parse_params(params, column).and_then(|p| self.report_agent(p)),

@@ -142,7 +142,17 @@ pub(super) fn invalid_request(detail: impl std::fmt::Display) -> Envelope {
 }
 
 pub(super) fn unknown_method_message(method: &str) -> String {
-    let expected: Vec<String> = HERDR_METHODS.iter().map(|m| format!("`{m}`")).collect();
+    unknown_method_message_without(method, "")
+}
+
+/// [`unknown_method_message`] of a herdr that lacks `missing` (an older herdr,
+/// [`Fault::NoProcessInfo`]): its list of methods leaves it out.
+pub(super) fn unknown_method_message_without(method: &str, missing: &str) -> String {
+    let expected: Vec<String> = HERDR_METHODS
+        .iter()
+        .filter(|m| **m != missing)
+        .map(|m| format!("`{m}`"))
+        .collect();
     format!(
         "invalid request: unknown variant `{method}`, expected one of {}",
         expected.join(", ")

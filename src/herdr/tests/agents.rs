@@ -339,6 +339,14 @@ async fn an_agent_reports_and_releases_over_the_wire_as_in_real_herdr() {
     let answer = rpc(&h, "agent.get", json!({"target": pane})).await;
     assert_eq!(answer["result"]["agent"]["agent_status"], "done");
     assert_eq!(answer["result"]["agent"]["state_change_seq"].as_u64(), Some(first + 2));
+    // Real herdr counts only what it shows changing: `idle` while `done` and `working` twice do not.
+    rpc(&h, "pane.report_agent", report("idle")).await;
+    let answer = rpc(&h, "agent.get", json!({"target": pane})).await;
+    assert_eq!(answer["result"]["agent"]["state_change_seq"].as_u64(), Some(first + 2));
+    rpc(&h, "pane.report_agent", report("working")).await;
+    rpc(&h, "pane.report_agent", report("working")).await;
+    let answer = rpc(&h, "agent.get", json!({"target": pane})).await;
+    assert_eq!(answer["result"]["agent"]["state_change_seq"].as_u64(), Some(first + 3));
     let line = json!({"id": "bad", "method": "pane.report_agent", "params": report("finished")});
     let bad = raw(&h, &line.to_string()).await;
     assert_eq!(code(&bad), "invalid_request", "{bad}");

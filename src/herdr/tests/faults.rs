@@ -126,3 +126,27 @@ async fn fault_send_input_fails() {
     assert!(h.input_log(&pane).is_empty());
     assert_eq!(h.status(&pane), Some(AgentStatus::Idle));
 }
+
+#[tokio::test]
+async fn fault_no_process_info_answers_as_herdr_does_for_a_method_it_does_not_know() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    h.set_fault(Fault::NoProcessInfo, true);
+    let line = json!({"id": "q1", "method": "pane.process_info", "params": {"pane_id": pane}});
+    let answer = raw(&h, &line.to_string()).await;
+    assert_eq!(code(&answer), "invalid_request", "{answer}");
+    assert_eq!(answer["id"], "", "an unknown method has no id to herdr: {answer}");
+    let message = answer["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with("invalid request: unknown variant `pane.process_info`, expected one of `ping`, "),
+        "{message}"
+    );
+    let list = message.split_once("expected one of").map_or("", |(_, l)| l);
+    assert!(!list.contains("`pane.process_info`"), "the list leaves it out: {message}");
+    assert!(message.contains(" at line 1 column "), "{message}");
+    // The rest of herdr answers as before.
+    assert_eq!(result_type(&rpc(&h, "pane.get", json!({"pane_id": pane})).await), "pane_info");
+    h.set_fault(Fault::NoProcessInfo, false);
+    let answer = rpc(&h, "pane.process_info", json!({"pane_id": pane})).await;
+    assert_eq!(result_type(&answer), "pane_process_info", "{answer}");
+}

@@ -185,3 +185,69 @@ async fn an_agent_that_never_reports_leaves_the_status_where_it_was() {
     );
     assert_eq!(status_on_wire(&h, &pane).await, "idle", "no report, no change");
 }
+
+/// Real herdr v0.8.2 (`2026-12-04/e2e-replay-b.jsonl`, the `bash sleeper.sh` pane): an agent that
+/// reports its own status exits (its status stays), a script that never reads its terminal takes
+/// it; a brief typed then waits in the terminal, and the shell runs it once the script ends.
+#[tokio::test]
+async fn a_line_typed_to_a_program_that_never_reads_waits_and_the_shell_runs_it_when_it_ends() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_shell_pane();
+    h.run_program(&pane, &["python3", "agent.py"]);
+    h.report_agent(&pane, "probeagent", AgentStatus::Idle);
+    let seq = |h: FakeHerdr, pane: String| async move {
+        rpc(&h, "agent.get", json!({"target": pane})).await["result"]["agent"]["state_change_seq"]
+            .as_u64()
+            .expect("a state_change_seq")
+    };
+    let before = seq(h.clone(), pane.clone()).await;
+    h.agent_exits(&pane);
+    h.run_job_ignoring_input(&pane, &[&["bash", "sleeper.sh"], &["sleep", "1000"]]);
+    assert_eq!(status_on_wire(&h, &pane).await, "idle", "the exited agent's status stays");
+    assert_eq!(seq(h.clone(), pane.clone()).await, before, "nothing changed to herdr");
+    let (_, _, procs) = processes(&h, &pane).await;
+    assert_eq!(
+        names(&procs),
+        vec![("bash", vec!["bash", "sleeper.sh"]), ("sleep", vec!["sleep", "1000"])]
+    );
+    send(&h, &pane, "echo brief").await;
+    assert_eq!(h.input_log(&pane)[0].outcome, InputOutcome::Unread);
+    assert!(h.inputs(&pane).is_empty() && h.ran_in_shell(&pane).is_empty());
+    h.exit_program(&pane);
+    assert_eq!(h.ran_in_shell(&pane), vec!["echo brief"], "the shell ran the waiting line");
+    // ctrl+c flushes what waits instead.
+    h.run_job_ignoring_input(&pane, &[&["bash", "sleeper.sh"], &["sleep", "1000"]]);
+    send(&h, &pane, "echo second").await;
+    let ctrl_c = json!({"pane_id": pane, "text": "", "keys": ["ctrl+c"]});
+    rpc(&h, "pane.send_input", ctrl_c).await;
+    let log = h.input_log(&pane);
+    assert_eq!(log[1].outcome, InputOutcome::Flushed, "{log:?}");
+    assert_eq!(h.ran_in_shell(&pane), vec!["echo brief"]);
+}
+
+/// A restarted agent in the same pane: a program herdr recognises exits (`unknown`, a change)
+/// and starts again (a change); an agent that reports its status itself and restarts reporting
+/// the status herdr already shows changes nothing (real herdr counts only changes).
+#[tokio::test]
+async fn a_restarted_agent_moves_state_change_seq_only_when_what_herdr_shows_changes() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    let seq = |h: FakeHerdr, pane: String| async move {
+        rpc(&h, "agent.get", json!({"target": pane})).await["result"]["agent"]["state_change_seq"].as_u64()
+    };
+    let first = seq(h.clone(), pane.clone()).await.expect("an agent");
+    h.agent_exits(&pane);
+    assert_eq!(seq(h.clone(), pane.clone()).await, None, "herdr forgot the agent");
+    h.run_program(&pane, &["claude"]);
+    h.set_status(&pane, AgentStatus::Idle);
+    let again = seq(h.clone(), pane.clone()).await.expect("the new agent");
+    assert!(again > first, "{first} → {again}");
+    let custom = h.add_shell_pane();
+    h.run_program(&custom, &["python3", "agent.py"]);
+    h.report_agent(&custom, "probeagent", AgentStatus::Idle);
+    let shown = seq(h.clone(), custom.clone()).await.expect("the agent");
+    h.agent_exits(&custom);
+    h.run_program(&custom, &["python3", "agent.py"]);
+    h.report_agent(&custom, "probeagent", AgentStatus::Idle);
+    assert_eq!(seq(h.clone(), custom.clone()).await, Some(shown));
+}
