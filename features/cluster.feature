@@ -183,3 +183,19 @@ Feature: Cluster profile — quorum inboxes on a 3-node RabbitMQ cluster, node l
       | where                                                                                  |
       | the inbox already quorum and holding part of the messages                              |
       | at a moment that leaves some messages both in the inbox and in the conversion's own queue |
+
+  # CLU-7's "idempotent" at the first step's own risky moment: a moved batch confirmed (its copies
+  # safe in the conversion's queue) while its originals are still unacked in the inbox. The suite
+  # makes that moment rather than waiting for it: the conversion reaches the broker through a
+  # relay of the suite's that, once the broker's publisher confirms cover 150 publishes, drops
+  # whatever the conversion sends next (its acks); then it is killed. A rerun that moves the
+  # originals again without regard to the copies doubles them. Read at the inbox (CONTRACT §11).
+  @CLU-7 @convert-interrupted @convert-step-one
+  Scenario: the conversion, killed in its first step between the broker's confirm of a copy and the ack of its original, then run again to the end and once more, leaves every message in the quorum inbox once, in order
+    Given host "b" runs a gateway with a main "w1"
+    And the broker holds a classic inbox of a main "lead" with 500 replies from "w1", signed by host "b"
+    When the conversion of the inbox of "lead" is killed with SIGKILL in its first step, once the broker has confirmed 150 of its copies and before their originals' acks reach it
+    And the conversion of the inbox of "lead" runs again to the end
+    And the conversion of the inbox of "lead" runs once more
+    Then the inbox of "lead" is a quorum queue with a single active consumer, reject-publish overflow and at-least-once dead-lettering
+    And the inbox of "lead" holds the 500 replies from "w1" in the order sent, each once

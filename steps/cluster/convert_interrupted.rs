@@ -49,7 +49,7 @@ enum Point {
 }
 
 /// The seeded inbox's gid and msgIds, for `name`.
-fn seeded(w: &FleetWorld, name: &str) -> anyhow::Result<(String, Vec<String>)> {
+pub(super) fn seeded(w: &FleetWorld, name: &str) -> anyhow::Result<(String, Vec<String>)> {
     match &w.cluster.seeded {
         Some(s) if s.name == name => Ok((s.gid.clone(), s.ids.clone())),
         _ => bail!("no seeded inbox for {name:?}"),
@@ -57,12 +57,12 @@ fn seeded(w: &FleetWorld, name: &str) -> anyhow::Result<(String, Vec<String>)> {
 }
 
 /// Ready messages of `queue` by a passive declare; 0 for a queue that does not exist.
-async fn ready(watch: &LegacyBroker, queue: &str) -> anyhow::Result<Option<u32>> {
+pub(super) async fn ready(watch: &LegacyBroker, queue: &str) -> anyhow::Result<Option<u32>> {
     Ok(watch.queue_state(queue).await?.map(|s| s.messages))
 }
 
 /// The summed ready messages of `queues`.
-async fn ready_sum(watch: &LegacyBroker, queues: &[String]) -> anyhow::Result<u64> {
+pub(super) async fn ready_sum(watch: &LegacyBroker, queues: &[String]) -> anyhow::Result<u64> {
     let mut sum = 0u64;
     for q in queues {
         sum += u64::from(ready(watch, q).await?.unwrap_or(0));

@@ -37,6 +37,7 @@ use crate::world::FleetWorld;
 
 mod convert;
 mod convert_interrupted;
+mod convert_step1;
 mod queue_form;
 mod stall;
 mod tls;
