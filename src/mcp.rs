@@ -20,6 +20,12 @@
 //!
 //! rmcp's transport would re-initialize on a 404 by itself (and replay the refused POST); that is
 //! switched off so that this module alone decides, and says, what happened to each call.
+//!
+//! **It calls only what it was listed**, as Claude Code and the official SDKs do (SPEC [C-22]):
+//! each session asks `tools/list` once, right after `initialize`, and a call of a tool that
+//! listing did not hold fails without reaching the gateway, naming [C-22]. So every scenario
+//! drives each tool through a client that would have offered it to a model.
+//! [`McpClient::call_unlisted`] is the one way around that, for judging a refusal.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -67,6 +73,12 @@ pub enum McpError {
     },
     #[error("the MCP client for {url} was closed by its owner; {tool} was not sent")]
     Closed { url: String, tool: String },
+    /// The session's `tools/list` did not hold the tool, so a real MCP client would never call it.
+    #[error(
+        "tool {tool} is not in this session's tools/list [{listed}], so an MCP client never offers \
+         it to its model (SPEC [C-22]: every tool the caller's role may call MUST be listed); not sent"
+    )]
+    Unlisted { tool: String, listed: String },
     /// The tool answered outside the contract's schema (`fixtures/schemas/`).
     #[error(transparent)]
     Contract(#[from] crate::schemas::SchemaViolation),
@@ -157,6 +169,14 @@ fn retry_safe(tool: &str) -> bool {
     matches!(tool, "bridge_roster" | "tools/list")
 }
 
+/// One tool as the session's `tools/list` offered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedTool {
+    pub name: String,
+    /// Its `inputSchema`, as sent.
+    pub input_schema: Value,
+}
+
 /// One entity's MCP session. Dropping it closes the session (and fails its handles' calls).
 pub struct McpClient {
     session: Arc<Session>,
@@ -183,6 +203,8 @@ struct Session {
 /// session it saw die was already replaced.
 struct Slot {
     service: Option<RunningService<RoleClient, ()>>,
+    /// What `tools/list` offered the current service's session.
+    listed: Arc<Vec<ListedTool>>,
     generation: u64,
     closed: bool,
 }
@@ -206,7 +228,7 @@ impl McpClient {
 
     /// [`McpClient::connect`] with explicit deadlines.
     pub async fn connect_with(url: &str, token: &str, deadlines: Deadlines) -> Result<McpClient, McpError> {
-        let service = open(url, token, deadlines.connect).await?;
+        let (service, listed) = open(url, token, deadlines.connect).await?;
         Ok(McpClient {
             session: Arc::new(Session {
                 url: url.to_string(),
@@ -214,6 +236,7 @@ impl McpClient {
                 deadlines,
                 slot: Mutex::new(Slot {
                     service: Some(service),
+                    listed: Arc::new(listed),
                     generation: 0,
                     closed: false,
                 }),
@@ -244,6 +267,25 @@ impl McpClient {
     pub async fn call(&self, tool: &str, args: Value) -> Result<Value, McpError> {
         self.handle().call(tool, args).await
     }
+
+    /// What the current session's `tools/list` offered (asked once per session).
+    pub fn listed(&self) -> Arc<Vec<ListedTool>> {
+        self.session.slot().listed.clone()
+    }
+
+    /// Calls `tool` by name whether or not it was listed, and returns its result undecoded:
+    /// for judging that a tool the caller may not call is refused ([C-22]). No schema check.
+    pub async fn call_unlisted(&self, tool: &str, args: Value) -> Result<CallToolResult, McpError> {
+        let (budget, basis) = self.session.deadlines.for_call(tool, &args);
+        let arguments = args.as_object().cloned().unwrap_or_default();
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        self.session
+            .run(tool, &args, budget, basis, |peer| {
+                let params = params.clone();
+                async move { peer.call_tool(params).await }
+            })
+            .await
+    }
 }
 
 impl Drop for McpClient {
@@ -262,6 +304,13 @@ impl McpHandle {
     /// Calls `tool` with `args` (a JSON object) and returns its structured result, within the
     /// call's deadline ([`Deadlines::for_call`]).
     pub async fn call(&self, tool: &str, args: Value) -> Result<Value, McpError> {
+        let listed = self.session.slot().listed.clone();
+        if !listed.iter().any(|t| t.name == tool) {
+            return Err(McpError::Unlisted {
+                tool: tool.to_string(),
+                listed: listed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
+            });
+        }
         let (budget, basis) = self.session.deadlines.for_call(tool, &args);
         let arguments = args.as_object().cloned().unwrap_or_default();
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
@@ -335,8 +384,41 @@ pub fn http_client() -> reqwest::Client {
         .unwrap_or_else(|_| reqwest::Client::new())
 }
 
-/// Opens a new MCP session: HTTP transport with the bearer token, then `initialize`.
-async fn open(url: &str, token: &str, within: Duration) -> Result<RunningService<RoleClient, ()>, McpError> {
+/// Opens a new MCP session: HTTP transport with the bearer token, `initialize`, then `tools/list`
+/// (all pages) — what the session may call.
+async fn open(
+    url: &str,
+    token: &str,
+    within: Duration,
+) -> Result<(RunningService<RoleClient, ()>, Vec<ListedTool>), McpError> {
+    let deadline = Instant::now() + within;
+    let service = initialize(url, token, within).await?;
+    let failed = |reason: String| McpError::Connect {
+        url: url.to_string(),
+        reason,
+    };
+    let tools = match tokio::time::timeout_at(deadline, service.peer().list_all_tools()).await {
+        Ok(Ok(tools)) => tools,
+        Ok(Err(e)) => return Err(failed(format!("tools/list after initialize failed: {e}"))),
+        Err(_) => {
+            return Err(failed(format!(
+                "no answer to initialize and tools/list within {}",
+                Secs(within)
+            )));
+        }
+    };
+    let listed = tools
+        .into_iter()
+        .map(|t| ListedTool {
+            name: t.name.to_string(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+        })
+        .collect();
+    Ok((service, listed))
+}
+
+/// HTTP transport with the bearer token, then `initialize`.
+async fn initialize(url: &str, token: &str, within: Duration) -> Result<RunningService<RoleClient, ()>, McpError> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
         .auth_header(token.to_string())
         // Session expiry is handled in `Session::run`, which knows whether a call may be repeated.
@@ -389,7 +471,7 @@ impl Session {
         if stale && let Some(current) = self.current(tool)? {
             return Ok(current);
         }
-        let service = open(&self.url, &self.token, self.deadlines.connect).await?;
+        let (service, listed) = open(&self.url, &self.token, self.deadlines.connect).await?;
         let peer = service.peer().clone();
         let old = {
             let mut slot = self.slot();
@@ -400,6 +482,7 @@ impl Session {
                 });
             }
             slot.generation = generation + 1;
+            slot.listed = Arc::new(listed);
             slot.service.replace(service)
         };
         drop(old);

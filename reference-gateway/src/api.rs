@@ -37,6 +37,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route_layer(middleware::from_fn_with_state(gw.clone(), admin_auth));
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn(session_end))
         .layer(middleware::from_fn_with_state(gw.clone(), entity_auth));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -69,6 +70,17 @@ async fn entity_auth(State(gw): State<Arc<Gateway>>, req: Request, next: Next) -
         )
             .into_response(),
     }
+}
+
+/// [C-22]: a session ended with `DELETE /mcp` is answered 204, what the official SDKs expect
+/// (rmcp closes the session and answers 202, which the Python SDK logs as a failed termination).
+async fn session_end(req: Request, next: Next) -> Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let res = next.run(req).await;
+    if delete && res.status() == StatusCode::ACCEPTED {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    res
 }
 
 fn error_response(e: EntityError) -> Response {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -23,8 +23,10 @@ use crate::gateway::Gateway;
 use crate::metrics::{Metrics, Stage};
 use crate::publish::{Outgoing, PublishError};
 use crate::pull::Want;
-use crate::registry::{Entity, Role};
+use crate::registry::Entity;
 use crate::topology::MSG_EXCHANGE;
+
+mod tools;
 
 /// The MCP server of one gateway; cheap to clone per session.
 #[derive(Clone)]
@@ -46,47 +48,6 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .ok()?
         .strip_prefix("Bearer ")
         .map(str::trim)
-}
-
-fn schema(props: Value, required: &[&str]) -> Arc<serde_json::Map<String, Value>> {
-    let v = json!({"type": "object", "properties": props, "required": required});
-    Arc::new(v.as_object().cloned().unwrap_or_default())
-}
-
-fn tools() -> Vec<Tool> {
-    vec![
-        Tool::new(
-            "bridge_send",
-            "Send a task brief to an entity. Returns once it was injected (or failed); with wait_reply it stays open until the worker's REPLY or ASK.",
-            schema(
-                json!({"to": {"type": "string"}, "text": {"type": "string"}, "wait_reply": {"type": "boolean", "default": true}, "timeout_s": {"type": "number"}}),
-                &["to", "text"],
-            ),
-        ),
-        Tool::new(
-            "bridge_wait",
-            "Wait for the next held message or question (optionally only from one sender).",
-            schema(
-                json!({"from": {"type": "string"}, "timeout_s": {"type": "number"}}),
-                &[],
-            ),
-        ),
-        Tool::new(
-            "bridge_poll",
-            "Drain held messages (optionally only from one sender).",
-            schema(json!({"from": {"type": "string"}, "max": {"type": "integer"}}), &[]),
-        ),
-        Tool::new(
-            "bridge_reply",
-            "Reply to your parent main.",
-            schema(json!({"text": {"type": "string"}}), &["text"]),
-        ),
-        Tool::new(
-            "bridge_roster",
-            "The union roster view of all hosts.",
-            schema(json!({}), &[]),
-        ),
-    ]
 }
 
 #[derive(Deserialize)]
@@ -193,17 +154,6 @@ impl Mcp {
         self.gw
             .entity_by_token(token)
             .ok_or_else(|| ErrorData::invalid_request("unknown bearer token", None))
-    }
-
-    fn require(&self, who: &Entity, roles: &[Role], tool: &str) -> Result<(), ErrorData> {
-        if roles.contains(&who.role) {
-            Ok(())
-        } else {
-            Err(ErrorData::invalid_request(
-                format!("{tool} is not available to a {}", who.role.as_str()),
-                None,
-            ))
-        }
     }
 
     async fn send(&self, me: Entity, a: SendArgs) -> Result<CallToolResponse, ErrorData> {
@@ -520,10 +470,12 @@ impl ServerHandler for Mcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // [C-22]: a caller is listed every tool its role may call, and only those.
+        let me = self.caller(&context)?;
         Ok(ListToolsResult {
-            tools: tools(),
+            tools: tools::listed_for(me.role),
             ..Default::default()
         })
     }
@@ -534,45 +486,35 @@ impl ServerHandler for Mcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let me = self.caller(&context)?;
-        let pulls = [Role::Main, Role::Orchestrator];
+        match tools::may_call(me.role, &request.name) {
+            Some(true) => {}
+            // [C-22]: a tool the caller is not listed is refused as a tool error (`isError`).
+            Some(false) => {
+                return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                    "{} is not available to a {}",
+                    request.name,
+                    me.role.as_str()
+                ))])
+                .into());
+            }
+            None => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {}", request.name),
+                    None,
+                ));
+            }
+        }
         match request.name.as_ref() {
-            "bridge_send" => {
-                self.require(&me, &pulls, "bridge_send")?;
-                self.send(me, args(&request)?).await
-            }
-            "bridge_wait" => {
-                self.require(&me, &pulls, "bridge_wait")?;
-                self.wait(me, args(&request)?).await
-            }
-            "bridge_poll" => {
-                self.require(&me, &pulls, "bridge_poll")?;
-                self.poll(me, args(&request)?).await
-            }
-            "bridge_reply" => {
-                self.require(&me, &[Role::Worker], "bridge_reply")?;
-                self.reply(me, args(&request)?).await
-            }
+            "bridge_send" => self.send(me, args(&request)?).await,
+            "bridge_wait" => self.wait(me, args(&request)?).await,
+            "bridge_poll" => self.poll(me, args(&request)?).await,
+            "bridge_reply" => self.reply(me, args(&request)?).await,
             "bridge_roster" => ok(json!({"entries": self.gw.roster.snapshot()})),
-            "bridge_broadcast" => {
-                self.require(&me, &pulls, "bridge_broadcast")?;
-                self.broadcast(me, args(&request)?).await
-            }
-            "bridge_spawn" => {
-                self.require(&me, &pulls, "bridge_spawn")?;
-                self.spawn(me, args(&request)?).await
-            }
-            "bridge_stop" => {
-                self.require(&me, &pulls, "bridge_stop")?;
-                self.stop(me, args(&request)?).await
-            }
-            "bridge_ask" => {
-                self.require(&me, &[Role::Worker], "bridge_ask")?;
-                self.ask(me, args(&request)?).await
-            }
-            "bridge_answer" => {
-                self.require(&me, &pulls, "bridge_answer")?;
-                self.answer(me, args(&request)?).await
-            }
+            "bridge_broadcast" => self.broadcast(me, args(&request)?).await,
+            "bridge_spawn" => self.spawn(me, args(&request)?).await,
+            "bridge_stop" => self.stop(me, args(&request)?).await,
+            "bridge_ask" => self.ask(me, args(&request)?).await,
+            "bridge_answer" => self.answer(me, args(&request)?).await,
             other => Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
         }
     }

@@ -226,6 +226,7 @@ fn mcp_error_label(e: &fleet_conformance::mcp::McpError) -> String {
         McpError::Connect { .. } => "connect",
         McpError::Tool { .. } => "tool error",
         McpError::Contract(_) => "contract violation",
+        McpError::Unlisted { .. } => "tool not listed",
         McpError::Call { .. } | McpError::Closed { .. } => "other",
     };
     format!("error: {kind}")
