@@ -140,6 +140,21 @@ pub fn log_line_at(line: &str, level: LogLevel) -> bool {
     }
 }
 
+/// CONTRACT §5: a healthy start logs no line at ERROR. `log` is what the process logged from its
+/// start until it was ready (and the broker up, nothing refused); `Err` lists the ERROR lines.
+pub fn healthy_start(host: &str, log: &str) -> Result<(), String> {
+    let errors: Vec<&str> = log.lines().filter(|l| log_line_at(l, LogLevel::Error)).collect();
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "gateway {host} logged {} line(s) at ERROR on a healthy start, before it was ready (CONTRACT §5: \
+         a healthy start logs none; an ERROR line means a refusal):\n{}",
+        errors.len(),
+        errors.join("\n")
+    ))
+}
+
 /// The levels CONTRACT §5 judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogLevel {

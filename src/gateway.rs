@@ -371,6 +371,17 @@ impl GatewayProcess {
         &self.log_path
     }
 
+    /// The lines the current process has logged so far: the log after the marker the suite
+    /// writes at each (re)start.
+    pub fn log_since_start(&self) -> String {
+        let log = self.log();
+        let marker = format!("===== start #{} of gateway {} =====", self.starts, self.spec.host);
+        match log.rfind(&marker) {
+            Some(at) => log[at + marker.len()..].to_string(),
+            None => log,
+        }
+    }
+
     fn api_err(&self, what: &str, reason: impl ToString) -> GatewayError {
         GatewayError::Api {
             host: self.spec.host.clone(),

@@ -371,8 +371,9 @@ impl FleetWorld {
         }
         let (spec, herdr) = self.host_spec(host).await?;
         let gateway = GatewayProcess::start(spec).await?;
+        let started = fleet_conformance::contract::healthy_start(host, &gateway.log_since_start());
         self.hosts.insert(host.to_string(), Host { gateway, herdr });
-        Ok(())
+        started.map_err(anyhow::Error::msg)
     }
 
     /// Starts `host`'s fake herdr and returns it with the gateway spec `start_host` would use.

@@ -33,6 +33,7 @@ pub mod departures;
 pub mod entities;
 pub mod entity_state;
 pub mod envelope;
+pub mod expected_close;
 pub mod forward;
 pub mod gateway;
 pub mod grace;

@@ -125,13 +125,18 @@ fn cert_check(req: fleet_gateway::membership::cli::CheckRequest) -> anyhow::Resu
     Ok(())
 }
 
-/// Drops [`fleet_gateway::topology::is_probe_noise`] events. Decided per event (a probe runs for
+/// Drops [`fleet_gateway::topology::is_probe_noise`] events and the channel closes the gateway
+/// asked for ([`fleet_gateway::expected_close`]). Decided per event (a probe runs for
 /// milliseconds), so lapin's ERROR callsites are never cached as on or off.
 struct ProbeNoise;
 
 impl<S> tracing_subscriber::layer::Filter<S> for ProbeNoise {
     fn enabled(&self, meta: &tracing::Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
         !fleet_gateway::topology::is_probe_noise(meta)
+    }
+
+    fn event_enabled(&self, event: &tracing::Event<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        !fleet_gateway::expected_close::is_expected_close(event)
     }
 
     fn callsite_enabled(&self, meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
@@ -145,7 +150,8 @@ impl<S> tracing_subscriber::layer::Filter<S> for ProbeNoise {
 
 /// Logs to stderr, `RUST_LOG` or `info,lapin=warn,rmcp=warn`, in text or JSON; lapin's ERROR
 /// events about the `bridge.delay` probe's expected close are dropped
-/// ([`fleet_gateway::topology::is_probe_noise`]).
+/// ([`fleet_gateway::topology::is_probe_noise`]), and so are those about a passive declare's
+/// expected 404 ([`fleet_gateway::expected_close`]).
 fn init_logs(format: &str) {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;

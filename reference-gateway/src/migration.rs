@@ -128,13 +128,15 @@ static MIGRATION_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(()
 /// Whether the background retry loop runs.
 static RETRYING: AtomicBool = AtomicBool::new(false);
 
-/// Passive declare on its own channel: `Ok(Some((messages, consumers)))`, `Ok(None)` for 404;
-/// bounded by `t`.
+/// Passive declare on its own channel: `Ok(Some((messages, consumers)))`, `Ok(None)` for 404
+/// (logged by nobody: [`crate::expected_close`]); bounded by `t`.
 async fn peek(ch: &Channel, queue: &str, t: Duration) -> Result<Option<(u32, u32)>, String> {
     let opts = QueueDeclareOptions {
         passive: true,
         ..QueueDeclareOptions::default()
     };
+    // The 404 of a queue that is gone closes the channel; that close is expected, not an ERROR.
+    let _looking = crate::expected_close::LookingFor::start(ch.id());
     match tokio::time::timeout(t, ch.queue_declare(queue.into(), opts, FieldTable::default())).await {
         Ok(Ok(q)) => Ok(Some((q.message_count(), q.consumer_count()))),
         Ok(Err(e)) if topology::amqp_code(&e) == Some(404) => Ok(None),

@@ -326,12 +326,13 @@ pub async fn declare_inbox(ch: &Channel, q: &QueueArgs, gid: &str, groups: &[Str
 }
 
 /// Passive declare: `Ok(Some((messages, consumers)))`, `Ok(None)` when the queue does not exist
-/// (a 404, which closes `ch`).
+/// (a 404, which closes `ch`; not logged as an error: [`crate::expected_close`]).
 pub async fn peek(ch: &Channel, queue: &str) -> lapin::Result<Option<(u32, u32)>> {
     let opts = QueueDeclareOptions {
         passive: true,
         ..QueueDeclareOptions::default()
     };
+    let _looking = crate::expected_close::LookingFor::start(ch.id());
     match ch.queue_declare(queue.into(), opts, FieldTable::default()).await {
         Ok(q) => Ok(Some((q.message_count(), q.consumer_count()))),
         Err(e) if amqp_code(&e) == Some(404) => Ok(None),

@@ -122,19 +122,33 @@ pub fn judge(registry: &Registry, catalogue: &[Scenario], runs: Vec<BrokerRun>, 
                     .iter()
                     .find(|l| l.tags.iter().any(|t| t.trim_start_matches('@') == req.id))
                 {
-                    // The brokers' limit, not the gateway's failure: what would judge it.
-                    let mut wanted: Vec<&str> = Vec::new();
+                    // The brokers' limit, not the gateway's failure: what would judge it. Each
+                    // left-out scenario judges the requirement on its own, so any one of the
+                    // brokers they need would do: "A (for "s1") or B (for "s2", "s3")".
+                    let mut wanted: Vec<(&str, Vec<&str>)> = Vec::new();
                     for l in run
                         .left_out
                         .iter()
                         .filter(|l| l.tags.iter().any(|t| t.trim_start_matches('@') == req.id))
                     {
                         let need = broker_needed(&l.tags).unwrap_or(l.reason.as_str());
-                        if !wanted.contains(&need) {
-                            wanted.push(need);
+                        match wanted.iter_mut().find(|(n, _)| *n == need) {
+                            Some((_, names)) => names.push(l.name.as_str()),
+                            None => wanted.push((need, vec![l.name.as_str()])),
                         }
                     }
-                    needs = Some(wanted.join("; and "));
+                    needs = Some(if wanted.len() == 1 {
+                        wanted.iter().map(|(n, _)| n.to_string()).collect()
+                    } else {
+                        wanted
+                            .iter()
+                            .map(|(n, names)| {
+                                let names: Vec<String> = names.iter().map(|s| format!("\"{s}\"")).collect();
+                                format!("{n} (for {})", names.join(", "))
+                            })
+                            .collect::<Vec<_>>()
+                            .join("; or ")
+                    });
                     format!("left out on this broker: \"{}\" — {}", l.name, l.reason)
                 } else {
                     format!("{runnable} selected scenario(s) never reported a result")

@@ -48,6 +48,51 @@ fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
     );
 }
 
+/// Each left-out scenario could judge the requirement alone: the need reads "A (for …) or B
+/// (for …)", never "A and B" (one TLS node judges SEC-1's own scenarios).
+#[test]
+fn a_requirement_left_out_twice_needs_either_broker() {
+    let reg = crate::conformance::registry::test_registry();
+    let c = caps(&[]);
+    let results: Vec<ScenarioResult> = everything_but(&[], &[])
+        .into_iter()
+        .filter(|s| s.name != "exchanges")
+        .collect();
+    let mut r = run(results);
+    for (name, tag, reason) in [
+        (
+            "exchanges",
+            "@broker-tls",
+            "it needs the broker's amqps listener (@broker-tls)",
+        ),
+        (
+            "exchanges on a cluster",
+            "@broker-cluster",
+            "it needs a cluster broker (@broker-cluster)",
+        ),
+    ] {
+        r.left_out.push(LeftOut {
+            name: name.into(),
+            file: None,
+            line: 1,
+            tags: vec!["@TOP-1".into(), tag.into()],
+            reason: reason.into(),
+        });
+    }
+    let base = Baseline::default();
+    let j = judge(&reg, &catalogue(), vec![r], plain(&c, &base));
+    let needs = cell(&j, "TOP-1").needs.clone().unwrap_or_default();
+    assert!(
+        needs.contains("TLS listener") && needs.contains("(for \"exchanges\")"),
+        "{needs}"
+    );
+    assert!(
+        needs.contains("; or a cluster broker") && needs.contains("(for \"exchanges on a cluster\")"),
+        "{needs}"
+    );
+    assert!(!needs.contains("; and "), "either broker judges it: {needs}");
+}
+
 #[test]
 fn the_judgement_lists_every_scenario_left_out_with_why() {
     let reg = crate::conformance::registry::test_registry();
