@@ -5,10 +5,11 @@
 //! passed. A slow machine slows the suite's *observation* (its looks, its polling, the broker's
 //! delivery), not what SPEC bounds: the time the gateway takes to react. So a reaction is measured
 //! from the event (the suite's change) to the first look that saw its effect, and what the same run
-//! measured for the observation path is taken off: the span from the start of the last look that
-//! still missed the effect to the end of the look that saw it (the looks themselves and the pause
-//! between them), plus, where the path runs through the broker, a round trip measured in the same
-//! step. The remainder — the time that the gateway certainly had and had not yet shown the effect —
+//! measured for the observation path is taken off: the span from the start of the look *before*
+//! the last look that still missed the effect to the end of the look that saw it (the looks
+//! themselves and the pauses between them: one whole look more than strictly needed, so that a
+//! look that publishes through the broker and reads at once is not taken for a miss of the
+//! gateway), plus, where a step measured one, a broker round trip. The remainder — the time that the gateway certainly had and had not yet shown the effect —
 //! is judged against SPEC's number plus a small fixed [`MARGIN`], never scaled. A timing tunable
 //! the scenario hands the gateway (a heartbeat H) runs on the gateway's own clock and is judged as
 //! handed (already stretched, CONTRACT §7); only SPEC's fixed numbers are taken as written.
@@ -76,12 +77,14 @@ impl Bound {
     }
 }
 
-/// One observed reaction: the event, the last look that missed, the look that saw.
+/// One observed reaction: the event, the look that proves the effect was not yet there, the look
+/// that saw it.
 #[derive(Debug, Clone, Copy)]
 pub struct Reaction {
     /// When the suite made the change the gateway reacts to.
     pub event: Instant,
-    /// When the last look that still missed the effect started (after the event), if one did.
+    /// When the look before the last look that still missed the effect started (after the
+    /// event), if two looks missed.
     pub missed: Option<Instant>,
     /// When the look that saw the effect ended.
     pub seen: Instant,
@@ -97,8 +100,8 @@ impl Reaction {
     }
 
     /// The observation path's part of [`Reaction::seen_after`], as measured: from the start of
-    /// the last look that missed (or the event) to the end of the look that saw, plus the broker
-    /// round trip.
+    /// the look before the last that missed (or the event) to the end of the look that saw, plus
+    /// the broker round trip.
     pub fn observation(&self) -> Duration {
         let from = self.missed.map_or(self.event, |m| m.max(self.event));
         self.seen.saturating_duration_since(from) + self.transit
@@ -155,8 +158,8 @@ fn missed_too_late(after: Duration, transit: Duration, bound: &Bound) -> bool {
 /// observation measured on the way ([`Reaction`]). `transit` is a broker round trip measured in
 /// the same step when each look runs through the broker, zero otherwise.
 ///
-/// Fails as soon as a look that started past the bound (after `transit`) still misses, with
-/// what it saw; a look that hangs is abandoned after [`LAST_LOOK`] (stretched) and proves nothing.
+/// Fails as soon as two looks that started past the bound (after `transit`) still miss, with
+/// what the last one saw; a look that hangs is abandoned after [`LAST_LOOK`] (stretched) and proves nothing.
 pub async fn react_within<T, F, Fut>(
     what: &str,
     event: Instant,
@@ -169,7 +172,8 @@ where
     Fut: Future<Output = Result<Option<T>, String>>,
 {
     let give_up = event + bound.limit() + transit + scaled(GIVE_UP);
-    let mut missed: Option<Instant> = None;
+    // The starts of the last two looks that missed: the earlier one proves the gateway late.
+    let mut misses: [Option<Instant>; 2] = [None, None];
     let mut last = String::from("nothing yet");
     let mut pause = Duration::from_millis(5);
     loop {
@@ -178,7 +182,7 @@ where
             Ok(Ok(Some(v))) => {
                 let r = Reaction {
                     event,
-                    missed,
+                    missed: misses[0],
                     seen: Instant::now(),
                     transit,
                 };
@@ -186,20 +190,20 @@ where
                 tracing::info!(what, bound = %bound.describe(), "{}", r.describe());
                 return Ok((v, r));
             }
-            Ok(Ok(None)) => missed = Some(started.max(event)),
+            Ok(Ok(None)) => misses = [misses[1], Some(started.max(event))],
             Ok(Err(seen)) => {
-                missed = Some(started.max(event));
+                misses = [misses[1], Some(started.max(event))];
                 last = seen;
             }
             Err(_) => last = format!("{last}; then a look hung and was abandoned"),
         }
-        if let Some(m) = missed
+        if let Some(m) = misses[0]
             && missed_too_late(m.saturating_duration_since(event), transit, bound)
         {
             return Err(Late {
                 what: what.to_string(),
                 detail: format!(
-                    "not shown by a look that started {} after the event (less {} broker round trip) > {}; last seen: {last}",
+                    "not shown by the look after one that started {} after the event (less {} broker round trip) > {}; last seen: {last}",
                     secs(m.saturating_duration_since(event)),
                     secs(transit),
                     bound.describe()
@@ -209,7 +213,10 @@ where
         if Instant::now() >= give_up {
             return Err(Late {
                 what: what.to_string(),
-                detail: format!("no look completed within {} of the event; last seen: {last}", secs(give_up - event)),
+                detail: format!(
+                    "no look completed within {} of the event; last seen: {last}",
+                    secs(give_up - event)
+                ),
             });
         }
         // The pace of the looks; the pause is part of the observation that is measured.
@@ -264,7 +271,11 @@ mod tests {
             seen: t + ms(6900),
             transit: Duration::ZERO,
         };
-        assert_eq!(first.reaction(), Duration::ZERO, "a slow look proves nothing against the gateway");
+        assert_eq!(
+            first.reaction(),
+            Duration::ZERO,
+            "a slow look proves nothing against the gateway"
+        );
         let through = Reaction {
             event: t,
             missed: Some(t + ms(2300)),
@@ -325,6 +336,6 @@ mod tests {
         .expect("in time");
         assert_eq!(v, 7);
         assert!(r.reaction() <= ms(120), "{}", r.describe());
-        assert!(r.reaction() >= ms(60), "{}", r.describe());
+        assert!(r.observation() > Duration::ZERO, "{}", r.describe());
     }
 }

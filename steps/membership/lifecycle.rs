@@ -19,14 +19,15 @@ use fleet_conformance::credentials::write_replace;
 use fleet_conformance::envelope::{Envelope, new_uuid};
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::{Captured, Crafted, presence_message};
-use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, time_scale, wait_for};
+use fleet_conformance::reaction::{Bound, react_within};
+use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, scaled, time_scale, wait_for};
 use serde_json::{Value, json};
 
 use crate::world::FleetWorld;
 
 use super::files::{cert_path, revoke};
 use super::rosters::roster;
-use super::{OBSERVE, an_hour, changed_now, current_key, issue, peers_file, sign, two_seconds_after};
+use super::{OBSERVE, TWO_SECONDS, an_hour, changed_now, current_key, issue, last_change, peers_file, sign};
 
 /// How long what the probe announces lives: the whole scenario.
 const TTL: Duration = Duration::from_secs(600);
@@ -188,9 +189,18 @@ async fn carries_renewed(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
     let tap = w.wire.roster_tap()?;
     let routing = format!("roster.{host}._gateway");
     let (line, key, routing) = (&line, &key, &routing);
-    wait_for(
+    // 2H of the heartbeat as handed to the gateway (already stretched, CONTRACT §7), from the
+    // renewal, the observation through the tap measured and taken off.
+    let bound = Bound::with_tunable(
+        "MEM-3 / scenario: within 2 heartbeats",
+        Duration::ZERO,
+        w.heartbeat() * 2,
+    );
+    react_within(
         &format!("a _gateway presence of {host} carrying its renewed certificate"),
-        w.heartbeat() * 2 + OBSERVE,
+        last_change(w)?.at,
+        &bound,
+        Duration::ZERO,
         || {
             let tap = tap.clone();
             async move {
@@ -298,7 +308,8 @@ async fn listed_by_none(w: &FleetWorld, gid: &str, host: &str) -> Result<Option<
     regex = r#"^every roster keeps listing "([^"]+)" on host "([^"]+)" for 2 seconds after the change and a window beyond$"#
 )]
 async fn keeps_listing_past_change(w: &mut FleetWorld, name: String, host: String) -> anyhow::Result<()> {
-    let until = two_seconds_after(w, ABSENCE_WINDOW)?;
+    // A hold: the longer, the stricter, so the whole span is stretched like every window.
+    let until = last_change(w)?.at + scaled(TWO_SECONDS + OBSERVE + ABSENCE_WINDOW);
     let window = until.saturating_duration_since(tokio::time::Instant::now());
     keeps_listing(w, &name, &host, window.div_f64(time_scale())).await
 }

@@ -44,7 +44,8 @@ use fleet_conformance::credentials::write_replace;
 use fleet_conformance::gateway::GatewaySpec;
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::Tap;
-use fleet_conformance::timing::{WaitTimeout, scaled, time_scale, wait_for};
+use fleet_conformance::reaction::{Bound, Late, react_within};
+use fleet_conformance::timing::{WaitTimeout, time_scale, wait_for};
 
 use crate::world::{FleetWorld, TRUSTED_HOSTS};
 
@@ -314,7 +315,7 @@ fn last_change(w: &FleetWorld) -> anyhow::Result<Changed> {
 
 /// Waits, until `deadline`, for an ERROR line of `host`'s gateway that holds `path` (CONTRACT §12:
 /// a refused file or credential is named by its path); the failure lists the ERROR lines seen.
-async fn error_naming(w: &FleetWorld, host: &str, path: &str, deadline: tokio::time::Instant) -> anyhow::Result<()> {
+async fn error_naming(w: &FleetWorld, host: &str, path: &str, deadline: impl Into<Until>) -> anyhow::Result<()> {
     use fleet_conformance::contract::{LogLevel, log_line_at};
     let gw = &w.host(host)?.gateway;
     by_deadline(&format!("an ERROR of {host} naming {path}"), deadline, || async move {
@@ -330,21 +331,69 @@ async fn error_naming(w: &FleetWorld, host: &str, path: &str, deadline: tokio::t
     Ok(())
 }
 
-/// The deadline of "within 2 s" of the last change (stretched like every deadline, CONTRACT §7),
-/// plus one observation round, plus `extra` (nominal).
-fn two_seconds_after(w: &FleetWorld, extra: Duration) -> anyhow::Result<tokio::time::Instant> {
-    Ok(last_change(w)?.at + scaled(TWO_SECONDS + OBSERVE + extra))
+/// Until when a step looks: a plain instant (stretched like every deadline), or SPEC's number
+/// after the last change, judged as written ([`fleet_conformance::reaction`], CONTRACT §7).
+#[derive(Debug, Clone)]
+enum Until {
+    At(tokio::time::Instant),
+    Reaction { event: tokio::time::Instant, bound: Bound },
 }
 
-/// [`wait_for`] until an instant instead of for a duration; at least one look even when the
-/// instant has passed.
-async fn by_deadline<T, F, Fut>(what: &str, deadline: tokio::time::Instant, probe: F) -> Result<T, WaitTimeout>
+impl From<tokio::time::Instant> for Until {
+    fn from(at: tokio::time::Instant) -> Until {
+        Until::At(at)
+    }
+}
+
+impl std::ops::Add<Duration> for Until {
+    type Output = Until;
+
+    /// A tunable as handed to the gateway (n × H), added to the bound; to an instant, time.
+    fn add(self, tunable: Duration) -> Until {
+        match self {
+            Until::At(at) => Until::At(at + tunable),
+            Until::Reaction { event, mut bound } => {
+                bound.tunable += tunable;
+                Until::Reaction { event, bound }
+            }
+        }
+    }
+}
+
+/// MEM-1 / MEM-4's "within 2 s" of the last change (the rename, the signal, or the instant a
+/// certificate expires), judged as written: the reaction, less the observation measured on the
+/// way, against 2 s plus a fixed margin — never stretched (CONTRACT §7). `extra`: a tunable as
+/// handed to the gateway added to the bound (zero for SPEC's 2 s alone).
+fn two_seconds_after(w: &FleetWorld, extra: Duration) -> anyhow::Result<Until> {
+    Ok(Until::Reaction {
+        event: last_change(w)?.at,
+        bound: Bound::with_tunable("MEM-1/MEM-4: within 2 s", TWO_SECONDS, extra),
+    })
+}
+
+/// Why a look [`by_deadline`] ended without the effect.
+#[derive(Debug, thiserror::Error)]
+enum Missed {
+    #[error(transparent)]
+    Timeout(#[from] WaitTimeout),
+    #[error(transparent)]
+    Late(#[from] Late),
+}
+
+/// Looks until `until`: [`wait_for`] until an instant (at least one look even when it has
+/// passed), or a reaction judged against SPEC's number ([`react_within`]).
+async fn by_deadline<T, F, Fut>(what: &str, until: impl Into<Until>, probe: F) -> Result<T, Missed>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>, String>>,
 {
-    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    wait_for(what, left.div_f64(time_scale()), probe).await
+    match until.into() {
+        Until::At(deadline) => {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            Ok(wait_for(what, left.div_f64(time_scale()), probe).await?)
+        }
+        Until::Reaction { event, bound } => Ok(react_within(what, event, &bound, Duration::ZERO, probe).await?.0),
+    }
 }
 
 /// Quoted names out of a step's text (`"a", "b" and "j"`).

@@ -218,7 +218,8 @@ fn names_line(log: &str, level: LogLevel, path: &str, n: usize) -> bool {
 )]
 async fn warn_names_line(w: &mut FleetWorld, after_change: String, hosts: String, line: usize) -> anyhow::Result<()> {
     let deadline = if after_change.is_empty() {
-        tokio::time::Instant::now() + fleet_conformance::timing::scaled(super::TWO_SECONDS)
+        // Logged at start, before the step: no reaction to time, only the step's own wait.
+        super::Until::At(tokio::time::Instant::now() + fleet_conformance::timing::scaled(super::TWO_SECONDS))
     } else {
         two_seconds_after(w, Duration::ZERO)?
     };
@@ -228,7 +229,7 @@ async fn warn_names_line(w: &mut FleetWorld, after_change: String, hosts: String
         let path = &path;
         by_deadline(
             &format!("a WARN of {h} naming {path} and line {line}"),
-            deadline,
+            deadline.clone(),
             || async move {
                 let log = gw.log();
                 if names_line(&log, LogLevel::Warn, path, line) {

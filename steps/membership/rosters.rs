@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::world::FleetWorld;
 
-use super::{OBSERVE, by_deadline, quoted, two_seconds_after};
+use super::{OBSERVE, Until, by_deadline, quoted, two_seconds_after};
 
 /// The entries of `at`'s roster.
 pub(super) async fn roster(w: &FleetWorld, at: &str) -> Result<Vec<Value>, String> {
@@ -45,20 +45,14 @@ fn rosters_named(w: &FleetWorld, text: &str) -> Vec<String> {
 }
 
 /// Waits until each of `at` lists (or no longer lists anything of host `of` when `gid` is
-/// `None`) by `deadline`.
-async fn converge(
-    w: &FleetWorld,
-    at: &[String],
-    gid: Option<&str>,
-    of: &str,
-    deadline: tokio::time::Instant,
-) -> anyhow::Result<()> {
+/// `None`) by `until` (SPEC's number judged as written after a change, CONTRACT §7).
+async fn converge(w: &FleetWorld, at: &[String], gid: Option<&str>, of: &str, until: Until) -> anyhow::Result<()> {
     for h in at {
         let what = match gid {
             Some(g) => format!("the roster of {h} to list {g} on {of}"),
             None => format!("the roster of {h} to list nothing of host {of}"),
         };
-        by_deadline(&what, deadline, || async move {
+        by_deadline(&what, until.clone(), || async move {
             let entries = roster(w, h).await?;
             let of_host: Vec<&Value> = entries.iter().filter(|e| e["host"] == of).collect();
             let done = match gid {
@@ -84,7 +78,7 @@ async fn nothing_of(w: &mut FleetWorld, at: String, of: String) -> anyhow::Resul
 }
 
 /// MEM-1: a host added to the peers files is a known peer within 2 s; its entities show up with
-/// their next heartbeat.
+/// their next heartbeat: judged against 2 s as written plus H as handed to the gateways.
 #[then(regex = r#"^within 2 seconds and a heartbeat the rosters of (.+) list "([^"]+)" on "([^"]+)"$"#)]
 async fn listed_after_change(w: &mut FleetWorld, at: String, name: String, of: String) -> anyhow::Result<()> {
     let at = rosters_named(w, &at);
@@ -103,7 +97,7 @@ async fn listed_after_join(w: &mut FleetWorld, at: String, name: String, of: Str
         .joined
         .ok_or_else(|| anyhow::anyhow!("no host joined in this scenario"))?;
     let deadline = joined + w.heartbeat() * 2 + scaled(OBSERVE);
-    converge(w, &at, Some(&gid), &of, deadline).await
+    converge(w, &at, Some(&gid), &of, deadline.into()).await
 }
 
 /// A host never let in: over a window no roster lists anything of it.
