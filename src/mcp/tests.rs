@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 
-/// What the fake does with the next `tools/call` or `tools/list`.
+/// What the fake does with the next `tools/call` (a `tools/list` is always answered).
 #[derive(Debug, Clone, Copy)]
 enum Act {
     /// Answers at once.
@@ -33,7 +33,23 @@ struct State {
     sessions: Mutex<HashSet<String>>,
     next_session: AtomicU32,
     script: Mutex<VecDeque<Act>>,
+    /// The tools `tools/list` names; every tool of SPEC §15 unless a test says otherwise.
+    listed: Mutex<Vec<String>>,
 }
+
+/// The ten tools of SPEC §15's table.
+const ALL_TOOLS: [&str; 10] = [
+    "bridge_send",
+    "bridge_wait",
+    "bridge_poll",
+    "bridge_answer",
+    "bridge_broadcast",
+    "bridge_roster",
+    "bridge_spawn",
+    "bridge_stop",
+    "bridge_reply",
+    "bridge_ask",
+];
 
 impl State {
     fn log(&self) -> Vec<String> {
@@ -56,11 +72,19 @@ impl Drop for Fake {
 
 impl Fake {
     async fn start(script: &[Act]) -> Fake {
+        Fake::listing(script, &ALL_TOOLS).await
+    }
+
+    /// A fake whose `tools/list` names only `tools`.
+    async fn listing(script: &[Act], tools: &[&str]) -> Fake {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr: SocketAddr = listener.local_addr().expect("addr");
         let state = std::sync::Arc::new(State::default());
         if let Ok(mut s) = state.script.lock() {
             s.extend(script.iter().copied());
+        }
+        if let Ok(mut l) = state.listed.lock() {
+            *l = tools.iter().map(|t| t.to_string()).collect();
         }
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -193,7 +217,7 @@ fn handle_post(req: &Request, state: &State) -> Reply {
     if msg.get("id").is_none() {
         return Reply::Bytes(response("202 Accepted", &[], ""));
     }
-    let act = if matches!(method.as_str(), "tools/call" | "tools/list") {
+    let act = if method == "tools/call" {
         state
             .script
             .lock()
@@ -222,7 +246,12 @@ fn handle_post(req: &Request, state: &State) -> Reply {
         Act::Answer | Act::Forget => {}
     }
     let result = if method == "tools/list" {
-        json!({"tools": [{"name": "bridge_roster", "inputSchema": {"type": "object"}}]})
+        let names = state.listed.lock().map(|l| l.clone()).unwrap_or_default();
+        let tools: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+            .collect();
+        json!({ "tools": tools })
     } else {
         // The echo is also a valid answer of every tool the tests call (the client checks each
         // answer against the contract's schema): a poll's messages, a roster's entries, a wait's
@@ -262,7 +291,32 @@ async fn an_answered_call_returns_the_structured_result() {
     let c = client(&fake).await;
     let v = c.call("bridge_poll", json!({"max": 3})).await.expect("answered");
     assert_eq!((&v["tool"], &v["args"]), (&json!("bridge_poll"), &json!({"max": 3})));
-    assert_eq!(c.tool_names().await.expect("listed"), vec!["bridge_roster".to_string()]);
+    assert_eq!(
+        c.tool_names().await.expect("listed"),
+        ALL_TOOLS.map(String::from).to_vec()
+    );
+    let listed: Vec<String> = c.listed().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(
+        listed,
+        ALL_TOOLS.map(String::from).to_vec(),
+        "asked once, at initialize"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_the_session_was_not_listed_is_never_sent() {
+    let fake = Fake::listing(&[], &["bridge_roster"]).await;
+    let c = client(&fake).await;
+    let err = c.call("bridge_poll", json!({})).await.expect_err("not listed");
+    let msg = err.to_string();
+    assert!(matches!(err, McpError::Unlisted { .. }), "{msg}");
+    assert!(msg.contains("[C-22]") && msg.contains("bridge_roster"), "{msg}");
+    assert_eq!(fake.calls_of("bridge_poll"), 0, "{:?}", fake.state.log());
+    // Called by name on purpose, it goes out.
+    let raw = c.call_unlisted("bridge_poll", json!({})).await.expect("sent by name");
+    assert_eq!(raw.is_error, Some(false));
+    assert_eq!(fake.calls_of("bridge_poll"), 1, "{:?}", fake.state.log());
+    c.call("bridge_roster", json!({})).await.expect("listed");
 }
 
 #[tokio::test]
