@@ -17,8 +17,10 @@
 //! - [`revocation`] — revoked and expired certificates stop verifying (MEM-4);
 //! - [`hostile`] — the probe plays hosts presenting credentials, hostile or not (MEM-2);
 //! - [`rosters`] — what every roster lists after a change (let in, or dropped within 2 s);
-//! - [`traffic`] — briefs and replies flowing across a change, and what became of them.
+//! - [`traffic`] — briefs and replies flowing across a change, and what became of them;
+//! - [`edges`] — serial ranges at both ends, ids across CAs, several principals, SIGHUP alone.
 
+mod edges;
 mod files;
 mod hostile;
 mod joining;
@@ -116,6 +118,9 @@ pub struct MemState {
     wire: Option<Arc<Tap>>,
     /// Where the last rotation began on [`MemState::wire`], and whether it was refused.
     rotation: Option<(usize, bool)>,
+    /// A refused rotation's key and certificate, still in the host's files (`edges.rs`: taken on
+    /// a later SIGHUP).
+    pending: BTreeMap<String, (HostKey, Certificate)>,
 }
 
 /// A change the next "within 2 s" counts from.
