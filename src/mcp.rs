@@ -653,5 +653,7 @@ pub fn abbreviate(args: &Value) -> String {
     cut(&shorten(args).to_string(), TOTAL)
 }
 
+pub mod listing;
+
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,7 @@ mod envelope;
 mod faults;
 mod forward;
 mod hosts;
+mod mcp_clients;
 mod membership;
 mod migration;
 mod not_sent;
