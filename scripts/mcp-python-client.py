@@ -69,6 +69,14 @@ async def run(url, token, calls, out):
     # Leaving the transport's context sent DELETE /mcp (terminate_on_close).
 
 
+def describe(e):
+    """An exception as one line; a task group's sub-exceptions spelled out (anyio wraps them)."""
+    subs = getattr(e, "exceptions", None)
+    if subs:
+        return "; ".join(describe(x) for x in subs)
+    return f"{type(e).__name__}: {e}"
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -82,7 +90,7 @@ def main():
         out["sdk"] = importlib.metadata.version("mcp")
         asyncio.run(run(url, token, calls, out))
     except BaseException as e:  # noqa: BLE001 — every failure is reported to the step, as JSON
-        out["error"] = f"{type(e).__name__}: {e}"
+        out["error"] = describe(e)
     print(json.dumps(out))
     return 0
 
