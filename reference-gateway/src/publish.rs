@@ -13,6 +13,15 @@
 //!   envelope, `msgId` and signature — once the gateway is connected again, within the publish's
 //!   bound; every kind but SEND and BROADCAST (the forward path is at-most-once, and a receiver
 //!   that restarted in between has forgotten the `msgId`) and PRESENCE (repeated every H anyway).
+//! - **A nack on a queue's first publish of the channel** is tried again, for the same kinds and
+//!   within the same bound: RabbitMQ 3.10 registers a channel as a quorum queue's enqueuer on
+//!   its first publish there, and while the queue has no reachable leader (its leader's node just
+//!   killed, a new one not elected yet) it nacks that publish without sending it on
+//!   (`rabbit_fifo_client`: "safe to reject … we never attempted to send it"). A gateway that
+//!   lost its connection with the node and republishes on a fresh channel met exactly that: its
+//!   replies and INJECTED notices were nacked, never delivered (issue 44). A nack of a queue this
+//!   channel has already had a confirm from (an inbox over its `x-max-length`, CLU-4) still fails
+//!   at once.
 //! - **Not sent is said** (CONTRACT §3, a [C-16] companion): a publish that was never handed to
 //!   the broker — no connection, or a channel lapin already knew closed, so not one byte of it was
 //!   written — is [`PublishError::NotConnected`], a *definite* failure the tools answer
@@ -208,6 +217,9 @@ pub struct Publisher {
     channel: RwLock<Option<Channel>>,
     /// [C-19]: who may publish on the current channel.
     announced: Announced,
+    /// The routing keys (queues) a publish of the current channel was confirmed to: a nack from
+    /// any other is the enqueuer registration's (see the module doc) and is tried again.
+    routed: std::sync::Mutex<HashSet<String>>,
     /// Bumped whenever the channel is replaced or an entity is announced: publishes waiting for
     /// either wake up and look again.
     changes: watch::Sender<u64>,
@@ -232,6 +244,7 @@ impl Publisher {
             default_ttl_ms,
             channel: RwLock::new(None),
             announced: Announced::default(),
+            routed: std::sync::Mutex::default(),
             changes: watch::Sender::new(0),
             confirm_timeout: std::time::Duration::from_secs(30),
             metrics: Arc::default(),
@@ -296,6 +309,7 @@ impl Publisher {
         ch.confirm_select(ConfirmSelectOptions::default()).await?;
         let mut slot = self.channel.write().await;
         self.announced.clear();
+        self.forget_routes();
         *slot = Some(ch);
         drop(slot);
         self.changes.send_modify(|n| *n += 1);
@@ -315,6 +329,7 @@ impl Publisher {
     pub async fn detach(&self) -> Option<Channel> {
         let mut slot = self.channel.write().await;
         self.announced.clear();
+        self.forget_routes();
         let ch = slot.take();
         drop(slot);
         self.changes.send_modify(|n| *n += 1);
@@ -326,6 +341,19 @@ impl Publisher {
     /// for the sender's announcement ([C-19]), the publish, and a republish after a lost
     /// connection ([C-18], see the module doc).
     pub async fn publish(&self, out: Outgoing) -> Result<Envelope, PublishError> {
+        let (kind, to, msg_id) = (out.kind, out.to.clone(), out.msg_id.clone());
+        let started = std::time::Instant::now();
+        let result = self.publish_bounded(out).await;
+        if let Err(e) = &result
+            && !matches!(e, PublishError::NoRoute | PublishError::Refused { .. })
+        {
+            // The caller answers `failed` (or FWD-5's `inject_timeout`): say why, once, here.
+            tracing::warn!(kind = kind.as_str(), %to, msg_id = msg_id.as_deref().unwrap_or("-"), error = %e, took = ?started.elapsed(), "publish failed");
+        }
+        result
+    }
+
+    async fn publish_bounded(&self, out: Outgoing) -> Result<Envelope, PublishError> {
         self.refused(out.kind)?;
         let started = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + self.confirm_timeout;
@@ -336,6 +364,7 @@ impl Publisher {
         // Whether an attempt may have reached the broker: from then on the publish can end
         // unknown, never "not sent" (CONTRACT §3).
         let mut handed = false;
+        let mut nacks = 0u32;
         loop {
             let changes = self.changes.subscribe();
             let ch = match self.ready_for(kind, &from, deadline).await {
@@ -349,6 +378,9 @@ impl Publisher {
                 (slot, Some(out)) => &*slot.insert(self.prepare(out)),
                 (None, None) => return Err(PublishError::NotConnected),
             };
+            // Whether this channel has had a confirm from the message's queue yet (a nack then
+            // is the enqueuer registration's, see the module doc).
+            let first_to_queue = !self.has_routed(&p.env.to);
             let result = match tokio::time::timeout_at(deadline, self.hand_prepared(&ch, p)).await {
                 Ok(Ok(sent)) => match tokio::time::timeout_at(deadline, self.confirmed(sent)).await {
                     Ok(r) => r,
@@ -380,9 +412,25 @@ impl Publisher {
                     Self::next_change(changes, deadline).await;
                     attempt += 1;
                 }
+                // RabbitMQ refused the channel's first publish to a quorum queue without a
+                // reachable leader: the same envelope again once one is elected, within the bound.
+                Err(PublishError::Nacked)
+                    if kind.may_republish() && first_to_queue && tokio::time::Instant::now() < deadline =>
+                {
+                    handed = true;
+                    nacks += 1;
+                    if nacks == 1 {
+                        tracing::info!(msg_id = %p.env.msg_id, kind = kind.as_str(), to = %p.env.to, "first publish to the queue on this channel nacked (no leader reachable yet?); publishing again within the bound");
+                    }
+                    Self::nack_pause(nacks, deadline).await;
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(PublishError::Nacked);
+                    }
+                    attempt += 1;
+                }
                 Err(e) if kind.may_republish() && e.lost() && tokio::time::Instant::now() < deadline => {
                     handed = true;
-                    tracing::debug!(msg_id = %p.env.msg_id, kind = kind.as_str(), error = %e, "publish lost with its connection; republishing once reconnected ([C-18])");
+                    tracing::info!(msg_id = %p.env.msg_id, kind = kind.as_str(), error = %e, "publish lost with its connection; republishing once reconnected ([C-18])");
                     // The channel that failed is replaced on the reconnect; until then wait.
                     Self::next_change(changes, deadline).await;
                     attempt += 1;
@@ -422,6 +470,24 @@ impl Publisher {
                 return Err(PublishError::NotConnected);
             }
             Self::next_change(changes, deadline).await;
+        }
+    }
+
+    /// The pause before publishing a nacked message again: 100 ms doubling to 1 s (a quorum
+    /// queue's new leader is elected within seconds), never past the deadline.
+    async fn nack_pause(nacks: u32, deadline: tokio::time::Instant) {
+        let pause = std::time::Duration::from_millis(100 << nacks.saturating_sub(1).min(4))
+            .min(std::time::Duration::from_secs(1));
+        tokio::time::sleep_until((tokio::time::Instant::now() + pause).min(deadline)).await;
+    }
+
+    fn has_routed(&self, to: &str) -> bool {
+        self.routed.lock().map(|r| r.contains(to)).unwrap_or(false)
+    }
+
+    fn forget_routes(&self) {
+        if let Ok(mut r) = self.routed.lock() {
+            r.clear();
         }
     }
 
@@ -573,6 +639,12 @@ impl Publisher {
             return Err(PublishError::NoRoute);
         }
         Metrics::count(&self.metrics.published, &[("kind", env.kind.as_str())]);
+        if env.kind != Kind::Presence
+            && let Ok(mut r) = self.routed.lock()
+            && !r.contains(&env.to)
+        {
+            r.insert(env.to.clone());
+        }
         if announces && self.announced.insert(&env.from) {
             self.changes.send_modify(|n| *n += 1);
         }
