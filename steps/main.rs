@@ -24,6 +24,7 @@ mod broker_side;
 mod cluster;
 mod envelope;
 mod faults;
+mod foreground;
 mod forward;
 mod hosts;
 mod mcp_clients;

@@ -4,8 +4,9 @@
 //! timeout, because a herdr that accepts and never answers must cost the gateway a FAILED report,
 //! not a wedged inject task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -72,6 +73,18 @@ pub struct Herdr {
     call_timeout: Duration,
     /// Set once herdr refused `pane.process_info` as an unknown method: it is not asked again.
     no_process_info: AtomicBool,
+    /// Foreground identity (CONTRACT "Foreground identity", proposed [C-20] clarification): per
+    /// worker (gid and pane), the terminal's foreground group last seen acting as its agent and
+    /// the agent record's `state_change_seq` then.
+    identities: Mutex<HashMap<String, Identity>>,
+}
+
+/// Who was last seen acting as a worker's agent: the foreground process group that held the
+/// pane's terminal then, and herdr's `state_change_seq` of the pane's agent record then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    pub group: u32,
+    pub seq: u64,
 }
 
 /// herdr's maximum line (HERDR.md): an answer that grows past it without a newline is refused.
@@ -117,6 +130,17 @@ struct PaneStatus {
 #[derive(Deserialize)]
 struct ProcessInfoAnswer {
     process_info: ProcessInfo,
+}
+
+/// `agent.get` → `agent_info{agent}`: the agent record's `state_change_seq`.
+#[derive(Deserialize)]
+struct AgentInfo {
+    agent: AgentRecord,
+}
+
+#[derive(Deserialize)]
+struct AgentRecord {
+    state_change_seq: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -264,6 +288,30 @@ impl ProcessInfo {
     }
 }
 
+/// Who has a pane's terminal and its foreground process group (`None` when herdr cannot tell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Front {
+    pub kind: Foreground,
+    pub group: Option<u32>,
+}
+
+impl Front {
+    /// [C-20]: a shell at its prompt holds the terminal: nothing may be typed.
+    pub fn is_shell(self) -> bool {
+        self.kind.is_shell()
+    }
+
+    /// Words for a log line or a FAILED detail.
+    pub fn describe(self) -> &'static str {
+        self.kind.describe()
+    }
+
+    pub const UNKNOWN: Front = Front {
+        kind: Foreground::Unknown,
+        group: None,
+    };
+}
+
 /// Who has a pane's terminal, as `pane.process_info` tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Foreground {
@@ -314,6 +362,45 @@ impl Herdr {
             next_id: AtomicU64::new(1),
             call_timeout: Duration::from_secs(5),
             no_process_info: AtomicBool::new(false),
+            identities: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The identity last bound for `key` (a worker's gid and pane), if any.
+    pub fn identity(&self, key: &str) -> Option<Identity> {
+        self.identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .copied()
+    }
+
+    /// Binds (or refreshes) the identity for `key`.
+    pub fn bind_identity(&self, key: &str, identity: Identity) {
+        self.identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.to_string(), identity);
+    }
+
+    /// Forgets the identity for `key` (herdr no longer shows an agent there).
+    pub fn forget_identity(&self, key: &str) {
+        self.identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+    }
+
+    /// `agent.get` → the pane's agent record's `state_change_seq`; `None` when herdr shows no
+    /// agent there (`agent_not_found`) or the record carries no count.
+    pub async fn agent_seq(&self, pane: &str) -> Result<Option<u64>, HerdrError> {
+        match self
+            .call::<AgentInfo>("agent.get", json!({"target": pane}), Duration::ZERO)
+            .await
+        {
+            Ok(a) => Ok(a.agent.state_change_seq),
+            Err(e) if e.code() == Some("agent_not_found") => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -391,20 +478,25 @@ impl Herdr {
     /// status after its process died, so only this tells a live agent from a bare shell. A herdr
     /// that does not know the method (it answers `invalid_request`) is [`Foreground::Unknown`],
     /// now and for every later call, without asking again.
-    pub async fn foreground(&self, pane: &str) -> Result<Foreground, HerdrError> {
+    pub async fn foreground(&self, pane: &str) -> Result<Front, HerdrError> {
         if self.no_process_info.load(Ordering::Relaxed) {
-            return Ok(Foreground::Unknown);
+            return Ok(Front::UNKNOWN);
         }
         let answer = self.call::<ProcessInfoAnswer>("pane.process_info", json!({"pane_id": pane}), Duration::ZERO);
         let info = match answer.await {
             Ok(a) => a.process_info,
             Err(e) if e.code() == Some("invalid_request") => {
                 self.no_process_info.store(true, Ordering::Relaxed);
-                return Ok(Foreground::Unknown);
+                return Ok(Front::UNKNOWN);
             }
             Err(e) => return Err(e),
         };
-        Ok(info.foreground())
+        let kind = info.foreground();
+        let group = match kind {
+            Foreground::Unknown => None,
+            _ => info.foreground_process_group_id,
+        };
+        Ok(Front { kind, group })
     }
 
     /// `pane.send_input` with Enter: types `text` into the pane and submits it.

@@ -13,13 +13,14 @@ use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
 use tracing::{info, warn};
 
+mod identity;
 pub mod pending;
 
 pub use pending::{PendingSends, SendOutcome};
 
 use crate::envelope::{Envelope, FailReason, FailedBody, Kind, now_ms};
 use crate::gateway::Gateway;
-use crate::herdr::{AgentStatus, Foreground, HerdrError};
+use crate::herdr::{AgentStatus, Foreground, Front, HerdrError};
 use crate::metrics::{Metrics, Stage};
 use crate::publish::Outgoing;
 use crate::registry::Entity;
@@ -103,6 +104,11 @@ impl Gateway {
         // The pane is free for the next brief once this one is typed and confirmed: reporting
         // the outcome (a confirmed publish) does not hold the next inject back.
         drop(guard);
+        if result.is_ok() {
+            // Foreground identity: the program that took the brief is the agent; follow it back
+            // to idle so its own reports until then count as its.
+            tokio::spawn(Arc::clone(&self).follow_agent(worker.clone()));
+        }
         let (kind, body) = match &result {
             Ok(()) => {
                 info!(gid = %worker.gid, "brief injected");
@@ -168,10 +174,11 @@ impl Gateway {
                 }
             }
         };
-        match front {
+        let front = match front {
             Some(front) => Self::judge_front(front)?,
             None => self.ensure_agent_in_front(&worker.pane).await?,
-        }
+        };
+        self.check_identity(worker, front).await?;
         self.herdr
             .send_input(&worker.pane, text)
             .await
@@ -196,7 +203,7 @@ impl Gateway {
         pane: &str,
         deadline: tokio::time::Instant,
         launch: Launch,
-    ) -> Result<Option<Result<Foreground, HerdrError>>, NotInjected> {
+    ) -> Result<Option<Result<Front, HerdrError>>, NotInjected> {
         let gate = self.wait_gate(pane, deadline, launch);
         let front = self.herdr.foreground(pane);
         tokio::pin!(gate, front);
@@ -318,7 +325,7 @@ impl Gateway {
                     f.describe()
                 ),
             )),
-            Ok(Foreground::Program) if *launch == Launch::Booting => {
+            Ok(f) if f.kind == Foreground::Program && *launch == Launch::Booting => {
                 *launch = Launch::Booted;
                 None
             }
@@ -334,12 +341,13 @@ impl Gateway {
     /// interactive one started in it. A dead agent is FAILED `stopped` (FWD-4: the worker is gone,
     /// its pane is not). A herdr that cannot tell (no such method, unreachable) leaves the decision
     /// to the gate and to the input call.
-    async fn ensure_agent_in_front(&self, pane: &str) -> Result<(), NotInjected> {
+    async fn ensure_agent_in_front(&self, pane: &str) -> Result<Front, NotInjected> {
         Self::judge_front(self.herdr.foreground(pane).await)
     }
 
-    /// [C-20]'s decision on herdr's answer to `pane.process_info` (see [`Self::ensure_agent_in_front`]).
-    fn judge_front(front: Result<Foreground, HerdrError>) -> Result<(), NotInjected> {
+    /// [C-20]'s decision on herdr's answer to `pane.process_info` (see [`Self::ensure_agent_in_front`]):
+    /// the front to type into (unknown when herdr could not tell), or why nothing is typed.
+    fn judge_front(front: Result<Front, HerdrError>) -> Result<Front, NotInjected> {
         match front {
             Ok(f) if f.is_shell() => Err(NotInjected(
                 FailReason::Stopped,
@@ -349,7 +357,8 @@ impl Gateway {
                 ),
             )),
             Err(e) if e.code() == Some("pane_not_found") => Err(NotInjected(FailReason::Stopped, e.to_string())),
-            Ok(_) | Err(_) => Ok(()),
+            Ok(f) => Ok(f),
+            Err(_) => Ok(Front::UNKNOWN),
         }
     }
 

@@ -142,10 +142,16 @@ async fn fault_no_process_info_answers_as_herdr_does_for_a_method_it_does_not_kn
         "{message}"
     );
     let list = message.split_once("expected one of").map_or("", |(_, l)| l);
-    assert!(!list.contains("`pane.process_info`"), "the list leaves it out: {message}");
+    assert!(
+        !list.contains("`pane.process_info`"),
+        "the list leaves it out: {message}"
+    );
     assert!(message.contains(" at line 1 column "), "{message}");
     // The rest of herdr answers as before.
-    assert_eq!(result_type(&rpc(&h, "pane.get", json!({"pane_id": pane})).await), "pane_info");
+    assert_eq!(
+        result_type(&rpc(&h, "pane.get", json!({"pane_id": pane})).await),
+        "pane_info"
+    );
     h.set_fault(Fault::NoProcessInfo, false);
     let answer = rpc(&h, "pane.process_info", json!({"pane_id": pane})).await;
     assert_eq!(result_type(&answer), "pane_process_info", "{answer}");

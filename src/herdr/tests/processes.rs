@@ -203,7 +203,11 @@ async fn a_line_typed_to_a_program_that_never_reads_waits_and_the_shell_runs_it_
     let before = seq(h.clone(), pane.clone()).await;
     h.agent_exits(&pane);
     h.run_job_ignoring_input(&pane, &[&["bash", "sleeper.sh"], &["sleep", "1000"]]);
-    assert_eq!(status_on_wire(&h, &pane).await, "idle", "the exited agent's status stays");
+    assert_eq!(
+        status_on_wire(&h, &pane).await,
+        "idle",
+        "the exited agent's status stays"
+    );
     assert_eq!(seq(h.clone(), pane.clone()).await, before, "nothing changed to herdr");
     let (_, _, procs) = processes(&h, &pane).await;
     assert_eq!(
@@ -214,7 +218,11 @@ async fn a_line_typed_to_a_program_that_never_reads_waits_and_the_shell_runs_it_
     assert_eq!(h.input_log(&pane)[0].outcome, InputOutcome::Unread);
     assert!(h.inputs(&pane).is_empty() && h.ran_in_shell(&pane).is_empty());
     h.exit_program(&pane);
-    assert_eq!(h.ran_in_shell(&pane), vec!["echo brief"], "the shell ran the waiting line");
+    assert_eq!(
+        h.ran_in_shell(&pane),
+        vec!["echo brief"],
+        "the shell ran the waiting line"
+    );
     // ctrl+c flushes what waits instead.
     h.run_job_ignoring_input(&pane, &[&["bash", "sleeper.sh"], &["sleep", "1000"]]);
     send(&h, &pane, "echo second").await;
