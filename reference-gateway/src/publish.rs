@@ -476,9 +476,7 @@ impl Publisher {
     /// The pause before publishing a nacked message again: 100 ms doubling to 1 s (a quorum
     /// queue's new leader is elected within seconds), never past the deadline.
     async fn nack_pause(nacks: u32, deadline: tokio::time::Instant) {
-        let pause = std::time::Duration::from_millis(100 << nacks.saturating_sub(1).min(4))
-            .min(std::time::Duration::from_secs(1));
-        tokio::time::sleep_until((tokio::time::Instant::now() + pause).min(deadline)).await;
+        tokio::time::sleep_until((tokio::time::Instant::now() + nack_pause_len(nacks)).min(deadline)).await;
     }
 
     fn has_routed(&self, to: &str) -> bool {
@@ -678,6 +676,11 @@ impl Publisher {
     }
 }
 
+/// The pause after the `nacks`-th nack of one publish ([`Publisher::nack_pause`]).
+fn nack_pause_len(nacks: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(100u64 << nacks.saturating_sub(1).min(4)).min(std::time::Duration::from_secs(1))
+}
+
 /// Runs `futs` to completion, polling each once in the order given before any is polled twice,
 /// and returns their outputs in that order. A lapin publish queues its frames (and takes its
 /// delivery tag) on its first poll, so a batch handed over this way reaches the wire in order,
@@ -746,6 +749,15 @@ mod tests {
         assert!(verifies(&p.prepare(out()), &old), "the rest still with the old key");
         p.set_signer(new.clone());
         assert!(verifies(&p.prepare(out()), &new), "switched");
+    }
+
+    #[test]
+    fn a_nacked_publish_is_tried_again_after_100_ms_doubling_to_1_s() {
+        let ms = |n| nack_pause_len(n).as_millis();
+        assert_eq!(
+            [ms(1), ms(2), ms(3), ms(4), ms(5), ms(40)],
+            [100, 200, 400, 800, 1000, 1000]
+        );
     }
 
     #[tokio::test]
