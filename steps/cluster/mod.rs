@@ -16,8 +16,8 @@
 //! readiness as `/readyz` 200 *and* the host's connections on a live node; replies by their
 //! msgIds as `bridge_reply` returned them (a failed one is unknown, [C-16]: it may arrive once);
 //! the conversion by what the main drains afterwards, in order. The conversion's steps are in
-//! [`convert`] and [`convert_interrupted`], the TLS cluster's in [`tls`], the queues' form in
-//! [`queue_form`].
+//! [`convert`], [`convert_interrupted`] and [`convert_step1`], the TLS cluster's in [`tls`], the
+//! queues' form in [`queue_form`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
