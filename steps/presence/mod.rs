@@ -36,8 +36,11 @@ fn pairs(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// n heartbeats as handed to the gateways (H is already stretched, CONTRACT §7) plus 0.5 s for
+/// the steps' own delivery and looks, as the *nominal* duration [`wait_for`] and [`hold_for`]
+/// stretch: only the 0.5 s is stretched, H not a second time.
 fn heartbeats(w: &FleetWorld, n: u32) -> Duration {
-    w.heartbeat() * n + Duration::from_millis(500)
+    (w.heartbeat() * n).div_f64(fleet_conformance::timing::time_scale()) + Duration::from_millis(500)
 }
 
 #[then(regex = r#"^within (\d+) heartbeats? the rosters of (.+) all list (.+)$"#)]
