@@ -27,6 +27,16 @@ const DELETE_RESULT: &str = "mcp-delete";
 /// by clients.
 const SESSION_END_OK: [u16; 3] = [200, 204, 405];
 
+/// "a main", "an orchestrator", "a worker".
+fn a_role(role: &str) -> String {
+    let article = if role.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {role}")
+}
+
 fn role_words(role: &str) -> anyhow::Result<(&'static [&'static str], &'static [&'static str])> {
     let may = listing::may_call(role).ok_or_else(|| anyhow!("unknown role {role:?}"))?;
     let refused = listing::judged_refusals(role).ok_or_else(|| anyhow!("unknown role {role:?}"))?;
@@ -41,8 +51,10 @@ async fn listed_every_tool(w: &mut FleetWorld, name: String, role: String) -> an
     let missing: Vec<&str> = may.iter().copied().filter(|t| !names.contains(t)).collect();
     ensure!(
         missing.is_empty(),
-        "SPEC [C-22]: the tools/list of {name} (a {role}) lacks {missing:?}, which SPEC §15 lets a {role} \
-         call; an MCP client never offers an unlisted tool to its model. Listed: {names:?}"
+        "SPEC [C-22]: the tools/list of {name} ({}) lacks {missing:?}, which SPEC §15 lets {} \
+         call; an MCP client never offers an unlisted tool to its model. Listed: {names:?}",
+        a_role(&role),
+        a_role(&role)
     );
     Ok(())
 }
@@ -118,7 +130,8 @@ async fn refused_by_name(w: &mut FleetWorld, name: String, role: String) -> anyh
     ensure!(
         answered.is_empty(),
         "SPEC [C-22]: a tool the caller's role may not call is refused when called (isError or a JSON-RPC \
-         error); {name} (a {role}) was served: {}",
+         error); {name} ({}) was served: {}",
+        a_role(&role),
         answered.join("; ")
     );
     Ok(())
