@@ -158,3 +158,32 @@ pub fn listed_for(role: Role) -> Vec<Tool> {
 pub fn may_call(role: Role, tool: &str) -> Option<bool> {
     TABLE.iter().find(|d| d.name == tool).map(|d| d.roles.contains(&role))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(role: Role) -> Vec<String> {
+        listed_for(role).into_iter().map(|t| t.name.to_string()).collect()
+    }
+
+    #[test]
+    fn each_role_is_listed_what_it_may_call_and_nothing_else() {
+        assert_eq!(names(Role::Worker), ["bridge_roster", "bridge_reply", "bridge_ask"]);
+        assert_eq!(names(Role::Main).len(), 8);
+        assert_eq!(names(Role::Orchestrator), names(Role::Main));
+        for role in [Role::Main, Role::Orchestrator, Role::Worker] {
+            for d in TABLE {
+                assert_eq!(may_call(role, d.name), Some(names(role).iter().any(|n| n == d.name)));
+            }
+        }
+        assert_eq!(may_call(Role::Main, "bridge_nothing"), None);
+    }
+
+    #[test]
+    fn every_schema_is_an_object_schema() {
+        for t in listed_for(Role::Main).into_iter().chain(listed_for(Role::Worker)) {
+            assert_eq!(t.input_schema.get("type"), Some(&json!("object")), "{}", t.name);
+        }
+    }
+}
