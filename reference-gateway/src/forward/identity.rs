@@ -117,13 +117,23 @@ impl Gateway {
 
     /// Reads who holds the terminal and the agent record's count, and binds them — only when the
     /// group in front is a program and, with `only`, that group. Returns the bound group.
+    ///
+    /// The count is read before and after the look at the terminal and the pair is bound only
+    /// when both reads agree: the group then held the terminal at that count. Otherwise (the
+    /// agent exited and another one reported in between) nothing is bound, and the group read may
+    /// be the old one paired with the new one's count.
     async fn bind_now(&self, worker: &Entity, key: &str, only: Option<u32>) -> Option<u32> {
+        let before = self.herdr.agent_seq(&worker.pane).await.ok()??;
         let front = self.herdr.foreground(&worker.pane).await.ok()?;
         let group = front.group.filter(|_| !front.is_shell())?;
         if only.is_some_and(|g| g != group) {
             return None;
         }
         let seq = self.herdr.agent_seq(&worker.pane).await.ok()??;
+        if seq != before {
+            debug!(gid = %worker.gid, before, seq, "herdr's agent record changed while the terminal was looked at; not bound");
+            return None;
+        }
         self.herdr.bind_identity(key, Identity { group, seq });
         debug!(gid = %worker.gid, group, seq, "foreground identity bound");
         Some(group)
