@@ -109,18 +109,7 @@ mod tests {
     #[test]
     fn every_shape_compiles_and_every_tool_has_arguments_and_a_result() {
         let names = shapes().expect("schema file compiles");
-        for tool in [
-            "bridge_send",
-            "bridge_wait",
-            "bridge_poll",
-            "bridge_answer",
-            "bridge_broadcast",
-            "bridge_roster",
-            "bridge_spawn",
-            "bridge_stop",
-            "bridge_reply",
-            "bridge_ask",
-        ] {
+        for tool in crate::mcp::listing::TOOLS {
             for part in ["arguments", "result"] {
                 let n = format!("{tool}.{part}");
                 assert!(names.contains(&n), "{n} missing from {names:?}");

@@ -29,16 +29,8 @@ pub const TOOLS: [&str; 10] = [
 /// The tools SPEC §15's "Who" column lets `role` call (`main`, `orchestrator`, `worker`).
 pub fn may_call(role: &str) -> Option<&'static [&'static str]> {
     match role {
-        "main" => Some(&[
-            "bridge_send",
-            "bridge_wait",
-            "bridge_poll",
-            "bridge_answer",
-            "bridge_broadcast",
-            "bridge_roster",
-            "bridge_spawn",
-            "bridge_stop",
-        ]),
+        // Every tool but the worker's two (the table's last rows).
+        "main" => Some(&TOOLS[..8]),
         "orchestrator" => Some(&["bridge_broadcast", "bridge_roster", "bridge_spawn", "bridge_stop"]),
         "worker" => Some(&["bridge_roster", "bridge_reply", "bridge_ask"]),
         _ => None,

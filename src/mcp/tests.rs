@@ -38,18 +38,7 @@ struct State {
 }
 
 /// The ten tools of SPEC §15's table.
-const ALL_TOOLS: [&str; 10] = [
-    "bridge_send",
-    "bridge_wait",
-    "bridge_poll",
-    "bridge_answer",
-    "bridge_broadcast",
-    "bridge_roster",
-    "bridge_spawn",
-    "bridge_stop",
-    "bridge_reply",
-    "bridge_ask",
-];
+use super::listing::TOOLS as ALL_TOOLS;
 
 impl State {
     fn log(&self) -> Vec<String> {

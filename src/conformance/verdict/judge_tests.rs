@@ -9,11 +9,7 @@ use rstest::rstest;
 fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
     let reg = crate::conformance::registry::test_registry();
     let c = caps(&[]);
-    let results: Vec<ScenarioResult> = everything_but(&[], &[])
-        .into_iter()
-        .filter(|s| s.name != "exchanges")
-        .collect();
-    let mut r = run(results);
+    let mut r = run_without_exchanges();
     r.left_out.push(LeftOut {
         name: "exchanges".into(),
         file: None,
@@ -54,11 +50,7 @@ fn a_requirement_left_out_on_a_broker_says_why_it_was_not_tested() {
 fn a_requirement_left_out_twice_needs_either_broker() {
     let reg = crate::conformance::registry::test_registry();
     let c = caps(&[]);
-    let results: Vec<ScenarioResult> = everything_but(&[], &[])
-        .into_iter()
-        .filter(|s| s.name != "exchanges")
-        .collect();
-    let mut r = run(results);
+    let mut r = run_without_exchanges();
     for (name, tag, reason) in [
         (
             "exchanges",
@@ -226,6 +218,14 @@ fn res(name: &str, tags: &[&str], outcome: Outcome) -> ScenarioResult {
         error: (outcome != Outcome::Passed).then(|| "Then it breaks\nboom".into()),
         log: None,
     }
+}
+
+/// A run of every scenario but "exchanges" (TOP-1's), which a test then leaves out.
+fn run_without_exchanges() -> BrokerRun {
+    run(everything_but(&[], &[])
+        .into_iter()
+        .filter(|s| s.name != "exchanges")
+        .collect())
 }
 
 fn run(results: Vec<ScenarioResult>) -> BrokerRun {
