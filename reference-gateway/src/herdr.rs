@@ -132,7 +132,7 @@ struct ProcessInfoAnswer {
     process_info: ProcessInfo,
 }
 
-/// `agent.get` → `agent_info{agent}`: the agent record's `state_change_seq`.
+/// `agent.get` → `agent_info{agent}`: the agent record's status and `state_change_seq`.
 #[derive(Deserialize)]
 struct AgentInfo {
     agent: AgentRecord,
@@ -140,7 +140,17 @@ struct AgentInfo {
 
 #[derive(Deserialize)]
 struct AgentRecord {
+    agent_status: Option<String>,
     state_change_seq: Option<u64>,
+}
+
+/// A pane's agent record as `agent.get` shows it: its status and herdr's `state_change_seq`
+/// (which moves on every change of that agent's state, so a client sees that idle → working →
+/// idle happened between two reads, HERDR.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentState {
+    pub status: AgentStatus,
+    pub seq: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -394,11 +404,20 @@ impl Herdr {
     /// `agent.get` → the pane's agent record's `state_change_seq`; `None` when herdr shows no
     /// agent there (`agent_not_found`) or the record carries no count.
     pub async fn agent_seq(&self, pane: &str) -> Result<Option<u64>, HerdrError> {
+        Ok(self.agent_state(pane).await?.and_then(|a| a.seq))
+    }
+
+    /// `agent.get` → the pane's agent record (status and count); `None` when herdr shows no agent
+    /// there (`agent_not_found`).
+    pub async fn agent_state(&self, pane: &str) -> Result<Option<AgentState>, HerdrError> {
         match self
             .call::<AgentInfo>("agent.get", json!({"target": pane}), Duration::ZERO)
             .await
         {
-            Ok(a) => Ok(a.agent.state_change_seq),
+            Ok(a) => Ok(Some(AgentState {
+                status: a.agent.agent_status.as_deref().map_or(AgentStatus::Unknown, AgentStatus::parse),
+                seq: a.agent.state_change_seq,
+            })),
             Err(e) if e.code() == Some("agent_not_found") => Ok(None),
             Err(e) => Err(e),
         }

@@ -44,10 +44,11 @@ pub(super) fn key(worker: &Entity) -> String {
 impl Gateway {
     /// The rule, right before typing: `front` is what [C-20]'s look found (a program, or herdr
     /// could not tell). Err: a different program holds the terminal and herdr's agent record has
-    /// not changed since the bound agent was last seen — type nothing, `stopped`.
-    pub(super) async fn check_identity(&self, worker: &Entity, front: Front) -> Result<(), NotInjected> {
+    /// not changed since the bound agent was last seen — type nothing, `stopped`. Ok: herdr's
+    /// count read right before typing, when it was read (the submit check's starting point).
+    pub(super) async fn check_identity(&self, worker: &Entity, front: Front) -> Result<Option<u64>, NotInjected> {
         let Some(group) = front.group else {
-            return Ok(()); // herdr cannot tell (no `pane.process_info`): the status gate decides
+            return Ok(None); // herdr cannot tell (no `pane.process_info`): the status gate decides
         };
         let key = key(worker);
         let seq = match self.herdr.agent_seq(&worker.pane).await {
@@ -55,14 +56,14 @@ impl Gateway {
             Ok(None) => {
                 // herdr shows no agent record: nothing to tell an old status by.
                 self.herdr.forget_identity(&key);
-                return Ok(());
+                return Ok(None);
             }
             Err(e) if e.code() == Some("pane_not_found") => {
                 return Err(NotInjected(FailReason::Stopped, e.to_string()));
             }
             Err(e) => {
                 debug!(gid = %worker.gid, error = %e, "agent record unreadable; foreground identity not checked");
-                return Ok(());
+                return Ok(None);
             }
         };
         match self.herdr.identity(&key) {
@@ -78,11 +79,11 @@ impl Gateway {
                     info!(gid = %worker.gid, from = bound.group, to = group, seq, "a new program holds the worker's terminal and reported since: taken for its agent");
                 }
                 self.herdr.bind_identity(&key, Identity { group, seq });
-                Ok(())
+                Ok(Some(seq))
             }
             None => {
                 self.herdr.bind_identity(&key, Identity { group, seq });
-                Ok(())
+                Ok(Some(seq))
             }
         }
     }

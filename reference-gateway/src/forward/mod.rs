@@ -178,7 +178,11 @@ impl Gateway {
             Some(front) => Self::judge_front(front)?,
             None => self.ensure_agent_in_front(&worker.pane).await?,
         };
-        self.check_identity(worker, front).await?;
+        // The agent record's count right before typing: the submit check's starting point.
+        let before = match self.check_identity(worker, front).await? {
+            Some(seq) => Some(seq),
+            None => self.herdr.agent_seq(&worker.pane).await.ok().flatten(),
+        };
         self.herdr
             .send_input(&worker.pane, text)
             .await
@@ -186,7 +190,7 @@ impl Gateway {
                 Some("pane_not_found") => NotInjected(FailReason::Stopped, e.to_string()),
                 _ => NotInjected(FailReason::NotSubmitted, e.to_string()),
             })?;
-        self.confirm_submitted(&worker.pane, confirm).await
+        self.confirm_submitted(&worker.pane, confirm, before).await
     }
 
     /// The gate (FWD-2) and [C-20]'s look at the terminal, asked of herdr together: one round trip
@@ -363,15 +367,25 @@ impl Gateway {
     }
 
     /// FWD-7: the input counts as submitted once the agent left `idle`/`done`.
-    async fn confirm_submitted(&self, pane: &str, bound: Duration) -> Result<(), NotInjected> {
+    ///
+    /// Read from the agent record (`agent.get`), which carries herdr's `state_change_seq` beside
+    /// the status: a count moved since `before` (read right before typing) means the agent left
+    /// idle and came back between two reads (HERDR.md) — an agent that finished the brief before
+    /// this check looked, or whose `working` another reader of the pane saw first. A pane with no
+    /// agent record is judged by its status alone (`pane.get`).
+    async fn confirm_submitted(&self, pane: &str, bound: Duration, before: Option<u64>) -> Result<(), NotInjected> {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
-            match self.herdr.status(pane).await {
-                Ok(s) if !s.injectable() => return Ok(()),
+            let left_idle = match self.herdr.agent_state(pane).await {
+                Ok(Some(a)) => !a.status.injectable() || (before.is_some() && a.seq.is_some() && a.seq != before),
+                Ok(None) => self.herdr.status(pane).await.is_ok_and(|s| !s.injectable()),
                 Err(e) if e.code() == Some("pane_not_found") => {
                     return Err(NotInjected(FailReason::Stopped, e.to_string()));
                 }
-                _ => {}
+                Err(_) => false,
+            };
+            if left_idle {
+                return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(NotInjected(
