@@ -176,6 +176,7 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
     And "b" rotates to a new key and a new certificate from "fleet"
     Then within 2 heartbeats the probe sees host "b" sign a REPLY and an INJECTED with its new key
     And the first message "b" signed with its new key is its _gateway presence carrying the new certificate
+    And "b" applied its rotation at once after the SIGHUP
     When the probe publishes a REPLY from "w1" to "lead" signed with the old key of "b"
     Then "lead" drains the message signed with the old key, once
     When the traffic has made 3 more round trips and stops

@@ -174,6 +174,24 @@ impl Probe {
         })
     }
 
+    /// One broker round trip, measured now: an empty message published on the confirm channel
+    /// to the default exchange under a name no queue has, until its confirm. What a reaction that
+    /// waited for a delivery takes off as the broker's part (CONTRACT §7).
+    pub async fn round_trip(&self) -> Result<Duration, ProbeError> {
+        let started = std::time::Instant::now();
+        self.publish_ch
+            .basic_publish(
+                "".into(),
+                "fleet.probe.round-trip".into(),
+                BasicPublishOptions::default(),
+                b"",
+                BasicProperties::default(),
+            )
+            .await?
+            .await?;
+        Ok(started.elapsed())
+    }
+
     /// Publishes a signed PRESENCE (`up`) for the fake entity `gid` on `key`'s host, on
     /// `bridge.roster` with key `roster.<host>.<gid>`, valid for `ttl`. Returns its envelope.
     pub async fn announce(&self, key: &HostKey, gid: &str, role: &str, ttl: Duration) -> Result<Envelope, ProbeError> {

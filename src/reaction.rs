@@ -225,6 +225,51 @@ where
     }
 }
 
+/// SPEC's "at once" ([C-20]'s FAILED `stopped`, a rotation on SIGHUP, [C-21] 4), read as a number:
+/// SPEC's own smallest named interval, [C-21] 4's "a moment (≤ 1 s)". CONTRACT §7.
+pub const AT_ONCE: Duration = Duration::from_secs(1);
+
+/// A reaction read from the gateways' own stamps: `from_ms` (an envelope's `ts`, or the suite's
+/// clock at its change) to `to_ms` (the `ts` of the envelope that shows the reaction, stamped by
+/// the gateway as it publishes). Nothing of the suite's observation is in it; `transit` (a broker
+/// round trip measured in the same step, for a reaction that waited for a delivery) is taken off.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamped {
+    pub from_ms: u64,
+    pub to_ms: u64,
+    pub transit: Duration,
+}
+
+impl Stamped {
+    /// From stamp to stamp, less the broker round trip.
+    pub fn reaction(&self) -> Duration {
+        Duration::from_millis(self.to_ms.saturating_sub(self.from_ms)).saturating_sub(self.transit)
+    }
+
+    /// The reaction against `bound`, with its decomposition on failure.
+    pub fn judge(&self, what: &str, bound: &Bound) -> Result<Duration, Late> {
+        let r = self.reaction();
+        let broker = if self.transit.is_zero() {
+            String::new()
+        } else {
+            format!(" − a broker round trip {}", secs(self.transit))
+        };
+        let detail = format!(
+            "reaction {} = stamped {}{broker}",
+            secs(r),
+            secs(Duration::from_millis(self.to_ms.saturating_sub(self.from_ms)))
+        );
+        if r > bound.limit() {
+            return Err(Late {
+                what: what.to_string(),
+                detail: format!("{detail} > {}", bound.describe()),
+            });
+        }
+        tracing::info!(what, bound = %bound.describe(), "{detail}");
+        Ok(r)
+    }
+}
+
 /// A duration as seconds with two decimals ("3.40 s").
 fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
@@ -337,5 +382,35 @@ mod tests {
         assert_eq!(v, 7);
         assert!(r.reaction() <= ms(120), "{}", r.describe());
         assert!(r.observation() > Duration::ZERO, "{}", r.describe());
+    }
+
+    #[test]
+    fn a_stamped_reaction_takes_off_the_broker_round_trip_and_names_its_parts() {
+        let at_once = Bound::fixed("[C-20] at once", AT_ONCE);
+        let quick = Stamped {
+            from_ms: 10_000,
+            to_ms: 11_200,
+            transit: ms(100),
+        };
+        assert_eq!(quick.reaction(), ms(1100));
+        assert!(quick.judge("FAILED stopped", &at_once).is_ok());
+        let slow = Stamped {
+            from_ms: 10_000,
+            to_ms: 11_400,
+            transit: ms(100),
+        };
+        let err = slow.judge("FAILED stopped", &at_once).expect_err("late");
+        assert!(
+            err.to_string()
+                .contains("reaction 1.30 s = stamped 1.40 s − a broker round trip 0.10 s > 1.00 s + 0.25 s margin"),
+            "{err}"
+        );
+        // A stamp before the event (clock granularity) is no reaction, not an underflow.
+        let early = Stamped {
+            from_ms: 10_000,
+            to_ms: 9_998,
+            transit: Duration::ZERO,
+        };
+        assert_eq!(early.reaction(), Duration::ZERO);
     }
 }

@@ -6,9 +6,13 @@
 //! agent's exit), which the forward and pull steps never do; the absence checks ("nothing typed",
 //! "no nudge") are the shared ones.
 
-use anyhow::ensure;
+use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
 use cucumber::{given, then};
+use fleet_conformance::envelope::Envelope;
 use fleet_conformance::herdr::AgentStatus;
+use fleet_conformance::reaction::{AT_ONCE, Bound, Stamped};
 use serde_json::json;
 
 use crate::world::FleetWorld;
@@ -71,5 +75,51 @@ async fn injected_or_not_submitted(w: &mut FleetWorld) -> anyhow::Result<()> {
         v["status"] == json!("injected") || (v["status"] == json!("failed") && v["reason"] == json!("not_submitted")),
         "send returned {v}, expected \"injected\" or \"failed\" with reason \"not_submitted\""
     );
+    Ok(())
+}
+
+/// [C-20]'s "at once", judged as a number (CONTRACT §7): the send's outcome is waited for as any
+/// outcome is (stretched: the suite's observation), and the worker gateway's reaction is read from
+/// the gateways' own stamps on the wire — the FAILED's `ts` less its brief's `ts`, less one broker
+/// round trip measured now (the brief's delivery) — against [`AT_ONCE`] plus the fixed margin,
+/// never stretched. Needs "the probe watches the wire" before the send.
+#[then(regex = r#"^the send returns "failed" with reason "([a-z_]+)" at once$"#)]
+async fn failed_at_once(w: &mut FleetWorld, reason: String) -> anyhow::Result<()> {
+    let v = w.call_result("send", Duration::from_secs(5)).await?;
+    ensure!(
+        v["status"] == json!("failed") && v["reason"] == json!(reason),
+        "send returned {v}, expected status \"failed\" with reason {reason:?}"
+    );
+    let tap = w.wire.msgs_tap()?;
+    let envelope = |c: &fleet_conformance::probe::Captured| Envelope::from_field_table(&c.headers()).ok();
+    let failed = tap
+        .wait_for("the FAILED on the wire", Duration::from_secs(5), |c| {
+            envelope(c).is_some_and(|e| e.kind() == "FAILED")
+        })
+        .await?;
+    let failed = envelope(&failed).ok_or_else(|| anyhow!("the FAILED's envelope does not parse"))?;
+    let corr = failed.value("corrId").to_string();
+    let brief = tap
+        .fetch()
+        .await?
+        .iter()
+        .filter_map(envelope)
+        .find(|e| e.msg_id() == corr)
+        .ok_or_else(|| anyhow!("the probe saw no brief with msgId {corr} (the FAILED's corrId)"))?;
+    let stamp = |e: &Envelope, what: &str| {
+        e.value("ts")
+            .parse::<u64>()
+            .map_err(|_| anyhow!("the {what}'s ts {:?} is not a number of milliseconds", e.value("ts")))
+    };
+    let transit = w.probe().await?.round_trip().await?;
+    Stamped {
+        from_ms: stamp(&brief, "brief")?,
+        to_ms: stamp(&failed, "FAILED")?,
+        transit,
+    }
+    .judge(
+        &format!("the FAILED {reason} for brief {corr}"),
+        &Bound::fixed("[C-20]: FAILED stopped at once", AT_ONCE),
+    )?;
     Ok(())
 }
