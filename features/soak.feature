@@ -37,7 +37,9 @@ Feature: Soak — at most once into workers and at least once into mains, under 
   together. The scenario has the cluster to itself and leaves it whole. Every gateway is given
   every node, each through a link of its own, its list rotated per host (CONTRACT §11): the cut
   strike still cuts every connection between gateways and broker at once, while a node strike
-  takes one node away from the broker's side.
+  takes one node away from the broker's side. A gateway that declares `confirm-stall` is handed a
+  stall bound of 2 seconds (`FLEET_CONFIRM_STALL_MS`, stretched), as an operator of a cluster runs
+  it: a node cut off from its peers confirms nothing until the cluster notices, ~49 s.
 
   Background:
     Given a broker the soak's nemesis may restart and strike node by node

@@ -138,6 +138,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
     let mut suite = Suite::new(broker, gateway_cmd.to_string(), work_dir.clone(), concurrency);
     suite.quorum = quorum;
     suite.membership = policy.capabilities.declared.iter().any(|c| c == "membership");
+    suite.confirm_stall = policy.capabilities.declared.iter().any(|c| c == "confirm-stall");
     let suite = Arc::new(suite);
     if let Ok(mut g) = CURRENT.write() {
         *g = Some(suite.clone());

@@ -41,6 +41,9 @@ pub struct Suite {
     /// The gateway under test declares `membership` (SPEC §18): the soak may run its gateways on
     /// certificates and rotate keys or revoke certificates.
     pub membership: bool,
+    /// The gateway under test declares `confirm-stall` (`FLEET_CONFIRM_STALL_MS`): the soak on a
+    /// cluster hands it a stall bound, as an operator of a cluster would.
+    pub confirm_stall: bool,
 }
 
 impl Suite {
@@ -53,6 +56,7 @@ impl Suite {
             restart: OnceCell::new(),
             quorum: false,
             membership: false,
+            confirm_stall: false,
         }
     }
 
@@ -76,6 +80,7 @@ impl Suite {
                 let mut suite = Suite::new(broker, self.gateway_cmd.clone(), self.work_dir.clone(), 1);
                 suite.quorum = self.quorum;
                 suite.membership = self.membership;
+                suite.confirm_stall = self.confirm_stall;
                 anyhow::Ok(Arc::new(suite))
             })
             .await

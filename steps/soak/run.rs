@@ -105,9 +105,25 @@ async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
         w.cluster.exclusive |= strikes_nodes;
     }
     w.vhost().await?;
+    if cluster_profile(&suite) && suite.confirm_stall {
+        // A node cut off from its peers keeps its clients' connections and confirms nothing until
+        // the cluster notices (~49 s): a gateway that declares `confirm-stall` leaves it, as an
+        // operator of a cluster runs it (the bound is a tunable: stretched as handed, CONTRACT §7).
+        let bound = fleet_conformance::timing::scaled(STALL_BOUND);
+        w.gateway_env
+            .insert("FLEET_CONFIRM_STALL_MS".into(), bound.as_millis().to_string());
+        eprintln!(
+            "soak: the gateways declare `confirm-stall`: FLEET_CONFIRM_STALL_MS={}",
+            bound.as_millis()
+        );
+    }
     w.soak.config = Some(config);
     Ok(())
 }
+
+/// The confirm stall bound the soak hands a gateway that declares `confirm-stall` on a cluster
+/// (nominal; the cluster scenario's own bound).
+const STALL_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[when(
     regex = r#"^"([^"]+)" sends (\d+) briefs to each of "([^"]+)" and "([^"]+)", which reply (\d+) times each, while a nemesis strikes every (\d+) ms$"#
