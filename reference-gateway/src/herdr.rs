@@ -415,7 +415,11 @@ impl Herdr {
             .await
         {
             Ok(a) => Ok(Some(AgentState {
-                status: a.agent.agent_status.as_deref().map_or(AgentStatus::Unknown, AgentStatus::parse),
+                status: a
+                    .agent
+                    .agent_status
+                    .as_deref()
+                    .map_or(AgentStatus::Unknown, AgentStatus::parse),
                 seq: a.agent.state_change_seq,
             })),
             Err(e) if e.code() == Some("agent_not_found") => Ok(None),
