@@ -186,6 +186,19 @@ impl Envelope {
         self.value("kind")
     }
 
+    /// `ts` as Unix milliseconds (the publisher's stamp, SPEC §3), or an error naming the message
+    /// and what its `ts` holds.
+    pub fn ts_ms(&self) -> Result<u64, String> {
+        self.value("ts").parse().map_err(|_| {
+            format!(
+                "the {} {}'s ts {:?} is not a number of milliseconds",
+                self.kind(),
+                self.msg_id(),
+                self.value("ts")
+            )
+        })
+    }
+
     /// The SPEC §3.2 signing input over these headers and `body`.
     pub fn signing_input(&self, body: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(SIGNING_PREFIX.len() + 400 + body.len());

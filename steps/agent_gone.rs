@@ -106,15 +106,10 @@ async fn failed_at_once(w: &mut FleetWorld, reason: String) -> anyhow::Result<()
         .filter_map(envelope)
         .find(|e| e.msg_id() == corr)
         .ok_or_else(|| anyhow!("the probe saw no brief with msgId {corr} (the FAILED's corrId)"))?;
-    let stamp = |e: &Envelope, what: &str| {
-        e.value("ts")
-            .parse::<u64>()
-            .map_err(|_| anyhow!("the {what}'s ts {:?} is not a number of milliseconds", e.value("ts")))
-    };
     let transit = w.probe().await?.round_trip().await?;
     Stamped {
-        from_ms: stamp(&brief, "brief")?,
-        to_ms: stamp(&failed, "FAILED")?,
+        from_ms: brief.ts_ms().map_err(|e| anyhow!(e))?,
+        to_ms: failed.ts_ms().map_err(|e| anyhow!(e))?,
         transit,
     }
     .judge(

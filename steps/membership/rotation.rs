@@ -193,13 +193,7 @@ async fn applied_at_once(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
         .iter()
         .find(|(_, _, ok)| *ok)
         .ok_or_else(|| anyhow!("{host} signed nothing with its new key"))?;
-    let ts = env.value("ts").parse::<u64>().map_err(|_| {
-        anyhow!(
-            "{}'s ts {:?} is not a number of milliseconds",
-            env.msg_id(),
-            env.value("ts")
-        )
-    })?;
+    let ts = env.ts_ms().map_err(|e| anyhow!(e))?;
     Stamped {
         from_ms: last_change(w)?.unix_ms,
         to_ms: ts,
