@@ -132,13 +132,15 @@ struct ProcessInfoAnswer {
     process_info: ProcessInfo,
 }
 
-/// `agent.get` → `agent_info{agent}`: the agent record's status and `state_change_seq`.
+/// `agent.get` and `agent.wait` → `agent_info{agent}`: the agent record's status and
+/// `state_change_seq`. A herdr that answers a wait without the record still opened the gate.
 #[derive(Deserialize)]
 struct AgentInfo {
+    #[serde(default)]
     agent: AgentRecord,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct AgentRecord {
     agent_status: Option<String>,
     state_change_seq: Option<u64>,
@@ -151,6 +153,19 @@ struct AgentRecord {
 pub struct AgentState {
     pub status: AgentStatus,
     pub seq: Option<u64>,
+}
+
+impl From<AgentInfo> for AgentState {
+    fn from(a: AgentInfo) -> Self {
+        AgentState {
+            status: a
+                .agent
+                .agent_status
+                .as_deref()
+                .map_or(AgentStatus::Unknown, AgentStatus::parse),
+            seq: a.agent.state_change_seq,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -393,6 +408,23 @@ impl Herdr {
             .insert(key.to_string(), identity);
     }
 
+    /// Binds `identity` for `key` unless the binding already holds that group at the same or a
+    /// later count: the foreground follower reads after the fact, and a later brief's look may
+    /// have bound a newer count meanwhile (herdr's count only grows), which must not go back.
+    pub fn advance_identity(&self, key: &str, identity: Identity) -> bool {
+        let mut map = self
+            .identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match map.get(key) {
+            Some(bound) if bound.group == identity.group && bound.seq >= identity.seq => false,
+            _ => {
+                map.insert(key.to_string(), identity);
+                true
+            }
+        }
+    }
+
     /// Forgets the identity for `key` (herdr no longer shows an agent there).
     pub fn forget_identity(&self, key: &str) {
         self.identities
@@ -414,14 +446,7 @@ impl Herdr {
             .call::<AgentInfo>("agent.get", json!({"target": pane}), Duration::ZERO)
             .await
         {
-            Ok(a) => Ok(Some(AgentState {
-                status: a
-                    .agent
-                    .agent_status
-                    .as_deref()
-                    .map_or(AgentStatus::Unknown, AgentStatus::parse),
-                seq: a.agent.state_change_seq,
-            })),
+            Ok(a) => Ok(Some(a.into())),
             Err(e) if e.code() == Some("agent_not_found") => Ok(None),
             Err(e) => Err(e),
         }
@@ -491,10 +516,14 @@ impl Herdr {
         Ok(AgentStatus::parse(&s))
     }
 
-    /// `agent.wait` until the agent is idle or done, for at most `timeout`.
-    pub async fn wait_idle(&self, pane: &str, timeout: Duration) -> Result<(), HerdrError> {
+    /// `agent.wait` until the agent is idle or done, for at most `timeout` → the agent record
+    /// herdr answered with: its `state_change_seq` is the count at the moment the gate opened,
+    /// which spares the inject and the foreground follower an `agent.get` of their own.
+    pub async fn wait_idle(&self, pane: &str, timeout: Duration) -> Result<AgentState, HerdrError> {
         let params = json!({"target": pane, "until": ["idle", "done"], "timeout_ms": timeout.as_millis() as u64});
-        self.call::<IgnoredAny>("agent.wait", params, timeout).await.map(|_| ())
+        self.call::<AgentInfo>("agent.wait", params, timeout)
+            .await
+            .map(AgentState::from)
     }
 
     /// `pane.process_info` → who has the pane's terminal. herdr keeps showing an agent's last

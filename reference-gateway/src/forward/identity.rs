@@ -19,6 +19,13 @@
 //! each confirmed submission (FWD-7: the agent left idle, so the program in front is the agent);
 //! and when that agent is seen back at idle or done after the brief ([`Gateway::follow_agent`]),
 //! so that its own last reports belong to it.
+//!
+//! The counts come from answers the inject already has where it can (issue 46: each herdr call
+//! is a connection of its own, on the worker's hot path): the count `agent.wait` opened the gate
+//! with is the one "before typing" (herdr answers the gate and the look at the terminal
+//! together, the look no earlier than the gate), the count the submit check read when it saw the
+//! submission is the one bound after it, and the follower's `agent.wait` answers with the count at
+//! idle — so following an agent costs that wait and one look at the terminal.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,15 +50,25 @@ pub(super) fn key(worker: &Entity) -> String {
 
 impl Gateway {
     /// The rule, right before typing: `front` is what [C-20]'s look found (a program, or herdr
-    /// could not tell). Err: a different program holds the terminal and herdr's agent record has
-    /// not changed since the bound agent was last seen — type nothing, `stopped`. Ok: herdr's
-    /// count read right before typing, when it was read (the submit check's starting point).
-    pub(super) async fn check_identity(&self, worker: &Entity, front: Front) -> Result<Option<u64>, NotInjected> {
+    /// could not tell); `at_gate` the count herdr opened the gate with, if it did (else it is read
+    /// here). Err: a different program holds the terminal and herdr's agent record has not
+    /// changed since the bound agent was last seen — type nothing, `stopped`. Ok: the count
+    /// before typing, when known (the submit check's starting point).
+    pub(super) async fn check_identity(
+        &self,
+        worker: &Entity,
+        front: Front,
+        at_gate: Option<u64>,
+    ) -> Result<Option<u64>, NotInjected> {
         let Some(group) = front.group else {
-            return Ok(None); // herdr cannot tell (no `pane.process_info`): the status gate decides
+            return Ok(at_gate); // herdr cannot tell (no `pane.process_info`): the status gate decides
         };
         let key = key(worker);
-        let seq = match self.herdr.agent_seq(&worker.pane).await {
+        let read = match at_gate {
+            Some(seq) => Ok(Some(seq)),
+            None => self.herdr.agent_seq(&worker.pane).await,
+        };
+        let seq = match read {
             Ok(Some(seq)) => seq,
             Ok(None) => {
                 // herdr shows no agent record: nothing to tell an old status by.
@@ -88,55 +105,38 @@ impl Gateway {
         }
     }
 
-    /// After a confirmed submission: the program in front is the agent (it left idle on the
-    /// brief). Bind it now, then follow it back to idle or done and bind again, so its own reports
-    /// until then are counted as its. Ends early when another group takes the terminal, herdr
-    /// shows no agent or the pane is gone.
-    pub(super) async fn follow_agent(self: Arc<Self>, worker: Entity) {
+    /// After a confirmed submission: `took` (the group that held the terminal before typing,
+    /// the count the submit check read) is the agent. Bind it now, then follow it back to idle or
+    /// done and bind the count herdr answered that wait with, if the group is still in front, so
+    /// its own reports until then are counted as its. Ends early when another group takes the
+    /// terminal, herdr shows no agent or the pane is gone.
+    pub(super) async fn follow_agent(self: Arc<Self>, worker: Entity, took: Identity) {
         let key = key(&worker);
-        let Some(group) = self.bind_now(&worker, &key, None).await else {
-            return;
-        };
+        self.herdr.advance_identity(&key, took);
         let until = tokio::time::Instant::now() + FOLLOW_FOR;
         while tokio::time::Instant::now() < until {
             match self.herdr.wait_idle(&worker.pane, FOLLOW_SLICE).await {
-                Ok(()) => {
-                    self.bind_now(&worker, &key, Some(group)).await;
+                Ok(idle) => {
+                    let Some(seq) = idle.seq else { return };
+                    match self.herdr.foreground(&worker.pane).await {
+                        Ok(f) if f.group == Some(took.group) && !f.is_shell() => {
+                            if self.herdr.advance_identity(&key, Identity { group: took.group, seq }) {
+                                debug!(gid = %worker.gid, group = took.group, seq, "foreground identity bound at idle");
+                            }
+                        }
+                        _ => {}
+                    }
                     return;
                 }
                 Err(e) if e.code() == Some("timeout") => {
                     // Still working: is it still the agent in front?
                     match self.herdr.foreground(&worker.pane).await {
-                        Ok(f) if f.group == Some(group) => continue,
+                        Ok(f) if f.group == Some(took.group) => continue,
                         _ => return,
                     }
                 }
                 Err(_) => return,
             }
         }
-    }
-
-    /// Reads who holds the terminal and the agent record's count, and binds them — only when the
-    /// group in front is a program and, with `only`, that group. Returns the bound group.
-    ///
-    /// The count is read before and after the look at the terminal and the pair is bound only
-    /// when both reads agree: the group then held the terminal at that count. Otherwise (the
-    /// agent exited and another one reported in between) nothing is bound, and the group read may
-    /// be the old one paired with the new one's count.
-    async fn bind_now(&self, worker: &Entity, key: &str, only: Option<u32>) -> Option<u32> {
-        let before = self.herdr.agent_seq(&worker.pane).await.ok()??;
-        let front = self.herdr.foreground(&worker.pane).await.ok()?;
-        let group = front.group.filter(|_| !front.is_shell())?;
-        if only.is_some_and(|g| g != group) {
-            return None;
-        }
-        let seq = self.herdr.agent_seq(&worker.pane).await.ok()??;
-        if seq != before {
-            debug!(gid = %worker.gid, before, seq, "herdr's agent record changed while the terminal was looked at; not bound");
-            return None;
-        }
-        self.herdr.bind_identity(key, Identity { group, seq });
-        debug!(gid = %worker.gid, group, seq, "foreground identity bound");
-        Some(group)
     }
 }

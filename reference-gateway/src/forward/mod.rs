@@ -20,7 +20,7 @@ pub use pending::{PendingSends, SendOutcome};
 
 use crate::envelope::{Envelope, FailReason, FailedBody, Kind, now_ms};
 use crate::gateway::Gateway;
-use crate::herdr::{AgentStatus, Foreground, Front, HerdrError};
+use crate::herdr::{AgentStatus, Foreground, Front, HerdrError, Identity};
 use crate::metrics::{Metrics, Stage};
 use crate::publish::Outgoing;
 use crate::registry::Entity;
@@ -104,11 +104,17 @@ impl Gateway {
         // The pane is free for the next brief once this one is typed and confirmed: reporting
         // the outcome (a confirmed publish) does not hold the next inject back.
         drop(guard);
-        if result.is_ok() {
-            // Foreground identity: the program that took the brief is the agent; follow it back
-            // to idle so its own reports until then count as its.
-            tokio::spawn(Arc::clone(&self).follow_agent(worker.clone()));
-        }
+        let result = match result {
+            Ok(took) => {
+                // Foreground identity: the program that took the brief is the agent; follow it
+                // back to idle so its own reports until then count as its.
+                if let Some(took) = took {
+                    tokio::spawn(Arc::clone(&self).follow_agent(worker.clone(), took));
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
         let (kind, body) = match &result {
             Ok(()) => {
                 info!(gid = %worker.gid, "brief injected");
@@ -143,8 +149,16 @@ impl Gateway {
         self.metrics.observe(Stage::Report, reporting.elapsed());
     }
 
-    /// FWD-2 + FWD-7: wait for the gate, type, confirm the agent took it.
-    async fn inject(&self, worker: &Entity, env: &Envelope, text: &str, launch: Launch) -> Result<(), NotInjected> {
+    /// FWD-2 + FWD-7: wait for the gate, type, confirm the agent took it. Ok: who took it — the
+    /// group that held the terminal right before typing and herdr's count the submit check read
+    /// — when herdr told both (the foreground follower's starting point).
+    async fn inject(
+        &self,
+        worker: &Entity,
+        env: &Envelope,
+        text: &str,
+        launch: Launch,
+    ) -> Result<Option<Identity>, NotInjected> {
         let confirm = self.cfg.submit_confirm;
         // [C-12]: the sender gives up at ts + inject bound, so the wait for the gate ends at
         // ts + bound − confirm bound at the latest, leaving room for the submit confirmation. A
@@ -162,9 +176,9 @@ impl Gateway {
         let gate_deadline_ms = (env.ts + window).min(env.expires_at);
         // A graceful stop (SIGTERM) ends the wait: the sender learns `stopped` now, not at its bound.
         let mut stopping = self.stopping.subscribe();
-        let front = if gate_deadline_ms <= now {
+        let (at_gate, front) = if gate_deadline_ms <= now {
             self.look_at_gate(&worker.pane).await?;
-            None
+            (None, None)
         } else {
             let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
             tokio::select! {
@@ -178,10 +192,12 @@ impl Gateway {
             Some(front) => Self::judge_front(front)?,
             None => self.ensure_agent_in_front(&worker.pane).await?,
         };
-        // The agent record's count right before typing: the submit check's starting point.
-        let before = match self.check_identity(worker, front).await? {
+        // The agent record's count before typing (the one herdr opened the gate with, else read
+        // now): the foreground identity's and the submit check's starting point.
+        let before = match self.check_identity(worker, front, at_gate).await? {
             Some(seq) => Some(seq),
-            None => self.herdr.agent_seq(&worker.pane).await.ok().flatten(),
+            None if front.group.is_none() => self.herdr.agent_seq(&worker.pane).await.ok().flatten(),
+            None => None, // check_identity read it: herdr shows no agent record
         };
         self.herdr
             .send_input(&worker.pane, text)
@@ -190,11 +206,13 @@ impl Gateway {
                 Some("pane_not_found") => NotInjected(FailReason::Stopped, e.to_string()),
                 _ => NotInjected(FailReason::NotSubmitted, e.to_string()),
             })?;
-        self.confirm_submitted(&worker.pane, confirm, before).await
+        let seq = self.confirm_submitted(&worker.pane, confirm, before).await?;
+        Ok(front.group.zip(seq).map(|(group, seq)| Identity { group, seq }))
     }
 
     /// The gate (FWD-2) and [C-20]'s look at the terminal, asked of herdr together: one round trip
-    /// less per brief in the common case, an agent already idle or done.
+    /// less per brief in the common case, an agent already idle or done. Also returns the count
+    /// herdr opened the gate with (`agent.wait`'s agent record), when it did.
     ///
     /// The look is used only when herdr answered the gate first: the agent was then idle or done
     /// by the time the look was answered, so the look is as recent as one asked after the gate
@@ -207,19 +225,18 @@ impl Gateway {
         pane: &str,
         deadline: tokio::time::Instant,
         launch: Launch,
-    ) -> Result<Option<Result<Front, HerdrError>>, NotInjected> {
+    ) -> Result<(Option<u64>, Option<Result<Front, HerdrError>>), NotInjected> {
         let gate = self.wait_gate(pane, deadline, launch);
         let front = self.herdr.foreground(pane);
         tokio::pin!(gate, front);
         tokio::select! {
             biased;
             opened = &mut gate => {
-                opened?;
-                Ok(Some(front.await))
+                let seq = opened?;
+                Ok((seq, Some(front.await)))
             }
             _ = &mut front => {
-                gate.await?;
-                Ok(None)
+                Ok((gate.await?, None))
             }
         }
     }
@@ -251,7 +268,8 @@ impl Gateway {
         }
     }
 
-    /// Waits until herdr reports the agent idle or done, or the deadline passes (`busy`).
+    /// Waits until herdr reports the agent idle or done, or the deadline passes (`busy`). Ok: the
+    /// count of the agent record `agent.wait` answered with (none when `pane.get` opened it).
     ///
     /// `agent.wait` comes first: it answers at once for an agent that is already idle or done, so
     /// the common case is one herdr call, not a `pane.get` and then a wait. A pane that is no
@@ -264,7 +282,7 @@ impl Gateway {
         pane: &str,
         deadline: tokio::time::Instant,
         mut launch: Launch,
-    ) -> Result<(), NotInjected> {
+    ) -> Result<Option<u64>, NotInjected> {
         let mut last = String::from("agent never became idle");
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -275,7 +293,7 @@ impl Gateway {
             // Whether herdr shows the pane `unknown` (then: who holds its terminal?), and whether
             // to pause before the next look (not after a wait that took its slice).
             let (unknown, then_pause) = match self.herdr.wait_idle(pane, left.min(GATE_SLICE)).await {
-                Ok(()) => return Ok(()),
+                Ok(agent) => return Ok(agent.seq),
                 Err(e) if e.code() == Some("pane_not_found") => {
                     return Err(NotInjected(FailReason::Stopped, e.to_string()));
                 }
@@ -287,7 +305,7 @@ impl Gateway {
                 Err(HerdrError::Api { code, .. }) if code == "agent_not_found" => {
                     // Not (yet) an agent, or herdr cannot tell: the pane's own status decides.
                     match self.herdr.status(pane).await {
-                        Ok(s) if s.injectable() => return Ok(()),
+                        Ok(s) if s.injectable() => return Ok(None),
                         Ok(AgentStatus::Unknown) => {
                             last = "pane shows no agent (status unknown)".into();
                             (true, true)
@@ -372,20 +390,29 @@ impl Gateway {
     /// the status: a count moved since `before` (read right before typing) means the agent left
     /// idle and came back between two reads (HERDR.md) — an agent that finished the brief before
     /// this check looked, or whose `working` another reader of the pane saw first. A pane with no
-    /// agent record is judged by its status alone (`pane.get`).
-    async fn confirm_submitted(&self, pane: &str, bound: Duration, before: Option<u64>) -> Result<(), NotInjected> {
+    /// agent record is judged by its status alone (`pane.get`). Ok: the count read when the
+    /// submission was seen, when herdr showed one.
+    async fn confirm_submitted(
+        &self,
+        pane: &str,
+        bound: Duration,
+        before: Option<u64>,
+    ) -> Result<Option<u64>, NotInjected> {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
-            let left_idle = match self.herdr.agent_state(pane).await {
-                Ok(Some(a)) => !a.status.injectable() || (before.is_some() && a.seq.is_some() && a.seq != before),
-                Ok(None) => self.herdr.status(pane).await.is_ok_and(|s| !s.injectable()),
+            let (left_idle, seq) = match self.herdr.agent_state(pane).await {
+                Ok(Some(a)) => (
+                    !a.status.injectable() || (before.is_some() && a.seq.is_some() && a.seq != before),
+                    a.seq,
+                ),
+                Ok(None) => (self.herdr.status(pane).await.is_ok_and(|s| !s.injectable()), None),
                 Err(e) if e.code() == Some("pane_not_found") => {
                     return Err(NotInjected(FailReason::Stopped, e.to_string()));
                 }
-                Err(_) => false,
+                Err(_) => (false, None),
             };
             if left_idle {
-                return Ok(());
+                return Ok(seq);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(NotInjected(
