@@ -196,7 +196,7 @@ impl Mcp {
         };
         match published {
             Ok(env) => {
-                tracing::info!(traceId = %env.trace_id, msgId = %env.msg_id, to = %env.to, "SEND published")
+                tracing::debug!(traceId = %env.trace_id, msgId = %env.msg_id, to = %env.to, "SEND published")
             }
             Err(e) => {
                 gw.pending.close(&msg_id);

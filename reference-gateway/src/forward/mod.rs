@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
-use tracing::{info, warn};
+use tracing::{debug, warn};
 
 mod identity;
 pub mod pending;
@@ -117,7 +117,7 @@ impl Gateway {
         };
         let (kind, body) = match &result {
             Ok(()) => {
-                info!(gid = %worker.gid, "brief injected");
+                debug!(gid = %worker.gid, "brief injected");
                 Metrics::count(&self.metrics.injects, &[("outcome", "injected")]);
                 self.local.set_last_trace(&worker.gid, &env.trace_id);
                 (Kind::Injected, b"{}".to_vec())
