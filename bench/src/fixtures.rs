@@ -213,9 +213,18 @@ pub fn cpu_floor(throughput_ceiling: Option<f64>, pull_ceiling: Option<f64>) -> 
     }
 }
 
+/// A bare herdr sequence of p50 `p50_ms` (the measured part of the latency floor).
+pub fn latency_floor(p50_ms: f64) -> crate::floors::latency_floor::LatencyFloor {
+    crate::floors::latency_floor::LatencyFloor {
+        herdr_sequence: Some(latency(p50_ms)),
+        not_measured: None,
+    }
+}
+
 /// Both paths beside a raw run (envelope echo 5,000 round trips/s, unloaded round trip p50 2 ms):
 /// forward 4,500 briefs/s (0.9× the envelope echo), pull 3,500 replies/s (0.7×), with
-/// [`cpu_floor`]'s floor and these ceilings.
+/// [`cpu_floor`]'s floor and these ceilings; forward p50 2.9 ms against a latency floor of 2.5 ms
+/// (the round trip + a herdr sequence of 0.5 ms).
 pub fn path_sections(throughput_ceiling: Option<f64>, pull_ceiling: Option<f64>) -> Sections {
     Sections {
         raw: Some(raw(20_000.0, 2.0, 8_000.0, 5_000.0)),
@@ -229,6 +238,7 @@ pub fn path_sections(throughput_ceiling: Option<f64>, pull_ceiling: Option<f64>)
             stages: crate::paths::stages::Breakdown::new(),
         }),
         cpu_floor: Some(cpu_floor(throughput_ceiling, pull_ceiling)),
+        latency_floor: Some(latency_floor(0.5)),
         ..Sections::default()
     }
 }

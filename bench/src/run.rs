@@ -413,6 +413,11 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         }
         sections.cpu_floor = Some(cpu_floor);
     }
+    if sections.forward.is_some() {
+        eprintln!("fleet-bench: latency floor (a bare client's herdr sequence) …");
+        let samples = opts.paths.latency_samples;
+        sections.latency_floor = Some(floors::latency_floor::measure(std::env::temp_dir(), samples).await);
+    }
     Ok(sections)
 }
 

@@ -14,9 +14,11 @@
 //!   like the bench's `bridge_send` (bearer token, JSON-RPC body with the brief) with a JSON
 //!   result, to `pairs` kept-alive clients at once. Its thread's CPU clock ÷ calls served.
 //! - **herdr**: a client on its own thread and single-threaded runtime making an inject's four
-//!   requests (`agent.wait`; `pane.process_info`, which SPEC [C-20] makes every gateway ask right
-//!   before typing; `pane.send_input`; `pane.get`: connect, one line out, one line in, close) against the suite's fake herdr, `pairs` injects at once. Its thread's CPU clock ÷
-//!   injects; the fake's own work runs on other threads and is not counted, as in the gateway.
+//!   requests ([`herdr_client`]: `agent.wait` and `pane.process_info`, which SPEC [C-20] makes
+//!   every gateway ask before typing; `pane.send_input`; the submit check's `agent.get`; each
+//!   connect, one line out, one line in, close) against the suite's fake herdr, `pairs` injects
+//!   at once. Its thread's CPU clock ÷ injects; the fake's own work runs on other threads and is
+//!   not counted, as in the gateway.
 //!
 //! Both figures are lower bounds: a real MCP server also keeps sessions and may answer in SSE,
 //! a real gateway also bounds each herdr call with a timeout. Nothing is judged here.
@@ -27,15 +29,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context as _, anyhow};
-use fleet_conformance::herdr::{AgentStatus, FakeHerdr, InputReaction};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::floors::herdr_client;
 use crate::rig::stats::thread_cpu;
 
 /// The token the minimal server expects (any fixed string: it is compared, as a gateway must).
@@ -172,19 +171,10 @@ async fn drive_mcp(addr: std::net::SocketAddr, size: usize, clients: usize, call
     Ok(())
 }
 
-/// CPU ms one minimal herdr client spends on an inject's four requests, `injects` in all,
-/// `parallel` at once, against a fake herdr in `dir`.
+/// CPU ms one minimal herdr client spends on an inject's requests, `injects` in all,
+/// `parallel` at once, against a fake herdr in `dir` ([`herdr_client`]).
 pub async fn herdr_ms(dir: PathBuf, parallel: usize, injects: usize) -> anyhow::Result<f64> {
-    let herdr = FakeHerdr::start(&dir)
-        .await
-        .context("starting the floor's fake herdr")?;
-    let panes: Vec<String> = (0..parallel.max(1))
-        .map(|_| {
-            let p = herdr.add_agent_pane("worker", AgentStatus::Idle);
-            herdr.set_on_input(&p, InputReaction::WorksBriefly);
-            p
-        })
-        .collect();
+    let (herdr, panes) = herdr_client::start_fake(&dir, parallel).await?;
     let socket = herdr.socket_path().to_path_buf();
     let injects = injects.max(1);
     let client = std::thread::spawn(move || -> anyhow::Result<f64> {
@@ -194,11 +184,10 @@ pub async fn herdr_ms(dir: PathBuf, parallel: usize, injects: usize) -> anyhow::
         Ok(thread_cpu().saturating_sub(start).as_secs_f64() * 1e3)
     });
     let joined = tokio::task::spawn_blocking(move || client.join()).await;
-    herdr.stop().await;
+    herdr_client::stop_fake(herdr, &dir).await;
     let spent = joined
         .context("waiting for the herdr floor client")?
         .map_err(|_| anyhow!("the herdr floor client panicked"))??;
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(spent / injects as f64)
 }
 
@@ -213,16 +202,7 @@ async fn drive_herdr(socket: PathBuf, panes: Vec<String>, injects: usize) -> any
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                 .is_ok()
             {
-                let wait = json!({"target": pane, "until": ["idle", "done"], "timeout_ms": 5000});
-                one_shot::<IgnoredAny>(&socket, "agent.wait", wait).await?;
-                let front = one_shot::<ProcessInfoGot>(&socket, "pane.process_info", json!({"pane_id": pane})).await?;
-                anyhow::ensure!(
-                    front.process_info.foreground_process_group_id != front.process_info.shell_pid,
-                    "the floor's fake pane shows its shell in front"
-                );
-                let input = json!({"pane_id": pane, "text": "brief", "keys": ["enter"]});
-                one_shot::<IgnoredAny>(&socket, "pane.send_input", input).await?;
-                one_shot::<PaneGot>(&socket, "pane.get", json!({"pane_id": pane})).await?;
+                herdr_client::inject(&socket, &pane, "brief").await?;
             }
             anyhow::Ok(())
         });
@@ -231,55 +211,6 @@ async fn drive_herdr(socket: PathBuf, panes: Vec<String>, injects: usize) -> any
         done.context("a herdr floor client")??;
     }
     Ok(())
-}
-
-/// What [C-20]'s decision reads of `pane.process_info` (the least: who has the terminal).
-#[derive(Deserialize)]
-struct ProcessInfoGot {
-    process_info: Front,
-}
-
-#[derive(Deserialize)]
-struct Front {
-    shell_pid: u64,
-    foreground_process_group_id: u64,
-}
-
-#[derive(Deserialize)]
-struct PaneGot {
-    #[allow(dead_code)] // read to parse it, as the gate does
-    pane: PaneStatus,
-}
-
-#[derive(Deserialize)]
-struct PaneStatus {
-    #[allow(dead_code)]
-    agent_status: String,
-}
-
-#[derive(Deserialize)]
-struct Answer<R> {
-    result: Option<R>,
-    error: Option<IgnoredAny>,
-}
-
-/// One request on its own connection: connect, one line out, read to the close, parse.
-async fn one_shot<R: serde::de::DeserializeOwned>(
-    socket: &std::path::Path,
-    method: &str,
-    params: Value,
-) -> anyhow::Result<R> {
-    let mut s = tokio::net::UnixStream::connect(socket).await?;
-    let mut line = serde_json::to_vec(&json!({"id": "f", "method": method, "params": params}))?;
-    line.push(b'\n');
-    s.write_all(&line).await?;
-    let mut answer = Vec::with_capacity(1024);
-    s.read_to_end(&mut answer).await?;
-    let a: Answer<R> = serde_json::from_slice(&answer)?;
-    match (a.error, a.result) {
-        (None, Some(r)) => Ok(r),
-        _ => Err(anyhow!("herdr refused {method}: {}", String::from_utf8_lossy(&answer))),
-    }
 }
 
 /// Both local floors, or why one could not be measured (printed, never fatal to the run).

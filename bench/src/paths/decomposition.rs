@@ -1,8 +1,9 @@
 //! The single-sender SEND→INJECTED p50, split into what the broker, herdr and the envelope checks
 //! account for, and the rest.
 //!
-//! Why: the goal is on the p50 over the raw round trip (issue 16: ≤ +1 ms), and a bare "+2.3 ms"
-//! does not say where to look. The gateways' own stage means over the 1-sender run (scraped
+//! Why: the goal is on the p50 over its floor (issue 46: ≤ the raw round trip + a bare herdr
+//! sequence + 1 ms, [`crate::floors::latency_floor`]), and a bare "+2.3 ms" does not say where to
+//! look. The gateways' own stage means over the 1-sender run (scraped
 //! around that run alone, [`crate::paths::stages`]) name three parts of it:
 //!
 //! - the **raw unloaded round trip** p50: the broker's work for a SEND and its INJECTED;

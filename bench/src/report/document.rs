@@ -188,11 +188,9 @@ mod tests {
             r.goals.forward_to_ceiling, None,
             "no floor, no ceiling to judge against"
         );
-        assert!(
-            r.goals
-                .forward_p50_minus_raw_round_trip_ms
-                .as_ref()
-                .is_some_and(|g| !g.met)
+        assert_eq!(
+            r.goals.forward_p50_ms, None,
+            "no herdr sequence measured, no floor to judge the p50 against"
         );
     }
 

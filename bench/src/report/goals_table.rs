@@ -9,7 +9,7 @@ use crate::fleet::sim_result::Form;
 use crate::report::document::Report;
 use crate::report::goals::{
     GOAL_CPU_TO_SIDE_FLOOR, GOAL_FLEET_CERTS_CPU_RATIO, GOAL_FLEET_ENTITIES, GOAL_FLEET_GATEWAY_CPU_PCT,
-    GOAL_FLEET_HEARTBEAT_MS, GOAL_FLEET_HOSTS, GOAL_FORWARD_P50_DELTA_MS, GOAL_FORWARD_TO_CEILING,
+    GOAL_FLEET_HEARTBEAT_MS, GOAL_FLEET_HOSTS, GOAL_FORWARD_P50_OVER_FLOOR_MS, GOAL_FORWARD_TO_CEILING,
     GOAL_MIGRATION_REPLIES_PER_S, GOAL_PULL_TO_CEILING, GOAL_RSS_ENTITIES, GOAL_RSS_MIB, Goal, verdict,
 };
 
@@ -28,7 +28,7 @@ fn ratio(g: Option<&Goal>) -> Option<String> {
 /// and the cluster's.
 pub fn lines(r: &Report) -> Vec<String> {
     let mut out = vec![format!(
-        "goals (issues 16, 36) {:<38} {:>14} {:>12}  verdict",
+        "goals (issues 16, 36, 46) {:<34} {:>14} {:>12}  verdict",
         "", "value", "goal"
     )];
     out.extend(path_rows(r));
@@ -103,15 +103,43 @@ fn path_rows(r: &Report) -> Vec<String> {
             floor.and_then(|f| f.pull_ceiling),
         ),
     ));
-    let p50 = g.forward_p50_minus_raw_round_trip_ms.as_ref();
+    let p50 = g.forward_p50_ms.as_ref();
     out.push(row(
-        "SEND→INJECTED p50 (1 sender) − raw unloaded round trip p50",
-        p50.map(|x| format!("{:+.2} ms", x.value)),
-        &format!("≤ +{GOAL_FORWARD_P50_DELTA_MS} ms"),
+        "SEND→INJECTED p50 (1 sender) against its floor + 1 ms",
+        p50.map(|x| format!("{:.2} ms", x.value)),
+        &p50.map_or_else(
+            || format!("≤ floor+{GOAL_FORWARD_P50_OVER_FLOOR_MS}"),
+            |x| format!("≤ {:.2} ms", x.goal),
+        ),
         verdict(p50),
-        "",
+        &p50_floor_note(r),
     ));
     out
+}
+
+/// What the latency goal's floor is made of, or why there is none.
+fn p50_floor_note(r: &Report) -> String {
+    if let Some(f) = &r.goals.forward_p50_floor {
+        return format!(
+            " (floor {:.2} ms = raw round trip p50 {:.2} + herdr sequence p50 {:.2}; {:+.2} ms over it)",
+            f.floor_ms,
+            f.raw_round_trip_p50_ms,
+            f.herdr_sequence_p50_ms,
+            r.sections
+                .forward
+                .as_ref()
+                .map_or(f64::NAN, |fw| fw.result.latency.p50_ms - f.floor_ms)
+        );
+    }
+    let measured = r.sections.latency_floor.as_ref();
+    match (r.ratios.raw_round_trip_p50_ms_used, measured) {
+        (_, Some(l)) if l.herdr_sequence.is_none() => format!(
+            " (no floor: herdr sequence not measured: {})",
+            l.not_measured.as_deref().unwrap_or("-")
+        ),
+        (None, _) if r.sections.forward.is_some() => " (no floor: run the raw section)".into(),
+        _ => String::new(),
+    }
 }
 
 /// RSS at 10,000 entities (or its labelled extrapolation), the heartbeat round, the migration.
@@ -136,14 +164,14 @@ fn footprint_rows(r: &Report) -> Vec<String> {
         _ => "the largest entity count".into(),
     };
     let mig = g.migration_replies_per_s.as_ref();
-    vec![
-        row(
-            &format!("RSS of one gateway with {GOAL_RSS_ENTITIES} entities"),
-            rss.map(|x| format!("{:.1} MiB", x.value)),
-            &format!("≤ {GOAL_RSS_MIB} MiB"),
-            verdict(rss),
-            &extrapolated,
-        ),
+    let mut out = vec![row(
+        &format!("RSS of one gateway with {GOAL_RSS_ENTITIES} entities"),
+        rss.map(|x| format!("{:.1} MiB", x.value)),
+        &format!("≤ {GOAL_RSS_MIB} MiB"),
+        verdict(rss),
+        &extrapolated,
+    )];
+    out.extend([
         row(
             &format!("heartbeat round at {at}"),
             ms(hb, 1),
@@ -159,7 +187,8 @@ fn footprint_rows(r: &Report) -> Vec<String> {
             verdict(mig),
             "",
         ),
-    ]
+    ]);
+    out
 }
 
 /// The cluster section's goal line and its replication ratios (not goals: the price is the
@@ -335,7 +364,15 @@ mod tests {
             b.contains("2.00×") && b.ends_with("MISSED (0.600 ms; floor 0.300 ms)"),
             "{b}"
         );
-        assert!(goal_line(&l, "SEND→INJECTED p50").contains("+0.90 ms"), "{l:?}");
+        let p50 = goal_line(&l, "SEND→INJECTED p50 (1 sender) against its floor + 1 ms");
+        assert!(
+            p50.contains("2.90 ms")
+                && p50.contains("≤ 3.50 ms")
+                && p50.ends_with(
+                    "met (floor 2.50 ms = raw round trip p50 2.00 + herdr sequence p50 0.50; +0.40 ms over it)"
+                ),
+            "{p50}"
+        );
         let rss = goal_line(&l, "RSS of one gateway with 10000 entities");
         assert!(
             rss.contains("not measured (extrapolated, linear from 100 and 1000 entities: 218 MiB)"),
@@ -345,6 +382,31 @@ mod tests {
         assert!(hb.contains("≤ 1000 ms") && hb.ends_with("MISSED"), "{hb}");
         assert!(goal_line(&l, "migration move").ends_with("not measured"), "{l:?}");
         assert!(goal_line(&l, "kill-to-ready").ends_with("not measured"), "{l:?}");
+    }
+
+    #[test]
+    fn the_latency_goal_says_why_it_has_no_floor() {
+        let mut s = paths(Some(1.0), None);
+        s.latency_floor = Some(crate::floors::latency_floor::LatencyFloor {
+            herdr_sequence: None,
+            not_measured: Some("starting the floor's fake herdr: no socket".into()),
+        });
+        let l = lines(&report(s));
+        let p50 = goal_line(&l, "SEND→INJECTED p50");
+        assert!(
+            p50.contains("≤ floor+1")
+                && p50.ends_with(
+                    "not measured (no floor: herdr sequence not measured: starting the floor's fake herdr: no socket)"
+                ),
+            "{p50}"
+        );
+        let mut s = paths(Some(1.0), None);
+        s.raw = None;
+        let l = lines(&report(s));
+        assert!(
+            goal_line(&l, "SEND→INJECTED p50").ends_with("not measured (no floor: run the raw section)"),
+            "{l:?}"
+        );
     }
 
     #[test]

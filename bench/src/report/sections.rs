@@ -39,6 +39,10 @@ pub struct Sections {
     /// pull section), and the throughput ceilings those floors allow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_floor: Option<crate::floors::floor::CpuFloor>,
+    /// The measured part of the SEND→INJECTED p50 floor (with the forward section): a bare
+    /// client's herdr sequence of one inject. Absent from reports written before issue 46.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_floor: Option<crate::floors::latency_floor::LatencyFloor>,
     /// `--fleet`: simulated hosts with two real gateways among them (`null` when not run).
     #[serde(default)]
     pub fleet: Option<crate::fleet::sim_result::FleetResult>,
