@@ -337,7 +337,7 @@ async fn run_on(broker: &Broker, opts: &Options) -> anyhow::Result<Sections> {
         if on(opts, "scale") {
             eprintln!("fleet-bench: scale {:?} …", opts.scale.levels);
             fleet.start_host("s", &env).await?;
-            let scaled = fleet::scale::run(&fleet, &url, &opts.scale, broker_pid).await?;
+            let scaled = fleet::scale::run(&mut fleet, &url, &opts.scale, broker_pid).await?;
             let heartbeat_s = scaled.heartbeat_ms as f64 / 1e3;
             sections.presence_model = fleet::presence_model::model(&scaled.points, heartbeat_s);
             sections.scale = Some(scaled);

@@ -2,6 +2,7 @@
 //!
 //! - [`presence`] — roster convergence after a gateway start
 //! - [`scale`] — one gateway's RSS, CPU and heartbeat rounds at 1, 100, 1,000 (… 10,000) entities
+//! - [`restart`] — that gateway stopped and started again holding its entities: start-to-ready
 //! - [`presence_model`] — presence priced for fleets of 10 to 1,000 hosts from the scale run
 //! - `--fleet`: [`sim_result`] (the settings and findings, with the trust modes), [`sim_hosts`]
 //!   (the simulated hosts), [`sim_fleet`] (the runs: orchestration and measuring), [`trust`]
@@ -18,6 +19,7 @@
 pub mod certs;
 pub mod presence;
 pub mod presence_model;
+pub mod restart;
 pub mod scale;
 pub mod sim_fleet;
 pub mod sim_hosts;

@@ -12,6 +12,9 @@
 //! A gateway that refuses a registration on the way to a level (a broker's channel limit, say)
 //! ends the run there: the levels reached are kept and the refusal is reported, so the figures of
 //! a level that could not be reached show as not measured instead of failing the whole bench.
+//!
+//! Last, the gateway holding the largest level is restarted (SIGTERM, the same configuration) and
+//! its start-to-ready timed ([`crate::fleet::restart`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,6 +51,10 @@ pub struct ScaleResult {
     pub points: Vec<ScalePoint>,
     /// The level the gateway did not let the run reach, if any.
     pub refused: Option<Refused>,
+    /// The gateway restarted holding the largest level's entities (absent from reports written
+    /// before issue 46).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<crate::fleet::restart::Restart>,
 }
 
 /// A registration the gateway refused on the way to a level.
@@ -218,16 +225,20 @@ async fn grow(fleet: &Fleet, members: &mut Vec<Member>, level: usize, s: &ScaleS
     None
 }
 
-/// Grows host `s` through `levels` and measures each, until the gateway refuses a registration.
+/// Grows host `s` through `levels` and measures each, until the gateway refuses a registration;
+/// then restarts it holding what it reached and times that.
 pub async fn run(
-    fleet: &Fleet,
+    fleet: &mut Fleet,
     amqp_url: &str,
     s: &ScaleSettings,
     broker_pid: Option<u32>,
 ) -> anyhow::Result<ScaleResult> {
     let tap = RosterTap::start(amqp_url).await?;
-    let host = fleet.host("s")?;
-    let pid = host.gateway.pid().ok_or_else(|| anyhow!("gateway s has no pid"))?;
+    let pid = fleet
+        .host("s")?
+        .gateway
+        .pid()
+        .ok_or_else(|| anyhow!("gateway s has no pid"))?;
     let mut members: Vec<Member> = Vec::new();
     let mut points = Vec::new();
     let mut refused = None;
@@ -276,10 +287,20 @@ pub async fn run(
         });
     }
     let _ = tap.conn.close(200, "done".into()).await;
+    let restart = if members.is_empty() {
+        None
+    } else {
+        eprintln!(
+            "fleet-bench: scale: restarting the gateway holding {} entities …",
+            members.len()
+        );
+        Some(crate::fleet::restart::run(fleet, "s", &members, s.concurrency).await)
+    };
     Ok(ScaleResult {
         heartbeat_ms: s.heartbeat_ms,
         points,
         refused,
+        restart,
     })
 }
 
@@ -300,5 +321,12 @@ mod tests {
         assert!((ms - 20.0).abs() < 1e-6 && (per - 3.0).abs() < 1e-9, "{ms} {per}");
         assert_eq!(rounds(&[], round_gap(5_000)), (0, 0.0, 0.0));
         assert_eq!(round_gap(5_000), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_scale_result_from_before_the_restart_reads() {
+        let old = serde_json::json!({"heartbeat_ms": 5000, "points": [], "refused": null});
+        let r: ScaleResult = serde_json::from_value(old).expect("an old report's scale section reads");
+        assert!(r.restart.is_none() && r.points.is_empty());
     }
 }

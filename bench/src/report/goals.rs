@@ -543,6 +543,7 @@ mod tests {
                     .map(|&(entities, rss_mib, round_ms)| scale_point(entities, rss_mib * 1024, round_ms))
                     .collect(),
                 refused: None,
+                restart: None,
             }),
             ..Sections::default()
         }

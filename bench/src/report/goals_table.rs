@@ -5,6 +5,7 @@
 //! relative to (a side's floor in ms, a path's ceiling), so it lives here, apart from the
 //! sections' rows. The fleet's goal lines are `fleet_rows` (below).
 
+use crate::fleet::restart::Restart;
 use crate::fleet::sim_result::Form;
 use crate::report::document::Report;
 use crate::report::goals::{
@@ -171,6 +172,7 @@ fn footprint_rows(r: &Report) -> Vec<String> {
         verdict(rss),
         &extrapolated,
     )];
+    out.extend(scale.and_then(|s| s.restart.as_ref()).map(restart_row));
     out.extend([
         row(
             &format!("heartbeat round at {at}"),
@@ -189,6 +191,41 @@ fn footprint_rows(r: &Report) -> Vec<String> {
         ),
     ]);
     out
+}
+
+/// Beside the RSS goal, a figure without a bound: the scale run's gateway restarted holding its
+/// entities, process start → ready (plus any re-registration), with what it is made of.
+fn restart_row(x: &Restart) -> String {
+    let s = |ms: f64| format!("{:.2} s", ms / 1e3);
+    let mut note = format!(" ({}", x.what());
+    if x.re_registered > 0 {
+        note += &format!(
+            ": ready {} + {} registered again {}",
+            x.start_to_ready_ms.map_or("-".into(), s),
+            x.re_registered,
+            x.re_register_ms.map_or("-".into(), s)
+        );
+    }
+    note += &format!(
+        "; /readyz looked at every {} ms; SIGTERM → exit {}{}",
+        x.poll_ms,
+        s(x.stop_ms),
+        if x.exited_cleanly { "" } else { " (not a clean exit)" }
+    );
+    if let Some(kib) = x.rss_kib {
+        note += &format!("; RSS once ready {:.1} MiB", kib as f64 / 1024.0);
+    }
+    if let Some(why) = &x.not_ready {
+        note += &format!("; NOT ready: {why}");
+    }
+    note.push(')');
+    row(
+        &format!("start-to-ready holding {} entities (SIGTERM, restart)", x.entities),
+        x.figure_ms().map(s),
+        "no bound",
+        "reported",
+        &note,
+    )
 }
 
 /// The cluster section's goal line and its replication ratios (not goals: the price is the
@@ -344,6 +381,7 @@ mod tests {
             heartbeat_ms: 5_000,
             points: vec![scale_point(100, 20 * 1024, 5.0), scale_point(1_000, 38 * 1024, 1_500.0)],
             refused: None,
+            restart: None,
         });
         let l = lines(&report(s));
         let fwd = goal_line(&l, "forward briefs/s (8 senders) ÷ envelope echo ÷ ceiling");
@@ -406,6 +444,78 @@ mod tests {
         assert!(
             goal_line(&l, "SEND→INJECTED p50").ends_with("not measured (no floor: run the raw section)"),
             "{l:?}"
+        );
+    }
+
+    #[test]
+    fn the_restart_is_printed_beside_the_rss_goal_as_a_figure() {
+        use crate::fleet::restart::Restart;
+        let at = |restart: Restart| {
+            let s = Sections {
+                scale: Some(ScaleResult {
+                    heartbeat_ms: 5_000,
+                    points: vec![scale_point(10_001, 120 * 1024, 50.0)],
+                    refused: None,
+                    restart: Some(restart),
+                }),
+                ..Sections::default()
+            };
+            let l = lines(&report(s));
+            let rss = l
+                .iter()
+                .position(|x| x.contains("RSS of one gateway"))
+                .expect("RSS line");
+            assert!(l[rss + 1].contains("start-to-ready"), "right below the RSS goal: {l:?}");
+            l[rss + 1].clone()
+        };
+        let kept = Restart {
+            entities: 10_001,
+            stop_ms: 420.0,
+            exited_cleanly: true,
+            start_to_ready_ms: Some(3_250.0),
+            poll_ms: 50,
+            restored: 10_001,
+            re_registered: 0,
+            re_register_ms: None,
+            rss_kib: Some(110 * 1024),
+            not_ready: None,
+        };
+        let line = at(kept.clone());
+        assert!(
+            line.contains("start-to-ready holding 10001 entities (SIGTERM, restart)")
+                && line.contains("3.25 s")
+                && line.contains(
+                    "no bound  reported (process start → /readyz 200, entities restored by the gateway; \
+                                  /readyz looked at every 50 ms; SIGTERM → exit 0.42 s; RSS once ready 110.0 MiB)"
+                ),
+            "{line}"
+        );
+        let lost = Restart {
+            restored: 0,
+            re_registered: 10_001,
+            re_register_ms: Some(60_000.0),
+            exited_cleanly: false,
+            ..kept.clone()
+        };
+        let line = at(lost);
+        assert!(
+            line.contains("63.25 s")
+                && line.contains(
+                    "every entity registered again through the API: ready 3.25 s + 10001 registered again 60.00 s"
+                )
+                && line.contains("(not a clean exit)"),
+            "{line}"
+        );
+        let never = Restart {
+            start_to_ready_ms: None,
+            rss_kib: None,
+            not_ready: Some("not ready within 300 s: /readyz answered 503".into()),
+            ..kept
+        };
+        let line = at(never);
+        assert!(
+            line.contains(" - ") && line.ends_with("; NOT ready: not ready within 300 s: /readyz answered 503)"),
+            "{line}"
         );
     }
 

@@ -587,6 +587,7 @@ mod tests {
                     reached: 2_040,
                     error: "channel limit".into(),
                 }),
+                restart: None,
             }),
             ..Sections::default()
         });
