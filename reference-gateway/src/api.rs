@@ -24,10 +24,15 @@ use crate::metrics::Metrics;
 /// Builds the router of one gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
     let mcp_gw = gw.clone();
+    // No SSE priming event before each answer (issue 46): the reference keeps no event store, so
+    // a client could not resume a stream by its event id anyway; without it a tool call's answer
+    // is one event, and the session layer caches nothing to replay.
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.sse_retry = None;
     let mcp = StreamableHttpService::new(
         move || Ok(Mcp::new(mcp_gw.clone())),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        Arc::new(sessions),
+        StreamableHttpServerConfig::default().with_sse_retry(None),
     );
     let admin = Router::new()
         .route("/v1/entities", get(list_entities).post(register))
