@@ -118,13 +118,11 @@ impl Gateway {
             match self.herdr.wait_idle(&worker.pane, FOLLOW_SLICE).await {
                 Ok(idle) => {
                     let Some(seq) = idle.seq else { return };
-                    match self.herdr.foreground(&worker.pane).await {
-                        Ok(f) if f.group == Some(took.group) && !f.is_shell() => {
-                            if self.herdr.advance_identity(&key, Identity { group: took.group, seq }) {
-                                debug!(gid = %worker.gid, group = took.group, seq, "foreground identity bound at idle");
-                            }
-                        }
-                        _ => {}
+                    let still = self.herdr.foreground(&worker.pane).await;
+                    if still.is_ok_and(|f| f.group == Some(took.group) && !f.is_shell())
+                        && self.herdr.advance_identity(&key, Identity { group: took.group, seq })
+                    {
+                        debug!(gid = %worker.gid, group = took.group, seq, "foreground identity bound at idle");
                     }
                     return;
                 }
