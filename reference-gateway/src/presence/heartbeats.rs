@@ -146,7 +146,7 @@ impl Gateway {
     }
 
     /// The graceful stop's `down` for every local entity, pipelined in chunks as a heartbeat
-    /// round is: one broker round trip per chunk of [`HEARTBEAT_CHUNK`] instead of one per entity,
+    /// round is: one broker round trip per chunk of `HEARTBEAT_CHUNK` instead of one per entity,
     /// whose sum grows into the stop's 10 s bound with thousands of entities. (With 10,000 the
     /// stop still takes its whole bound, measured in issue 46: the rest is elsewhere in the stop.)
     pub async fn announce_entities_down(&self) {
