@@ -53,7 +53,8 @@ impl Gateway {
     /// could not tell); `at_gate` the count herdr opened the gate with, if it did (else it is read
     /// here). Err: a different program holds the terminal and herdr's agent record has not
     /// changed since the bound agent was last seen — type nothing, `stopped`. Ok: the count
-    /// before typing, when known (the submit check's starting point).
+    /// before typing (`at_gate`, else read here), when herdr shows one (the submit check's
+    /// starting point).
     pub(super) async fn check_identity(
         &self,
         worker: &Entity,
@@ -61,7 +62,11 @@ impl Gateway {
         at_gate: Option<u64>,
     ) -> Result<Option<u64>, NotInjected> {
         let Some(group) = front.group else {
-            return Ok(at_gate); // herdr cannot tell (no `pane.process_info`): the status gate decides
+            // herdr cannot tell who is in front (no `pane.process_info`): the status gate decides.
+            return Ok(match at_gate {
+                Some(seq) => Some(seq),
+                None => self.herdr.agent_seq(&worker.pane).await.ok().flatten(),
+            });
         };
         let key = key(worker);
         let read = match at_gate {

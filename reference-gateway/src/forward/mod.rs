@@ -104,17 +104,12 @@ impl Gateway {
         // The pane is free for the next brief once this one is typed and confirmed: reporting
         // the outcome (a confirmed publish) does not hold the next inject back.
         drop(guard);
-        let result = match result {
-            Ok(took) => {
-                // Foreground identity: the program that took the brief is the agent; follow it
-                // back to idle so its own reports until then count as its.
-                if let Some(took) = took {
-                    tokio::spawn(Arc::clone(&self).follow_agent(worker.clone(), took));
-                }
-                Ok(())
-            }
-            Err(e) => Err(e),
-        };
+        if let Ok(Some(took)) = result {
+            // Foreground identity: the program that took the brief is the agent; follow it back
+            // to idle so its own reports until then count as its.
+            tokio::spawn(Arc::clone(&self).follow_agent(worker.clone(), took));
+        }
+        let result = result.map(|_| ());
         let (kind, body) = match &result {
             Ok(()) => {
                 debug!(gid = %worker.gid, "brief injected");
@@ -192,13 +187,8 @@ impl Gateway {
             Some(front) => Self::judge_front(front)?,
             None => self.ensure_agent_in_front(&worker.pane).await?,
         };
-        // The agent record's count before typing (the one herdr opened the gate with, else read
-        // now): the foreground identity's and the submit check's starting point.
-        let before = match self.check_identity(worker, front, at_gate).await? {
-            Some(seq) => Some(seq),
-            None if front.group.is_none() => self.herdr.agent_seq(&worker.pane).await.ok().flatten(),
-            None => None, // check_identity read it: herdr shows no agent record
-        };
+        // The agent record's count before typing: the submit check's starting point.
+        let before = self.check_identity(worker, front, at_gate).await?;
         self.herdr
             .send_input(&worker.pane, text)
             .await
@@ -387,7 +377,7 @@ impl Gateway {
     /// FWD-7: the input counts as submitted once the agent left `idle`/`done`.
     ///
     /// Read from the agent record (`agent.get`), which carries herdr's `state_change_seq` beside
-    /// the status: a count moved since `before` (read right before typing) means the agent left
+    /// the status: a count moved since `before` (the one before typing) means the agent left
     /// idle and came back between two reads (HERDR.md) — an agent that finished the brief before
     /// this check looked, or whose `working` another reader of the pane saw first. A pane with no
     /// agent record is judged by its status alone (`pane.get`). Ok: the count read when the
