@@ -1,7 +1,9 @@
 //! An agent as herdr reports it: its status (`agent_status` on the wire) and what the fake makes it
 //! do when input is submitted while it is ready.
 
-use super::*;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
 
 /// An agent's status as herdr reports it in `agent_status` (snake_case on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,7 +1,8 @@
 //! Why the fake could not start or change state ([`HerdrError`]): no tokio runtime, a socket path
 //! it cannot use or make short, another server on it, a failed bind or mode change, a stopped server.
 
-use super::*;
+use std::io;
+use std::path::PathBuf;
 
 /// Why the fake could not start or change state.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,22 @@
 //! agents (panes, statuses, reactions, faults) and read back what the gateway did (calls, inputs,
 //! created panes); the server stops with [`FakeHerdr::stop`] or the last clone.
 
-use super::*;
+use std::io;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::agent::{AgentStatus, InputReaction};
+use super::error::HerdrError;
+use super::fault::Fault;
+use super::model::{Ctx, Exited, Pane, State, agent_name_for};
+use super::process::{Job, Proc};
+use super::record::{Call, CreatedPane, InputOutcome, InputRecord};
+use super::server::Shared;
+use super::socket_path::socket_path_for;
 
 /// A running fake herdr. Cheap to clone; the server stops with [`FakeHerdr::stop`] or when the
 /// last clone is dropped (the socket file is removed either way).

@@ -69,20 +69,8 @@
 //! (`record.rs`), agents' statuses and reactions (`agent.rs`), the fault switches (`fault.rs`),
 //! its errors (`error.rs`), where the socket goes (`socket_path.rs`), the model (`model.rs`), the
 //! terminals' processes (`process.rs`), the wire codec (`wire.rs`) and the socket server
-//! (`server.rs`). This file keeps the protocol's constants.
-
-use std::collections::BTreeMap;
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use tokio::sync::watch;
+//! (`server.rs`), and the protocol's constants (`protocol.rs`). This file only declares them and
+//! re-exports the public ones.
 
 mod agent;
 mod error;
@@ -91,6 +79,7 @@ mod handle;
 mod keys;
 mod model;
 mod process;
+mod protocol;
 mod record;
 #[cfg(test)]
 mod replay_tests;
@@ -105,141 +94,9 @@ pub use error::HerdrError;
 pub use fault::Fault;
 pub use handle::FakeHerdr;
 pub use keys::{InvalidKey, Key, NAMED_KEYS, parse_key, parse_keys};
-use model::*;
-use process::*;
 pub use process::{SHELL_PATH, SHELLS};
+pub use protocol::{
+    HERDR_BIN_PATH, HERDR_VERSION, MAX_LINE_BYTES, PROTOCOL_VERSION, REVISION, SHELL_NAME, SOCKET_FILE_NAME,
+    VIEWPORT_ROWS,
+};
 pub use record::{Call, CreatedBy, CreatedPane, InputOutcome, InputRecord};
-use server::*;
-use socket_path::*;
-use wire::*;
-
-/// The herdr version the fake claims in `pong`.
-pub const HERDR_VERSION: &str = "0.8.2";
-/// The socket protocol version the fake claims in `pong`.
-pub const PROTOCOL_VERSION: u32 = 20;
-/// The `revision` every pane and agent record carries: real herdr v0.8.2 kept it at 0 through
-/// status changes and typed output, so a client that watches it for progress never sees any.
-pub const REVISION: u64 = 0;
-/// The name of the shell the fake's panes run (`pane.process_info` when no agent is in front).
-pub const SHELL_NAME: &str = "bash";
-/// `scroll.viewport_rows` of a pane (real herdr v0.8.2: 39; 40 in `workspace.create`'s answer,
-/// before the tab bar is drawn).
-pub const VIEWPORT_ROWS: u32 = 39;
-/// Longest request line accepted, not counting its newline (herdr: 1 MiB).
-pub const MAX_LINE_BYTES: usize = 1024 * 1024;
-/// File name of the socket inside the directory given to [`FakeHerdr::start`].
-pub const SOCKET_FILE_NAME: &str = "herdr.sock";
-/// Value of `HERDR_BIN_PATH` in the env of panes the fake creates.
-pub const HERDR_BIN_PATH: &str = "/usr/local/bin/herdr";
-/// How long a connection may stay silent before its request line arrives (herdr: 5 s).
-const INITIAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Every method real herdr v0.8.2 knows, in the order its "unknown variant" message lists them.
-const HERDR_METHODS: &[&str] = &[
-    "ping",
-    "server.stop",
-    "server.live_handoff",
-    "server.reload_config",
-    "server.agent_manifests",
-    "server.reload_agent_manifests",
-    "notification.show",
-    "client.window_title.set",
-    "client.window_title.clear",
-    "session.snapshot",
-    "workspace.create",
-    "workspace.list",
-    "workspace.get",
-    "workspace.focus",
-    "workspace.rename",
-    "workspace.move",
-    "workspace.move_block",
-    "workspace.report_metadata",
-    "workspace.close",
-    "worktree.list",
-    "worktree.create",
-    "worktree.open",
-    "worktree.remove",
-    "tab.create",
-    "tab.list",
-    "tab.get",
-    "tab.focus",
-    "tab.rename",
-    "tab.move",
-    "tab.close",
-    "agent.list",
-    "agent.get",
-    "agent.read",
-    "agent.explain",
-    "agent.send_keys",
-    "agent.rename",
-    "agent.view.set",
-    "agent.view.clear",
-    "agent.focus",
-    "agent.start",
-    "agent.prompt",
-    "agent.wait",
-    "pane.split",
-    "pane.swap",
-    "pane.move",
-    "pane.zoom",
-    "pane.layout",
-    "pane.process_info",
-    "layout.export",
-    "layout.apply",
-    "layout.set_split_ratio",
-    "pane.neighbor",
-    "pane.edges",
-    "pane.focus_direction",
-    "pane.resize",
-    "pane.list",
-    "pane.current",
-    "pane.get",
-    "pane.focus",
-    "pane.input.set",
-    "pane.rename",
-    "pane.send_text",
-    "pane.send_keys",
-    "pane.send_input",
-    "pane.read",
-    "pane.graphics.set",
-    "pane.graphics.clear",
-    "pane.graphics.info",
-    "pane.graphics.stream",
-    "pane.report_agent",
-    "pane.report_agent_session",
-    "pane.report_metadata",
-    "pane.clear_agent_authority",
-    "pane.release_agent",
-    "pane.close",
-    "popup.close",
-    "events.subscribe",
-    "events.wait",
-    "pane.wait_for_output",
-    "integration.install",
-    "integration.uninstall",
-    "plugin.link",
-    "plugin.list",
-    "plugin.unlink",
-    "plugin.enable",
-    "plugin.disable",
-    "plugin.action.list",
-    "plugin.action.invoke",
-    "plugin.log.list",
-    "plugin.pane.open",
-    "plugin.pane.focus",
-    "plugin.pane.close",
-];
-/// The methods the fake serves (a subset of [`HERDR_METHODS`]); a real herdr method outside it is
-/// refused as not served, anything else is an unknown variant to herdr.
-const METHODS: &[&str] = &[
-    "ping",
-    "workspace.create",
-    "tab.create",
-    "pane.send_input",
-    "pane.get",
-    "pane.close",
-    "agent.get",
-    "agent.wait",
-    "pane.process_info",
-    "pane.report_agent",
-    "pane.release_agent",
-];

@@ -3,7 +3,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use super::*;
+use super::agent::{AgentStatus, InputReaction, is_recognised_agent};
+use super::fault::Fault;
+use super::keys::Key;
+use super::process::{Command, Job, Proc, SHELL_PATH, parse_command_line, program_name};
+use super::protocol::{HERDR_BIN_PATH, REVISION, VIEWPORT_ROWS};
+use super::record::{Call, CreatedBy, CreatedPane, InputOutcome, InputRecord};
+use super::wire::{CreateParams, PaneWire, ProcessInfoWire, ProcessWire, Scroll, TabWire, WireError, WorkspaceWire};
 
 /// The model: workspaces, tabs, panes, and what was recorded.
 #[derive(Default)]

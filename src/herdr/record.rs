@@ -2,7 +2,10 @@
 //! accepted `pane.send_input` with what became of it ([`InputRecord`]), and every pane created
 //! over the wire with what its process was given ([`CreatedPane`]).
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::Value;
 
 /// What became of one accepted `pane.send_input`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,22 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::*;
+use super::agent::AgentStatus;
+use super::error::HerdrError;
+use super::fault::Fault;
+use super::keys::{Key, parse_keys};
+use super::model::{State, pane_cwd, process_info, validate_env};
+use super::protocol::{
+    HERDR_VERSION, INITIAL_REQUEST_TIMEOUT, MAX_LINE_BYTES, PROTOCOL_VERSION, REVISION, VIEWPORT_ROWS,
+};
+use super::record::{Call, CreatedBy, InputOutcome, InputRecord};
+use super::socket_path::ShortDir;
+use super::wire::{
+    AgentTarget, AgentWaitParams, AgentWire, CallHead, Capabilities, CreateParams, Envelope, OptionalPaneTarget,
+    Outcome, PaneTarget, PingParams, ReleaseAgentParams, ReportAgentParams, Request, ResultBody, SendInputParams,
+    WaitSpec, WireError, internal_error, pane_not_found, parse_params, parse_request, unknown_method_message,
+    unknown_method_message_without,
+};
 
 /// State shared by the handles, the accept loop and the connections.
 pub(super) struct Shared {

@@ -2,7 +2,12 @@
 //! `sockaddr_un` (a long `TMPDIR`) — a fresh short directory of its own under `/tmp`, removed at
 //! shutdown and registered for cleanup.
 
-use super::*;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use super::error::HerdrError;
+use super::protocol::SOCKET_FILE_NAME;
 
 /// Longest socket path the kernel accepts (`sun_path` is 108 bytes with its NUL).
 const MAX_SOCKET_PATH_BYTES: usize = 107;
@@ -67,6 +72,7 @@ pub(super) fn socket_path_for(dir: &Path) -> Result<(PathBuf, Option<ShortDir>),
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::herdr::FakeHerdr;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     #[tokio::test]

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-use super::*;
+use super::agent::AgentStatus;
+use super::protocol::{HERDR_METHODS, METHODS};
 
 /// A parsed request line.
 pub(super) struct Request {
