@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// Why the fake could not start or change state.
 #[derive(Debug, thiserror::Error)]
 pub enum HerdrError {
-    /// [`FakeHerdr::start`] was called outside a tokio runtime.
+    /// [`FakeHerdr::start`](super::FakeHerdr::start) was called outside a tokio runtime.
     #[error("the fake herdr needs a tokio runtime: {0}")]
     NoRuntime(#[from] tokio::runtime::TryCurrentError),
     /// The socket path does not fit in a `sockaddr_un`.

@@ -191,9 +191,9 @@ impl FakeHerdr {
     /// interactive shell (a prompt again: what is typed next is run by it); `["bash","script.sh"]`
     /// a script (its leader, named `bash`, with the script in `argv`); `["exec", …]` replaces
     /// the shell in front (the pane's process *is* the program: `shell_pid ==
-    /// foreground_process_group_id`). A program herdr recognises by name ([`RECOGNISED_AGENTS`])
-    /// becomes the pane's agent, `unknown` until it reports. Ignored, with a warning, for an
-    /// unknown pane.
+    /// foreground_process_group_id`). A program herdr recognises by name
+    /// ([`RECOGNISED_AGENTS`](super::RECOGNISED_AGENTS)) becomes the pane's agent, `unknown` until
+    /// it reports. Ignored, with a warning, for an unknown pane.
     pub fn run_program(&self, pane_id: &str, argv: &[&str]) {
         let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
         self.update_pane(pane_id, |pane, ctx| match argv.split_first() {
@@ -270,11 +270,11 @@ impl FakeHerdr {
         }
     }
 
-    /// The pane's agent process exits without releasing the pane (a crash, a kill); the shell
-    /// under it has the terminal, and text typed now is run by that shell
-    /// ([`InputOutcome::RanInShell`]). An agent herdr recognises by name ([`RECOGNISED_AGENTS`],
-    /// e.g. `claude`) turns the pane `unknown` at once (real herdr v0.8.2: within 2 s) and
-    /// `agent.*` answers `agent_not_found`; any other keeps showing its last status and name
+    /// The pane's agent process exits without releasing the pane (a crash, a kill); the shell under
+    /// it has the terminal, and text typed now is run by that shell ([`InputOutcome::RanInShell`]).
+    /// An agent herdr recognises by name ([`RECOGNISED_AGENTS`](super::RECOGNISED_AGENTS), e.g.
+    /// `claude`) turns the pane `unknown` at once (real herdr v0.8.2: within 2 s) and `agent.*`
+    /// answers `agent_not_found`; any other keeps showing its last status and name
     /// ([`Fault::AgentGone`] for one pane, for good). Ignored, with a warning, for an unknown pane.
     pub fn agent_exits(&self, pane_id: &str) {
         let exited = self.update_pane(pane_id, |pane, ctx| pane.agent_exits(ctx));

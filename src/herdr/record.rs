@@ -11,23 +11,26 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputOutcome {
     /// Typed and submitted (the keys held `enter`) to a program in front: the pane's agent (what
-    /// it did then is its [`InputReaction`]) or another program reading the terminal.
+    /// it did then is its [`InputReaction`](super::InputReaction)) or another program reading the
+    /// terminal.
     Submitted,
-    /// Answered `ok` but not submitted ([`Fault::SwallowInput`] or [`InputReaction::StayIdle`]).
+    /// Answered `ok` but not submitted ([`Fault::SwallowInput`](super::Fault::SwallowInput) or
+    /// [`InputReaction::StayIdle`](super::InputReaction::StayIdle)).
     Swallowed,
     /// Typed without `enter`: left in the prompt, not submitted.
     Typed,
     /// Submitted while a shell at its prompt had the terminal (a plain shell pane, a nested
-    /// shell, or a pane whose agent had died: [`FakeHerdr::agent_exits`], [`Fault::AgentGone`]):
+    /// shell, or a pane whose agent had died: [`FakeHerdr::agent_exits`](super::FakeHerdr::agent_exits),
+    /// [`Fault::AgentGone`](super::Fault::AgentGone)):
     /// the shell ran the text as a command line. Never an inject: no agent saw it. Also a line
     /// that waited [`InputOutcome::Unread`] and reached a shell at its prompt when the program
     /// in front ended — what real herdr v0.8.2 showed (`2026-12-04/e2e-replay-b.jsonl`, the
     /// `bash sleeper.sh` pane: `command not found` once `sleep` ended).
     RanInShell,
     /// Submitted while a program that never reads its terminal held it
-    /// ([`FakeHerdr::run_job_ignoring_input`]): the line waits in the terminal's input queue, for
-    /// whatever reads the terminal next (the shell at its prompt once the program ends: then
-    /// [`InputOutcome::RanInShell`]).
+    /// ([`FakeHerdr::run_job_ignoring_input`](super::FakeHerdr::run_job_ignoring_input)): the line
+    /// waits in the terminal's input queue, for whatever reads the terminal next (the shell at its
+    /// prompt once the program ends: then [`InputOutcome::RanInShell`]).
     Unread,
     /// A line that waited [`InputOutcome::Unread`] and was thrown away: ctrl+c or ctrl+z
     /// flushes the terminal's input queue.
