@@ -17,8 +17,11 @@ use testcontainers::core::error::ClientError;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt, TestcontainersError};
 
+use super::error::BrokerError;
+use super::own_nodes::{QUORUM_TICK_MS, RETENTION_POLICIES, tail};
+use super::spec::BrokerKind;
+use super::tls_listener::TlsListener;
 use super::url::Endpoint;
-use super::{BrokerError, BrokerKind};
 
 /// Environment variable naming the RabbitMQ image.
 pub const RABBITMQ_IMAGE_VAR: &str = "FLEET_RABBITMQ_IMAGE";
@@ -66,8 +69,8 @@ pub fn split_image(image: &str) -> (String, String) {
 /// script itself, so every RabbitMQ image honours it; the script splits it on blanks, hence
 /// terms without spaces.
 pub fn rabbitmq_erl_args() -> String {
-    let policies = super::RETENTION_POLICIES;
-    let tick = super::QUORUM_TICK_MS;
+    let policies = RETENTION_POLICIES;
+    let tick = QUORUM_TICK_MS;
     format!(
         "-rabbit collect_statistics_interval 500 \
          -rabbit quorum_tick_interval {tick} \
@@ -99,7 +102,7 @@ pub(crate) struct RunningContainer {
     /// The management API's pinned host port (the AMQP one is in `endpoint`).
     http_port: u16,
     /// The `amqps://` listener (SEC-1); its certificates live in `tls.files.dir`.
-    tls: Option<super::TlsListener>,
+    tls: Option<TlsListener>,
     /// The container and its TLS dir in the cleanup registry, for a run that ends by a signal or
     /// a panic (forgotten once [`RunningContainer::stop`] removed them).
     _cleanup: Vec<crate::cleanup::Registration>,
@@ -313,7 +316,7 @@ async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result
     };
     let tls = match tls_files {
         Some(files) => match container.get_host_port_ipv4(AMQPS_PORT.tcp()).await {
-            Ok(port) => Some(super::TlsListener::generated("127.0.0.1", port, files)),
+            Ok(port) => Some(TlsListener::generated("127.0.0.1", port, files)),
             Err(e) => {
                 tracing::warn!(error = %e, "no host port for the TLS listener");
                 let _ = std::fs::remove_dir_all(&files.dir);
@@ -343,7 +346,7 @@ impl RunningContainer {
         &self.endpoint
     }
 
-    pub(crate) fn tls(&self) -> Option<&super::TlsListener> {
+    pub(crate) fn tls(&self) -> Option<&TlsListener> {
         self.tls.as_ref()
     }
 
@@ -368,7 +371,7 @@ impl RunningContainer {
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
         let mut out = self.container.stdout_to_vec().await.unwrap_or_default();
         out.extend(self.container.stderr_to_vec().await.unwrap_or_default());
-        super::tail(&String::from_utf8_lossy(&out), lines)
+        tail(&String::from_utf8_lossy(&out), lines)
     }
 
     /// `docker stop` (SIGTERM: the broker shuts down cleanly; SIGKILL after 30 s, scaled). The
@@ -464,7 +467,7 @@ mod tests {
         assert_eq!(words.len(), 12, "{args}");
         assert_eq!(&words[..3], ["-rabbit", "collect_statistics_interval", "500"]);
         assert_eq!(&words[3..6], ["-rabbit", "quorum_tick_interval", "1000"]);
-        assert_eq!(words[8], super::super::RETENTION_POLICIES);
+        assert_eq!(words[8], RETENTION_POLICIES);
     }
 
     #[test]

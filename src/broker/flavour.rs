@@ -26,7 +26,7 @@
 
 use serde_json::Value;
 
-use super::management::ExchangeInfo;
+use super::management::{ExchangeInfo, global_prefetch_count};
 
 /// A broker product, as the broker names itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,10 +245,7 @@ impl PrefetchBound {
     /// The channel-wide prefetch in a channel's JSON (`GET /api/channels/{name}`), the same key
     /// on both brokers; 0 when absent.
     pub fn channel_global(channel: &Value) -> u64 {
-        channel
-            .get("global_prefetch_count")
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
+        global_prefetch_count(channel)
     }
 
     /// The limit in force: the smaller of the non-zero limits; `None` when neither bounds the

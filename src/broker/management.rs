@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value};
 
-use super::BrokerError;
+use super::error::BrokerError;
 use super::url::percent_encode;
 
 /// Client of one broker's management API, authenticated as the admin user. For a cluster it
@@ -300,6 +300,15 @@ impl ConnectionInfo {
     }
 }
 
+/// The channel-wide prefetch in a channel's JSON (`GET /api/channels/{name}`), the same key on
+/// both brokers; 0 when absent.
+pub(crate) fn global_prefetch_count(channel: &Value) -> u64 {
+    channel
+        .get("global_prefetch_count")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
 fn count(v: &Value, key: &str) -> u64 {
     match v.get(key) {
         Some(Value::Number(n)) => n
@@ -564,7 +573,7 @@ impl Management {
         Ok(self
             .request(Method::GET, &path, None)
             .await?
-            .map(|v| crate::broker::flavour::PrefetchBound::channel_global(&v)))
+            .map(|v| global_prefetch_count(&v)))
     }
 
     /// `DELETE /api/connections/{name}`: the broker closes that client connection (320

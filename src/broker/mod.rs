@@ -28,37 +28,47 @@
 //! ([`BrokerSpec::cannot_run`], [`spec`]) and reported not tested there.
 //!
 //! Here: the [`Broker`] type — start, vhosts, addresses, stop. Beside it, one file each: what can
-//! go wrong ([`BrokerError`], `error.rs`), what provides a running broker (`provider.rs`), when a
-//! broker counts as ready (`readiness.rs`: management and the AMQP listener answer), stopping
-//! and starting it again on its data (`restart.rs`), and a cluster's nodes and their faults
+//! go wrong ([`BrokerError`], `error.rs`), what provides a running broker (`provider.rs`), their
+//! TLS listener (`tls_listener.rs`) and what the nodes the suite starts share (`own_nodes.rs`),
+//! the boot deadlines and the AMQP probe (`boot.rs`), when a broker counts as ready
+//! (`readiness.rs`: management and the AMQP listener answer), stopping and starting it again on
+//! its data (`restart.rs`), and a cluster's nodes (`cluster/nodes.rs`) and their faults
 //! (`cluster.rs`).
+//!
+//! The files are layered: the leaves (errors, URLs, the TLS listener, specs, flavours, the
+//! management client, boot deadlines, the nodes' settings) below the providers, the providers
+//! below `provider.rs` and readiness, those below this file; `restart.rs` and `cluster.rs` add
+//! methods to [`Broker`] from above it, and this file imports nothing from them.
 
+mod boot;
 pub mod cluster;
 pub mod container;
 mod error;
 pub mod flavour;
 pub mod management;
+mod own_nodes;
 pub mod process;
 mod provider;
 mod readiness;
 mod restart;
 mod sharing;
 mod spec;
+mod tls_listener;
 pub mod url;
 
 use std::fmt;
 
+use boot::{CLUSTER_BOOT, CONTAINER_BOOT, PROCESS_BOOT, URL_ATTACH};
+use cluster::nodes::Nodes;
 pub use error::BrokerError;
 pub use flavour::{DelayedExchange, Product, ServerIdentity};
 pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, NodeInfo, Overview, QueueInfo};
 use provider::Provider;
-pub use provider::TlsListener;
-pub(crate) use provider::{QUORUM_TICK_MS, RETENTION_POLICIES, tail};
-use readiness::{CLUSTER_BOOT, CONTAINER_BOOT, PROCESS_BOOT, URL_ATTACH};
 use sharing::{SHARE_WAIT, Users};
 pub use spec::{
     BrokerKind, BrokerSpec, CLUSTER_TAG, NODE_LOSS_TAG, NODE_PARTITION_TAG, ProviderKind, RESTART_TAG, TLS_TAG,
 };
+pub use tls_listener::TlsListener;
 pub use url::Endpoint;
 
 /// A running broker shared by all scenarios of a run.
@@ -67,7 +77,7 @@ pub struct Broker {
     /// Node 0's addresses (the only node's, for a single node).
     endpoint: Endpoint,
     /// Every node of a cluster (`None`: a single node).
-    cluster: Option<cluster::Nodes>,
+    cluster: Option<Nodes>,
     /// What the broker says it is ([`flavour`]): steps read its forms through this.
     product: Product,
     version: String,
@@ -117,7 +127,7 @@ impl Broker {
                 return Err(e);
             }
         };
-        match Broker::wait_ready(spec, &provider, &endpoint, cluster.as_ref(), &management, deadline).await {
+        match readiness::wait_ready(spec, &provider, &endpoint, cluster.as_ref(), &management, deadline).await {
             Ok((overview, identity)) => {
                 // The broker's own word first (AMQP server properties), the management API's else.
                 let (product, version) = match identity {
@@ -209,7 +219,7 @@ impl Broker {
     fn nodes(
         spec: &BrokerSpec,
         mut endpoints: Vec<Endpoint>,
-    ) -> Result<(Endpoint, Option<cluster::Nodes>, Management), BrokerError> {
+    ) -> Result<(Endpoint, Option<Nodes>, Management), BrokerError> {
         let endpoint = endpoints.first().cloned().ok_or_else(|| BrokerError::InvalidSpec {
             spec: spec.label(),
             reason: "the provider gave no node".into(),
@@ -219,7 +229,7 @@ impl Broker {
             let management = Management::new(&endpoint.http_base, &endpoint.user, &endpoint.password)?;
             return Ok((endpoint, None, management));
         }
-        let nodes = cluster::Nodes::new(endpoints)?;
+        let nodes = Nodes::new(endpoints)?;
         let management = nodes.management()?;
         Ok((endpoint, Some(nodes), management))
     }

@@ -23,8 +23,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use super::error::BrokerError;
+use super::own_nodes::{QUORUM_TICK_MS, RETENTION_POLICIES, tail};
+use super::tls_listener::TlsListener;
 use super::url::Endpoint;
-use super::{BrokerError, QUORUM_TICK_MS, RETENTION_POLICIES};
 
 /// The upstream start script as Debian installs it.
 pub const RABBITMQ_SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
@@ -43,7 +45,7 @@ pub(crate) struct RunningProcess {
     dir: PathBuf,
     endpoint: Endpoint,
     /// The `amqps://` listener (SEC-1); `None` when certificates could not be made.
-    tls: Option<super::TlsListener>,
+    tls: Option<TlsListener>,
     stopped: bool,
     /// The dir in the cleanup registry, for a run that ends by a signal or a panic (dropped, so
     /// forgotten, once [`RunningProcess::stop`] or `drop` did the job itself).
@@ -135,7 +137,7 @@ pub(crate) fn tls_conf(bind: &str, port: u16, ca: &str, cert: &str, key: &str) -
 
 /// Makes certificates in `dir/tls` and picks a port for the TLS listener; `None` (logged) when
 /// that fails, so a machine without openssl still runs every non-TLS scenario.
-pub(crate) fn prepare_tls(dir: &Path) -> Option<(super::TlsListener, String)> {
+pub(crate) fn prepare_tls(dir: &Path) -> Option<(TlsListener, String)> {
     let files = match crate::tls::generate(&dir.join("tls"), &[]) {
         Ok(f) => f,
         Err(e) => {
@@ -151,7 +153,7 @@ pub(crate) fn prepare_tls(dir: &Path) -> Option<(super::TlsListener, String)> {
         &files.server_cert.display().to_string(),
         &files.server_key.display().to_string(),
     );
-    Some((super::TlsListener::generated("127.0.0.1", port, files), conf))
+    Some((TlsListener::generated("127.0.0.1", port, files), conf))
 }
 
 pub(crate) fn write_file(path: &Path, content: &str) -> Result<(), BrokerError> {
@@ -408,7 +410,7 @@ impl Node {
 
     /// The last lines of the node's output, for boot failures.
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
-        super::tail(&self.log_text().await, lines)
+        tail(&self.log_text().await, lines)
     }
 
     /// The node's whole output (or why it cannot be read).
@@ -493,7 +495,7 @@ impl RunningProcess {
         &self.endpoint
     }
 
-    pub(crate) fn tls(&self) -> Option<&super::TlsListener> {
+    pub(crate) fn tls(&self) -> Option<&TlsListener> {
         self.tls.as_ref()
     }
 

@@ -1,45 +1,27 @@
 //! What provides a running broker — a container, a local process, or a broker someone else runs
 //! (by URL), one node or a cluster — and so what its log, its TLS listener, stopping, halting
-//! and resuming it mean (a cluster's node faults are `cluster.rs`'s); plus
-//! what the container and process providers share (the management sampling policy, log tails).
+//! and resuming it mean (a cluster's node faults are `cluster.rs`'s). What the providers share
+//! is below them: their TLS listener (`tls_listener.rs`) and their nodes' settings and log tails
+//! (`own_nodes.rs`).
 
-use super::{BrokerError, BrokerSpec, Endpoint, cluster, container, process};
+use super::cluster::container::RunningCluster as ContainerNodes;
+use super::cluster::process::RunningCluster as ProcessNodes;
+use super::error::BrokerError;
+use super::spec::BrokerSpec;
+use super::tls_listener::TlsListener;
+use super::url::Endpoint;
+use super::{container, process};
 
 /// What provides a running broker, and so what stopping it means.
 pub(super) enum Provider {
     Container(Box<container::RunningContainer>),
     Process(Box<process::RunningProcess>),
     /// Three RabbitMQ containers on a docker network of their own, clustered.
-    ContainerCluster(Box<cluster::container::RunningCluster>),
+    ContainerCluster(Box<ContainerNodes>),
     /// Three local `rabbitmq-server` nodes, clustered.
-    ProcessCluster(Box<cluster::process::RunningCluster>),
+    ProcessCluster(Box<ProcessNodes>),
     /// A broker (or cluster) someone else runs, with the amqps listener it was given, if any.
     Url(Option<TlsListener>),
-}
-
-/// A broker's `amqps://` listener (SEC-1): where it is and the test CA that signed its
-/// certificate (made at start by [`crate::tls::generate`]).
-#[derive(Debug, Clone)]
-pub struct TlsListener {
-    pub host: String,
-    pub port: u16,
-    /// The CA certificate that signed the listener's certificate: what a gateway is told to trust.
-    pub ca_cert: std::path::PathBuf,
-    /// The CA, certificate and key the suite made for a broker it started (removed with it);
-    /// `None` for a broker someone else runs (url provider: `FLEET_BROKER_CA_FILE`).
-    pub files: Option<crate::tls::TlsFiles>,
-}
-
-impl TlsListener {
-    /// A listener whose certificates the suite generated.
-    pub(crate) fn generated(host: &str, port: u16, files: crate::tls::TlsFiles) -> TlsListener {
-        TlsListener {
-            host: host.to_string(),
-            port,
-            ca_cert: files.ca_cert.clone(),
-            files: Some(files),
-        }
-    }
 }
 
 impl Provider {
@@ -132,32 +114,5 @@ fn cannot_restart(spec: &BrokerSpec) -> BrokerError {
     BrokerError::CannotRestart {
         spec: spec.label(),
         reason: spec.provider.cannot_restart().unwrap_or("unknown").into(),
-    }
-}
-
-/// Management statistics sampled every second instead of every 5 s. The management agent
-/// collects at its smallest retention interval, whatever `collect_statistics_interval` says, so
-/// without this a queue's depth shows up to 5 s late.
-pub(crate) const RETENTION_POLICIES: &str = "[{global,[{605,1}]},{basic,[{605,1}]},{detailed,[{10,1}]}]";
-
-/// A quorum queue reports its depths (ready, unacknowledged) to the management API once per
-/// tick, 5 s by default: a depth that lasts 2 s may never show. Every second instead, like the
-/// classic queues' statistics above.
-pub(crate) const QUORUM_TICK_MS: u32 = 1000;
-
-/// The last `lines` lines of `text`.
-pub(crate) fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail("a\nb\nc\n", 2), "b\nc");
-        assert_eq!(tail("a", 5), "a");
-        assert_eq!(tail("", 5), "");
     }
 }

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use super::readiness::RESTART_BOOT;
-use super::{Broker, BrokerError};
+use super::Broker;
+use super::boot::RESTART_BOOT;
+use super::error::BrokerError;
+use super::readiness;
 
 impl Broker {
     /// Why this broker cannot be restarted by the suite, if it cannot.
@@ -52,7 +54,7 @@ impl Broker {
         }
         let started = std::time::Instant::now();
         self.provider.resume(&self.spec).await?;
-        Broker::wait_ready(
+        readiness::wait_ready(
             &self.spec,
             &self.provider,
             &self.endpoint,

@@ -7,7 +7,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{BrokerError, url};
+use super::error::BrokerError;
+use super::flavour::Product;
+use super::url;
 
 /// Which broker product, as one node or as a cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -21,10 +23,10 @@ pub enum BrokerKind {
 
 impl BrokerKind {
     /// The product the broker must say it is (a cluster of RabbitMQ nodes is RabbitMQ).
-    pub fn product(&self) -> super::Product {
+    pub fn product(&self) -> Product {
         match self {
-            BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => super::Product::RabbitMq,
-            BrokerKind::LavinMq => super::Product::LavinMq,
+            BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => Product::RabbitMq,
+            BrokerKind::LavinMq => Product::LavinMq,
         }
     }
 

@@ -5,7 +5,8 @@
 //! must be percent-encoded both in AMQP URLs and in management API paths (the `percent-encoding`
 //! crate, which the HTTP stack already brings).
 
-use super::BrokerError;
+use super::error::BrokerError;
+use super::tls_listener::TlsListener;
 
 /// Environment variable of the url provider: `amqp://user:pass@host:port[/vhost]` (for
 /// `url:rabbitmq-cluster` a comma list, one per node).
@@ -28,7 +29,7 @@ pub const BROKER_CA_FILE_VAR: &str = "FLEET_BROKER_CA_FILE";
 /// The url provider's amqps listener, from `FLEET_BROKER_AMQPS_URL` and `FLEET_BROKER_CA_FILE`:
 /// `None` when neither is set (its TLS scenarios are then not tested, [`url_tls_missing`]); an
 /// error when only one is, or the CA file cannot be read.
-pub fn tls_from_env() -> Result<Option<super::TlsListener>, BrokerError> {
+pub fn tls_from_env() -> Result<Option<TlsListener>, BrokerError> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let (url, ca) = match (var(BROKER_AMQPS_URL_VAR), var(BROKER_CA_FILE_VAR)) {
         (None, None) => return Ok(None),
@@ -59,7 +60,7 @@ pub fn tls_from_env() -> Result<Option<super::TlsListener>, BrokerError> {
             reason: "not a PEM certificate (no BEGIN CERTIFICATE line)".into(),
         });
     }
-    Ok(Some(super::TlsListener {
+    Ok(Some(TlsListener {
         host,
         port,
         ca_cert,

@@ -13,20 +13,23 @@
 //! Each node's AMQP and management ports (and node 1's AMQPS) are published on loopback on host
 //! ports the suite picks and pins, so a node killed and started again, or cut off and
 //! reconnected, keeps every URL handed out valid. A whole-cluster restart stops node 1 last and
-//! starts it first, the others one by one after it ([`super::wait_booted`] says why). Containers and network carry the suite's owner
+//! starts it first, the others one by one after it ([`super::nodes::wait_booted`] says why). Containers and network carry the suite's owner
 //! labels and are in the cleanup registry ([`crate::cleanup`]); the image is only ever taken
 //! from the local store (`--pull never`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::super::boot::{CONTAINER_BOOT, RESTART_BOOT};
 use super::super::container::{
     AMQP_PORT, AMQPS_PORT, HTTP_PORT, TLS_DIR_IN_CONTAINER, container_tls_files, missing_image_hint, port_clash_text,
     rabbitmq_erl_args,
 };
-use super::super::readiness::{CONTAINER_BOOT, RESTART_BOOT};
-use super::super::{BrokerError, BrokerKind, Endpoint, TlsListener};
-use super::{Booting, NODES, NodeState, NodeStates, start_order, wait_booted};
+use super::super::error::BrokerError;
+use super::super::spec::BrokerKind;
+use super::super::tls_listener::TlsListener;
+use super::super::url::Endpoint;
+use super::nodes::{Booting, NODES, NodeState, NodeStates, node_tails, run_command, start_order, wait_booted};
 use crate::timing::wait_for;
 
 mod isolate;
@@ -125,12 +128,10 @@ pub(crate) struct RunningCluster {
 async fn docker(what: &str, args: &[&str]) -> Result<String, BrokerError> {
     let mut cmd = tokio::process::Command::new("docker");
     cmd.args(args);
-    super::run_command(cmd)
-        .await
-        .map_err(|reason| BrokerError::DockerCommand {
-            command: what.to_string(),
-            reason,
-        })
+    run_command(cmd).await.map_err(|reason| BrokerError::DockerCommand {
+        command: what.to_string(),
+        reason,
+    })
 }
 
 /// The Erlang arguments of every node: the suite's statistics settings, pause_minority and a
@@ -250,7 +251,7 @@ async fn join(node: &ContainerNode, first: &str) -> Result<(), BrokerError> {
         full.extend(args);
         let mut cmd = tokio::process::Command::new("docker");
         cmd.args(&full);
-        super::run_command(cmd).await.map_err(|reason| BrokerError::Ctl {
+        run_command(cmd).await.map_err(|reason| BrokerError::Ctl {
             node: format!("rabbit@{}", node.host),
             command: args.join(" "),
             reason,
@@ -480,7 +481,7 @@ impl RunningCluster {
             };
             outputs.push((format!("rabbit@{} ({})", n.host, n.name), text));
         }
-        super::node_tails(outputs, lines)
+        node_tails(outputs, lines)
     }
 
     /// `docker kill` (SIGKILL) of the node's container; returns once docker reports it stopped.

@@ -16,10 +16,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::super::boot::{PROCESS_BOOT, RESTART_BOOT};
+use super::super::error::BrokerError;
 use super::super::process::{self as single, Node, NodeSpec};
-use super::super::readiness::{PROCESS_BOOT, RESTART_BOOT};
-use super::super::{BrokerError, Endpoint, TlsListener};
-use super::{Booting, NODES, NodeState, NodeStates, start_order, wait_booted};
+use super::super::tls_listener::TlsListener;
+use super::super::url::Endpoint;
+use super::nodes::{Booting, NODES, NodeState, NodeStates, node_tails, run_command, start_order, wait_booted};
 
 /// The cluster's lines of each node's config.
 const CLUSTER_CONF: &str = "cluster_partition_handling = pause_minority\n";
@@ -130,13 +132,11 @@ fn write_cookie(home: &Path) -> Result<(), BrokerError> {
 /// `rabbitmqctl stop_app`, `join_cluster <first>`, `start_app` on `node`.
 async fn join(node: &Node, first: &str) -> Result<(), BrokerError> {
     for args in [&["stop_app"][..], &["join_cluster", first], &["start_app"]] {
-        super::run_command(node.ctl(args))
-            .await
-            .map_err(|reason| BrokerError::Ctl {
-                node: node.name().to_string(),
-                command: args.join(" "),
-                reason,
-            })?;
+        run_command(node.ctl(args)).await.map_err(|reason| BrokerError::Ctl {
+            node: node.name().to_string(),
+            command: args.join(" "),
+            reason,
+        })?;
     }
     Ok(())
 }
@@ -180,7 +180,7 @@ impl RunningCluster {
         for n in &self.nodes {
             outputs.push((n.name().to_string(), n.log_text().await));
         }
-        super::node_tails(outputs, lines)
+        node_tails(outputs, lines)
     }
 
     fn node(&self, node: usize) -> Result<&Node, BrokerError> {

@@ -374,8 +374,8 @@ async fn a_cluster_someone_else_runs_refuses_faults_with_the_reason() {
 
 #[test]
 fn the_node_that_stopped_last_starts_first() {
-    assert_eq!(super::start_order(0, 3), [0, 1, 2]);
-    assert_eq!(super::start_order(2, 3), [2, 0, 1]);
+    assert_eq!(super::nodes::start_order(0, 3), [0, 1, 2]);
+    assert_eq!(super::nodes::start_order(2, 3), [2, 0, 1]);
 }
 
 #[test]
@@ -384,6 +384,6 @@ fn node_tails_name_each_node() {
                  t [warning] <0.1.0> closing AMQP connection <0.1.0> (a -> b):\n\
                  t [warning] <0.1.0> client unexpectedly closed TCP connection\n";
     let a = format!("w\nx\n{probe}{probe}");
-    let report = super::node_tails(vec![("a@h".into(), a), ("b@h".into(), "y".into())], 2);
+    let report = super::nodes::node_tails(vec![("a@h".into(), a), ("b@h".into(), "y".into())], 2);
     assert_eq!(report, "=== a@h ===\nw\nx\n=== b@h ===\ny");
 }

@@ -14,7 +14,7 @@
 //! from the docker bridge's gateway address, which no rule names. The heal deletes the same rules;
 //! a node killed meanwhile loses them with its network namespace.
 
-use super::super::{NodeState, run_command};
+use super::super::nodes::{NodeState, run_command};
 use super::{PROVIDER, RunningCluster, docker, docker_since};
 use crate::broker::BrokerError;
 
