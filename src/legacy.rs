@@ -108,9 +108,9 @@ pub struct LegacyState {
 }
 
 impl LegacyState {
-    /// `fixtures/legacy/v1.0.0.json` of this repository.
+    /// `fixtures/legacy/v1.0.0.json` of the suite's files.
     pub fn fixture_path() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/legacy/v1.0.0.json")
+        crate::conformance::suite_root().join("fixtures/legacy/v1.0.0.json")
     }
 
     pub fn load(path: &Path) -> Result<LegacyState, LegacyError> {

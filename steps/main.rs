@@ -1,7 +1,14 @@
-//! The end-to-end conformance run: `cargo test --features e2e [-- cucumber options]`.
+//! The conformance suite: the `fleet-conformance` binary (docs/RUNNER.md).
 //!
-//! For each broker in `FLEET_E2E_BROKERS` (default `rabbitmq`, a container) it starts the broker,
-//! runs every feature against real gateway processes, stops the broker, and prints which
+//! One binary, two roles. Run by a person, it is the runner's command line
+//! (`fleet_conformance::conformance::cli`: `run`, `list`); `run` starts this same binary again as
+//! the suite run itself (`fleet-conformance __suite [cucumber options]`, also what
+//! `cargo test --features e2e --test e2e` execs), which is the rest of this file and the step
+//! modules. The binary carries `features/` and `fixtures/` (`conformance::embedded`), so it needs
+//! no checkout beside it.
+//!
+//! For each broker in `FLEET_E2E_BROKERS` (default `rabbitmq`, a container) the suite run starts
+//! the broker, runs every feature against real gateway processes, stops the broker, and prints which
 //! requirements passed. A broker that was asked for and cannot start fails the run — it is never
 //! skipped. Reports go to `target/fleet-e2e/<broker>/` (or `$FLEET_E2E_OUT/<broker>/`): cucumber
 //! JSON, JUnit XML, `broker.json` (label and version) and `logs/<feature>-<line>.log`, the gateway
@@ -65,17 +72,30 @@ pub fn current_suite() -> Option<Arc<Suite>> {
     CURRENT.read().ok().and_then(|g| g.clone())
 }
 
+/// The checkout this binary was built from (the reference gateway's sources, `target/`).
 fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    fleet_conformance::conformance::checkout()
 }
 
-/// The gateway command: `FLEET_GATEWAY_CMD`, or the reference gateway built right now.
+/// The directory holding `features/` and `fixtures/`: the checkout under `cargo test`, else the
+/// files this binary carries.
+fn suite_root() -> PathBuf {
+    fleet_conformance::conformance::suite_root()
+}
+
+/// The gateway command: `FLEET_GATEWAY_CMD`, or the reference gateway built right now (only
+/// where the checkout this binary was built from is still there).
 fn gateway_command() -> anyhow::Result<String> {
     if let Ok(cmd) = std::env::var("FLEET_GATEWAY_CMD")
         && !cmd.trim().is_empty()
     {
         return Ok(cmd);
     }
+    anyhow::ensure!(
+        workspace_root().join("reference-gateway").join("Cargo.toml").is_file(),
+        "no gateway to test: pass --gateway-cmd (or set FLEET_GATEWAY_CMD) to the command that starts your \
+         gateway; the reference gateway is built only inside a checkout of the suite"
+    );
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("building the reference gateway (set FLEET_GATEWAY_CMD to test another gateway)…");
     let mut build = std::process::Command::new(cargo);
@@ -84,14 +104,15 @@ fn gateway_command() -> anyhow::Result<String> {
         .current_dir(workspace_root());
     // `cargo test` gives this process CARGO_MANIFEST_DIR, CARGO_PKG_* …; build scripts (ring's)
     // fingerprint those, so passing them on made every shell `cargo build` and every suite run
-    // rebuild ring → rustls → lapin → the gateway in turn (~10 s each). Build with a shell's env.
+    // rebuild ring → rustls → lapin → the gateway in turn (~10 s each); ring's build script reads
+    // OUT_DIR, which `cargo test` sets for a package with a build script. Build with a shell's env.
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
         if k.starts_with("CARGO_MANIFEST_")
             || k.starts_with("CARGO_PKG_")
             || matches!(
                 &*k,
-                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR"
+                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
             )
         {
             build.env_remove(&*k);
@@ -99,18 +120,26 @@ fn gateway_command() -> anyhow::Result<String> {
     }
     let status = build.status()?;
     anyhow::ensure!(status.success(), "building fleet-gateway failed");
-    // This test binary lives in <target>/<profile>/deps/; the gateway in <target>/<profile>/.
+    // This binary lives in <target>/<profile>/ (a test binary in <target>/<profile>/deps/), the
+    // gateway in <target>/<profile>/.
     let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| anyhow::anyhow!("cannot locate the target directory from {}", exe.display()))?;
-    let bin = profile_dir.join("fleet-gateway");
-    anyhow::ensure!(bin.exists(), "{} was not built", bin.display());
+    let bin = exe
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .map(|d| d.join("fleet-gateway"))
+        .find(|b| b.is_file())
+        .ok_or_else(|| anyhow::anyhow!("fleet-gateway was built but is not beside {}", exe.display()))?;
     Ok(bin.display().to_string())
 }
 
-async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &RunPolicy) -> anyhow::Result<bool> {
+async fn run_on(
+    spec: &BrokerSpec,
+    gateway_cmd: &str,
+    out_root: &Path,
+    policy: &RunPolicy,
+    args: &[std::ffi::OsString],
+) -> anyhow::Result<bool> {
     let label = spec.label();
     eprintln!("== starting broker {label} ==");
     let started = std::time::Instant::now();
@@ -213,7 +242,8 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
         });
     // cucumber would evaluate `--tags` / `--name` *instead of* the filter below: take them out of
     // its options and apply them here, together with the run policy.
-    let mut cli = cucumber::cli::Opts::<_, _, _, cucumber::cli::Empty>::parsed();
+    // clap prints --help, or names a bad option and exits 2, as cucumber's own parsing would.
+    let mut cli = <cucumber::cli::Opts<_, _, _, cucumber::cli::Empty> as clap::Parser>::parse_from(args);
     let (tags, name) = (cli.tags_filter.take(), cli.re_filter.take());
     let policy = policy.clone();
     // Scenarios this broker cannot run (a restart on the url provider): left out, said so below.
@@ -223,7 +253,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
     let result =
         runner
             .with_cli(cli)
-            .filter_run(workspace_root().join("features"), move |feature, rule, scenario| {
+            .filter_run(suite_root().join("features"), move |feature, rule, scenario| {
                 let all_tags = feature
                     .tags
                     .iter()
@@ -254,7 +284,7 @@ async fn run_on(spec: &BrokerSpec, gateway_cmd: &str, out_root: &Path, policy: &
                                     file: feature
                                         .path
                                         .as_deref()
-                                        .map(|p| p.strip_prefix(workspace_root()).unwrap_or(p).display().to_string()),
+                                        .map(|p| p.strip_prefix(suite_root()).unwrap_or(p).display().to_string()),
                                     line: scenario.position.line,
                                     tags: all_tags.cloned().collect(),
                                     reason: why,
@@ -345,7 +375,22 @@ fn exit_on_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The runner's command line, or the suite run when the first argument is `__suite`.
 fn main() -> std::process::ExitCode {
+    let mut args = std::env::args_os();
+    let program = args.next();
+    if args
+        .next()
+        .is_some_and(|a| a == fleet_conformance::conformance::cli::SUITE_ARG)
+    {
+        return suite_main(program.into_iter().chain(args).collect());
+    }
+    fleet_conformance::conformance::cli::main()
+}
+
+/// The suite run: every broker of `FLEET_E2E_BROKERS`, every selected scenario. `args` are the
+/// program name and cucumber's options.
+fn suite_main(args: Vec<std::ffi::OsString>) -> std::process::ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -385,7 +430,7 @@ fn main() -> std::process::ExitCode {
         };
         let mut all_ok = true;
         for spec in &specs {
-            all_ok &= run_on(spec, &cmd, &out_root, &policy).await?;
+            all_ok &= run_on(spec, &cmd, &out_root, &policy, &args).await?;
         }
         anyhow::Ok(all_ok)
     });

@@ -137,11 +137,12 @@ async fn refused_by_name(w: &mut FleetWorld, name: String, role: String) -> anyh
     Ok(())
 }
 
-/// The venv scripts/setup makes for the official MCP Python SDK.
+/// The venv with the official MCP Python SDK: `FLEET_PYTHON_VENV` (the runner image sets it), else
+/// the one scripts/setup makes in the checkout this binary was built from.
 fn python_venv() -> PathBuf {
     match std::env::var_os("FLEET_PYTHON_VENV") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => fleet_conformance::conformance::suite_root()
+        _ => fleet_conformance::conformance::checkout()
             .join("target")
             .join("python-mcp"),
     }
@@ -159,8 +160,9 @@ async fn python_sdk_session(w: &mut FleetWorld, name: String, text: String, to: 
     let python = python_venv().join("bin").join("python");
     ensure!(
         python.exists(),
-        "no Python venv with the official MCP SDK at {} — run scripts/setup (it makes the venv; \
-         FLEET_PYTHON_VENV names another)",
+        "no Python venv with the official MCP SDK at {} — run scripts/setup in a checkout (it makes the \
+         venv), or make one (python3 -m venv DIR && DIR/bin/pip install mcp==2.3.0) and name it in \
+         FLEET_PYTHON_VENV",
         python.display()
     );
     let script = fleet_conformance::conformance::suite_root()

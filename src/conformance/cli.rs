@@ -1,4 +1,5 @@
-//! `fleet-conformance`: judge any Fleet gateway against the spec, requirement by requirement.
+//! The `fleet-conformance` command line: judge any Fleet gateway against the spec, requirement by
+//! requirement.
 //!
 //! Exists so another team can point the suite at *their* gateway and get a verdict they can act
 //! on (like h2spec or Autobahn|Testsuite for their protocols): it runs the cucumber suite (the
@@ -24,15 +25,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Instant, SystemTime};
 
+use crate::broker::BrokerSpec;
+use crate::conformance::catalogue::{self, Scenario};
+use crate::conformance::registry::{self, Registry};
+use crate::conformance::reports::{self, RunInfo};
+use crate::conformance::selection;
+use crate::conformance::tagexpr::TagExpr;
+use crate::conformance::verdict::{self, Baseline, BrokerRun, Capabilities, Options};
+use crate::conformance::{html, suite_root};
 use anyhow::{Context as _, anyhow};
-use fleet_conformance::broker::BrokerSpec;
-use fleet_conformance::conformance::catalogue::{self, Scenario};
-use fleet_conformance::conformance::registry::{self, Registry};
-use fleet_conformance::conformance::reports::{self, RunInfo};
-use fleet_conformance::conformance::selection;
-use fleet_conformance::conformance::tagexpr::TagExpr;
-use fleet_conformance::conformance::verdict::{self, Baseline, BrokerRun, Capabilities, Options};
-use fleet_conformance::conformance::{html, suite_root};
+
+/// Where the reports go without `--out`: a directory of the current one.
+pub const DEFAULT_OUT: &str = "fleet-conformance-report";
+
+/// The hidden first argument that makes `fleet-conformance` the suite run itself (cucumber's
+/// options follow); `run` starts it so, and the `e2e` test target execs the binary with it.
+pub const SUITE_ARG: &str = "__suite";
 
 /// Judge any Fleet gateway against the spec, requirement by requirement.
 ///
@@ -62,8 +70,8 @@ enum Cmd {
 
 #[derive(Debug, Default, clap::Args)]
 struct RunArgs {
-    /// The gateway under test, run through `sh -c` with the SPEC §15 environment (default: the
-    /// reference gateway, built on the fly).
+    /// The gateway under test, run through `sh -c` with the SPEC §15 environment (default, only
+    /// inside a checkout of the suite: the reference gateway, built on the fly).
     #[arg(long, value_name = "CMD")]
     gateway_cmd: Option<String>,
     /// Recorded in the reports.
@@ -86,7 +94,7 @@ struct RunArgs {
     /// Known failures: [[known-failure]] requirement = "FWD-7" (broker = …).
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
-    /// Reports go here (default: target/fleet-conformance).
+    /// Reports go here (default: ./fleet-conformance-report).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// SHOULD failures fail the run too.
@@ -176,7 +184,7 @@ fn list(tags: Option<&str>, capabilities: Option<&Path>) -> anyhow::Result<ExitC
             let extra: Vec<String> = s
                 .tags
                 .iter()
-                .filter(|t| !fleet_conformance::report::is_requirement(t))
+                .filter(|t| !crate::report::is_requirement(t))
                 .map(|t| format!("@{t}"))
                 .collect();
             let rows = if s.rows > 0 {
@@ -222,11 +230,13 @@ fn run_suite(
     tags: Option<&str>,
     caps: &Capabilities,
 ) -> anyhow::Result<bool> {
+    // The suite is this same binary (`__suite`), unless FLEET_E2E_BIN names another suite build.
     let mut cmd = match std::env::var_os("FLEET_E2E_BIN") {
         Some(bin) if !bin.is_empty() => Command::new(bin),
         _ => {
-            let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-            c.args(["test", "--features", "e2e", "--test", "e2e", "--"]);
+            let me = std::env::current_exe().context("locating this binary to run the suite")?;
+            let mut c = Command::new(me);
+            c.arg(SUITE_ARG);
             c
         }
     };
@@ -234,7 +244,7 @@ fn run_suite(
         cmd.args(["--tags", t]);
     }
     cmd.args(&a.cucumber);
-    cmd.current_dir(suite_root());
+    cmd.env(super::HOME_VAR, suite_root());
     let labels: Vec<String> = specs.iter().map(BrokerSpec::label).collect();
     cmd.env("FLEET_E2E_BROKERS", labels.join(","));
     cmd.env("FLEET_E2E_OUT", out);
@@ -263,7 +273,7 @@ struct GroupGuard(Option<i32>);
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.0.take() {
-            fleet_conformance::cleanup::kill_group(pgid, libc::SIGKILL);
+            crate::cleanup::kill_group(pgid, libc::SIGKILL);
         }
     }
 }
@@ -293,13 +303,13 @@ async fn supervise(cmd: Command) -> anyhow::Result<bool> {
         _ = term.recv() => (libc::SIGTERM, "SIGTERM", 143),
     };
     eprintln!("fleet-conformance: {name}: stopping the suite run and what it started");
-    fleet_conformance::cleanup::kill_group(pgid, sig);
-    let gone = fleet_conformance::timing::wait_for(
+    crate::cleanup::kill_group(pgid, sig);
+    let gone = crate::timing::wait_for(
         "the suite run to stop its gateways and brokers",
         std::time::Duration::from_secs(60),
         || {
             let reaped = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
-            let done = reaped && !fleet_conformance::cleanup::kill_group(pgid, 0);
+            let done = reaped && !crate::cleanup::kill_group(pgid, 0);
             async move { Ok(done.then_some(())) }
         },
     )
@@ -360,7 +370,7 @@ fn read_broker(out: &Path, spec: &BrokerSpec) -> BrokerRun {
 fn suite_commit() -> Option<String> {
     let out = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(suite_root())
+        .current_dir(super::checkout())
         .output()
         .ok()?;
     out.status
@@ -388,11 +398,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         .or_else(|| std::env::var("FLEET_E2E_BROKERS").ok().filter(|b| !b.trim().is_empty()))
         .unwrap_or_else(|| "rabbitmq".into());
     let specs = BrokerSpec::parse_list(&brokers)?;
-    let out = std::path::absolute(
-        a.out
-            .clone()
-            .unwrap_or_else(|| suite_root().join("target").join("fleet-conformance")),
-    )?;
+    let out = std::path::absolute(a.out.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_OUT)))?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
 
     let started_at = SystemTime::now();
@@ -462,8 +468,9 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn main() -> ExitCode {
-    fleet_conformance::logs::init();
+/// The runner's entry: parses the command line, runs or lists, and says how it ended.
+pub fn main() -> ExitCode {
+    crate::logs::init();
     // clap prints --help / --version and exits 0, or names a bad argument and exits 2.
     let cli = <Cli as clap::Parser>::parse();
     let outcome = match cli.cmd {

@@ -15,8 +15,12 @@
 //!   the known-failures baseline, and the exit decision
 //! - [`reports`] — `conformance.json`, the requirement JUnit XML, the text summary
 //! - [`html`] — the one static HTML page of the matrix
+//! - [`cli`] — the `fleet-conformance` command line (`run`, `list`)
+//! - [`embedded`] — the suite's files carried inside the binary, unpacked to a cache
 
 pub mod catalogue;
+pub mod cli;
+pub mod embedded;
 pub mod html;
 pub mod inputs;
 pub mod registry;
@@ -28,12 +32,38 @@ pub mod tagexpr;
 pub mod verdict;
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
-/// The checkout holding `features/`, `fixtures/` and `docs/`: `FLEET_CONFORMANCE_HOME`, else the
-/// directory this crate was built from.
+/// Names the directory holding `features/`, `fixtures/` and `docs/` instead of the files the
+/// binary carries (a checkout being edited: `cargo test --features e2e` sets it to the checkout).
+pub const HOME_VAR: &str = "FLEET_CONFORMANCE_HOME";
+
+/// The directory holding `features/`, `fixtures/` and `docs/`: `FLEET_CONFORMANCE_HOME`, else the
+/// files this binary carries, unpacked to the cache ([`embedded`]); the library's own unit tests
+/// read the checkout they were built from.
 pub fn suite_root() -> PathBuf {
-    match std::env::var_os("FLEET_CONFORMANCE_HOME") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+    if let Some(dir) = std::env::var_os(HOME_VAR).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
     }
+    if cfg!(test) {
+        return checkout();
+    }
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| match embedded::unpack() {
+        Ok(dir) => dir,
+        Err(e) => {
+            let fallback = checkout();
+            eprintln!(
+                "fleet-conformance: {e}; reading the suite from {} instead",
+                fallback.display()
+            );
+            fallback
+        }
+    })
+    .clone()
+}
+
+/// The checkout this crate was built from (it may be gone: an installed binary's build tree).
+pub fn checkout() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

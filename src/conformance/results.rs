@@ -53,6 +53,15 @@ pub fn log_file_name(feature_file: &str, line: usize) -> String {
     format!("{base}-{line}.log")
 }
 
+/// A feature file as the suite names it, `features/…`, wherever the run read it from (a checkout,
+/// or the cache the binary unpacks its files to): cucumber writes the path it was given.
+fn suite_relative(uri: &str) -> String {
+    match uri.rfind("features/") {
+        Some(at) if at == 0 || uri[..at].ends_with('/') => uri[at..].to_string(),
+        _ => uri.to_string(),
+    }
+}
+
 /// Cucumber's JSON report, as far as the suite reads it (the cucumber-json format: features with
 /// their elements — backgrounds and scenarios — and each step's result). Missing fields read as
 /// empty: a report cut short by a crash still yields what it holds.
@@ -161,7 +170,7 @@ pub fn scenario_results(report: &Value) -> Vec<ScenarioResult> {
             tags.dedup();
             out.push(ScenarioResult {
                 name: el.name.clone(),
-                file: feature.uri.clone(),
+                file: suite_relative(&feature.uri),
                 line: el.line,
                 tags,
                 outcome,
