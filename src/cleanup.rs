@@ -226,7 +226,7 @@ fn remove_networks(names: &[&str]) {
 /// Containers labelled [`CONTAINER_LABEL`] (only those of `owner`, if given), with their owner.
 /// Empty when docker cannot be asked.
 fn labelled_containers(owner: Option<&str>) -> Vec<(String, String)> {
-    // Full ids, so they compare equal to the ids registered from testcontainers.
+    // Full ids, so they compare equal to the ids the providers register (`docker create`'s output).
     labelled(&["ps", "-a", "--no-trunc"], owner)
 }
 

@@ -1,27 +1,30 @@
-//! The container provider: a throwaway broker in docker, through testcontainers.
+//! The container provider: a throwaway broker in docker, driven through the docker CLI.
 //!
 //! Exists because a container is the one way to run both RabbitMQ and LavinMQ the same way on any
-//! machine with docker. The image is taken as found locally (testcontainers pulls only when it is
-//! missing); on machines without a registry, `scripts/setup` builds `fleet-rabbitmq:3.10-debian`
-//! from Debian packages and `FLEET_RABBITMQ_IMAGE` names it. Ports are published on 127.0.0.1
-//! only, on free host ports the suite picks and pins: docker would pick new ones when the container
-//! is started again, and a restart ([`RunningContainer::halt`], `docker stop`, then
+//! machine with docker. The image is taken as found locally and pulled only when it is missing;
+//! on machines without a registry, `scripts/setup` builds `fleet-rabbitmq:3.10-debian` from
+//! Debian packages and `FLEET_RABBITMQ_IMAGE` names it. Ports are published on 127.0.0.1 only, on
+//! free host ports the suite picks and pins: docker would pick new ones when the container is
+//! started again, and a restart ([`RunningContainer::halt`], `docker stop`, then
 //! [`RunningContainer::resume`], `docker start` of the same container, its data kept in the
 //! container's filesystem) must leave every URL handed out to gateways valid.
+//!
+//! The container is made with `docker create`, gets its TLS files and config as a tar stream on
+//! `docker cp -`'s stdin (nothing is bind-mounted: a runner that is itself a container, talking
+//! to the host's docker, has no paths of its own the daemon could see), then `docker start`.
+//! It is in the cleanup registry ([`crate::cleanup`]) by its full id from `docker create` on,
+//! and carries the suite's owner labels, so a run that dies leaves nothing for long.
 
 use std::time::Duration;
 
-use testcontainers::bollard::models::{HostConfig, PortBinding};
-use testcontainers::core::IntoContainerPort;
-use testcontainers::core::error::ClientError;
-use testcontainers::runners::AsyncRunner;
-use testcontainers::{ContainerAsync, GenericImage, ImageExt, TestcontainersError};
+use tokio::io::AsyncWriteExt as _;
 
-use super::error::BrokerError;
+use super::error::{BrokerError, DockerEnd, DockerFailure};
 use super::own_nodes::{QUORUM_TICK_MS, RETENTION_POLICIES, tail};
 use super::spec::BrokerKind;
 use super::tls_listener::TlsListener;
 use super::url::Endpoint;
+use crate::timing::scaled;
 
 /// Environment variable naming the RabbitMQ image.
 pub const RABBITMQ_IMAGE_VAR: &str = "FLEET_RABBITMQ_IMAGE";
@@ -47,20 +50,6 @@ pub fn image_for(kind: BrokerKind) -> String {
         .ok()
         .filter(|v| !v.trim().is_empty())
         .unwrap_or_else(|| default.to_string())
-}
-
-/// Splits `repo[:tag]` into name and tag (default `latest`); a `:` inside a registry host's
-/// `host:port/` prefix is not a tag separator.
-pub fn split_image(image: &str) -> (String, String) {
-    let image = image.trim();
-    let last_segment_start = image.rfind('/').map_or(0, |i| i + 1);
-    match image[last_segment_start..].rfind(':') {
-        Some(i) => {
-            let at = last_segment_start + i;
-            (image[..at].to_string(), image[at + 1..].to_string())
-        }
-        None => (image.to_string(), "latest".to_string()),
-    }
 }
 
 /// Extra Erlang arguments for RabbitMQ containers: queue statistics every 0.5 s and management
@@ -92,20 +81,6 @@ pub(crate) fn missing_image_hint(kind: BrokerKind) -> String {
              use the broker url:lavinmq with FLEET_BROKER_URL and FLEET_BROKER_HTTP"
         ),
     }
-}
-
-/// A broker container this run started.
-pub(crate) struct RunningContainer {
-    container: ContainerAsync<GenericImage>,
-    image: String,
-    endpoint: Endpoint,
-    /// The management API's pinned host port (the AMQP one is in `endpoint`).
-    http_port: u16,
-    /// The `amqps://` listener (SEC-1); its certificates live in `tls.files.dir`.
-    tls: Option<TlsListener>,
-    /// The container and its TLS dir in the cleanup registry, for a run that ends by a signal or
-    /// a panic (forgotten once [`RunningContainer::stop`] removed them).
-    _cleanup: Vec<crate::cleanup::Registration>,
 }
 
 pub(crate) const AMQPS_PORT: u16 = 5671;
@@ -149,6 +124,16 @@ pub(crate) fn container_tls_files() -> Option<crate::tls::TlsFiles> {
     }
 }
 
+/// Nominal deadline of one `docker` command (inspect, create, cp, rm, logs).
+const COMMAND: Duration = Duration::from_secs(90);
+/// Nominal deadline of `docker start`: the container running, not the broker booted (that is the
+/// caller's readiness wait, with its own deadline in `boot.rs`).
+const STARTUP: Duration = Duration::from_secs(60);
+/// Nominal deadline of pulling a missing image.
+const PULL: Duration = Duration::from_secs(300);
+/// Nominal grace of `docker stop` before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
 /// Free loopback ports for AMQP, management and AMQPS. They are released before docker binds them;
 /// a clash in between fails the container's start, which [`start`] then retries on new ports.
 fn free_host_ports() -> Result<[u16; 3], BrokerError> {
@@ -158,155 +143,395 @@ fn free_host_ports() -> Result<[u16; 3], BrokerError> {
     })
 }
 
-/// Whether a container start failed because a host port was taken meanwhile.
-fn port_clash(e: &TestcontainersError) -> bool {
-    port_clash_text(&e.to_string())
-}
-
 /// Whether docker's error `text` says a host port was taken.
 pub(crate) fn port_clash_text(text: &str) -> bool {
     text.contains("port is already allocated") || text.contains("address already in use")
 }
 
-/// Starts a container of `image` on pinned host ports and checks them; readiness is the caller's.
-pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContainer, BrokerError> {
-    const ATTEMPTS: usize = 3;
-    let mut attempt = 1;
-    loop {
-        let ports = free_host_ports()?;
-        match start_on(kind, image, ports).await {
-            Err(BrokerError::Docker { source, .. }) if attempt < ATTEMPTS && port_clash(&source) => {
-                tracing::warn!(error = %source, attempt, "a host port was taken before docker bound it: new ports");
-                attempt += 1;
+/// What a `docker` command that succeeded wrote.
+struct Ran {
+    stdout: String,
+    stderr: String,
+}
+
+/// `docker <args>` rendered for an error: whole when short, else its subcommand and its last
+/// argument (the image or the container).
+fn render(args: &[&str]) -> String {
+    const SHORT: usize = 100;
+    let whole = format!("docker {}", args.join(" "));
+    match args {
+        [first, .., last] if whole.chars().count() > SHORT => format!("docker {first} … {last}"),
+        _ => whole,
+    }
+}
+
+/// Runs `docker <args>` to its end within `limit` (killed past it), with `input` on its stdin;
+/// what it wrote when it succeeds, else how it failed and its stderr.
+async fn docker_with(args: &[&str], input: Option<Vec<u8>>, limit: Duration) -> Result<Ran, DockerFailure> {
+    let fail = |end: DockerEnd, stderr: &[u8]| DockerFailure {
+        command: render(args),
+        end,
+        stderr: String::from_utf8_lossy(stderr).trim().to_string(),
+    };
+    let mut cmd = tokio::process::Command::new("docker");
+    cmd.args(args)
+        .stdin(if input.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| fail(DockerEnd::NotRun(e.to_string()), b""))?;
+    let pipe = child.stdin.take();
+    let run = async {
+        let feed = async {
+            if let (Some(mut pipe), Some(bytes)) = (pipe, input) {
+                // A docker that stops reading has failed: its exit status and stderr say why.
+                let _ = pipe.write_all(&bytes).await;
+                // Dropped here: end of input.
             }
-            other => return other,
+        };
+        let (_, out) = tokio::join!(feed, child.wait_with_output());
+        out
+    };
+    let out = match tokio::time::timeout(limit, run).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => return Err(fail(DockerEnd::NotRun(e.to_string()), b"")),
+        Err(_) => return Err(fail(DockerEnd::TimedOut(limit), b"")),
+    };
+    if !out.status.success() {
+        return Err(fail(DockerEnd::Exit(out.status.code()), &out.stderr));
+    }
+    Ok(Ran {
+        stdout: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
+}
+
+/// Runs `docker <args>` within the scaled [`COMMAND`] deadline; its output, trimmed.
+async fn docker(args: &[&str]) -> Result<String, DockerFailure> {
+    docker_with(args, None, scaled(COMMAND)).await.map(|r| r.stdout)
+}
+
+/// `BrokerError::Docker` saying what was being done.
+fn docker_err(context: impl Into<String>) -> impl FnOnce(DockerFailure) -> BrokerError {
+    let context = context.into();
+    move |source| BrokerError::Docker {
+        context,
+        source: Box::new(source),
+    }
+}
+
+/// Checks docker answers and `image` is present, pulling it when it is missing.
+async fn ensure_image(kind: BrokerKind, image: &str) -> Result<(), BrokerError> {
+    let provider = format!("container:{kind}");
+    if let Err(e) = docker(&["version", "--format", "{{.Server.Version}}"]).await {
+        return Err(BrokerError::Unavailable {
+            provider,
+            reason: format!("cannot reach docker ({e})"),
+            hint: "start docker (and make sure this user may use it), or use the broker process:rabbitmq".into(),
+        });
+    }
+    if docker(&["image", "inspect", "--format", "{{.Id}}", image])
+        .await
+        .is_ok()
+    {
+        return Ok(());
+    }
+    tracing::info!(%image, "the broker image is not present locally: pulling it");
+    match docker_with(&["pull", "--quiet", image], None, scaled(PULL)).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(BrokerError::Unavailable {
+            provider,
+            reason: format!("the image {image} is not present locally and could not be pulled ({e})"),
+            hint: missing_image_hint(kind),
+        }),
+    }
+}
+
+/// A file to put into the container before it starts: its absolute path there and its content.
+struct FileIn {
+    path: String,
+    content: Vec<u8>,
+}
+
+/// The files a broker container gets before it starts (its TLS certificates and, for
+/// RabbitMQ, the config of its TLS listener), and the arguments appended to the image's
+/// command (LavinMQ's TLS options).
+fn tls_setup(kind: BrokerKind, files: &crate::tls::TlsFiles) -> Result<(Vec<FileIn>, Vec<String>), BrokerError> {
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|source| BrokerError::Io {
+            context: format!("reading {}", p.display()),
+            source,
+        })
+    };
+    if kind == BrokerKind::LavinMq {
+        let inside = |f: &str| format!("{LAVINMQ_TLS_DIR_IN_CONTAINER}/{f}");
+        let put = vec![
+            FileIn {
+                path: inside("server.pem"),
+                content: read(&files.server_cert)?,
+            },
+            FileIn {
+                path: inside("server.key"),
+                content: read(&files.server_key)?,
+            },
+        ];
+        return Ok((put, lavinmq_tls_args(LAVINMQ_TLS_DIR_IN_CONTAINER)));
+    }
+    let inside = |f: &str| format!("{TLS_DIR_IN_CONTAINER}/{f}");
+    let conf = super::process::tls_conf(
+        "0.0.0.0",
+        AMQPS_PORT,
+        &inside("ca.pem"),
+        &inside("server.pem"),
+        &inside("server.key"),
+    );
+    let put = vec![
+        FileIn {
+            path: TLS_CONF_IN_CONTAINER.into(),
+            content: conf.into_bytes(),
+        },
+        FileIn {
+            path: inside("ca.pem"),
+            content: read(&files.ca_cert)?,
+        },
+        FileIn {
+            path: inside("server.pem"),
+            content: read(&files.server_cert)?,
+        },
+        FileIn {
+            path: inside("server.key"),
+            content: read(&files.server_key)?,
+        },
+    ];
+    Ok((put, Vec::new()))
+}
+
+/// A tar archive (ustar) of `files`, regular files of mode 0644 owned by root, named relative to
+/// `/`: what `docker cp - <container>:/` unpacks (making their directories) before the start.
+fn tar(files: &[FileIn]) -> Result<Vec<u8>, String> {
+    const BLOCK: usize = 512;
+    let octal = |field: &mut [u8], value: u64| {
+        let digits = field.len() - 1;
+        let text = format!("{value:0digits$o}");
+        field[..digits].copy_from_slice(&text.as_bytes()[text.len() - digits..]);
+        field[digits] = 0;
+    };
+    let mtime = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut out = Vec::new();
+    for f in files {
+        let name = f.path.trim_start_matches('/');
+        if name.is_empty() || name.len() >= 100 {
+            return Err(format!("{}: no name for a tar header of up to 99 bytes", f.path));
+        }
+        let size = f.content.len() as u64;
+        if size >= 8u64.pow(11) {
+            return Err(format!("{}: too large for a tar header", f.path));
+        }
+        let mut header = [0u8; BLOCK];
+        header[..name.len()].copy_from_slice(name.as_bytes());
+        octal(&mut header[100..108], 0o644);
+        octal(&mut header[108..116], 0);
+        octal(&mut header[116..124], 0);
+        octal(&mut header[124..136], size);
+        octal(&mut header[136..148], mtime.min(8u64.pow(11) - 1));
+        header[156] = b'0';
+        header[257..263].copy_from_slice(b"ustar\0");
+        header[263..265].copy_from_slice(b"00");
+        // The checksum is the byte sum with its own field taken as blanks.
+        header[148..156].copy_from_slice(b"        ");
+        let sum: u64 = header.iter().map(|&b| u64::from(b)).sum();
+        let text = format!("{sum:06o}\0 ");
+        header[148..156].copy_from_slice(text.as_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&f.content);
+        out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
+    }
+    // Two empty blocks end the archive.
+    out.resize(out.len() + 2 * BLOCK, 0);
+    Ok(out)
+}
+
+/// A container this run created, in the cleanup registry by its full id until it is removed:
+/// by [`Container::remove`], or at once when dropped without (a failed start, a panicking test).
+struct Container {
+    id: String,
+    removed: bool,
+    _registration: crate::cleanup::Registration,
+}
+
+impl Container {
+    fn short_id(&self) -> &str {
+        short_id(&self.id)
+    }
+
+    /// The container's published ports (`docker inspect`'s `NetworkSettings.Ports`).
+    async fn published(&self) -> Result<serde_json::Value, BrokerError> {
+        let what = format!("reading the published ports of container {}", self.short_id());
+        let text = docker(&["inspect", "--format", "{{json .NetworkSettings.Ports}}", &self.id])
+            .await
+            .map_err(docker_err(what.clone()))?;
+        serde_json::from_str(&text).map_err(|e| BrokerError::Io {
+            context: what,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{e}: {text}")),
+        })
+    }
+
+    /// `docker rm -f -v` (the broker images declare data volumes).
+    async fn remove(mut self) -> Result<(), BrokerError> {
+        let context = format!("removing container {}", self.short_id());
+        docker(&["rm", "-f", "-v", &self.id])
+            .await
+            .map_err(docker_err(context))?;
+        self.removed = true;
+        Ok(())
+    }
+
+    /// [`Container::remove`] after a failed start: a failure to remove is only logged (the
+    /// start's error is the one to report; a drop retries).
+    async fn discard(self) {
+        if let Err(e) = self.remove().await {
+            tracing::warn!(error = %e, "could not remove the broker container");
         }
     }
 }
 
-async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result<RunningContainer, BrokerError> {
-    let [amqp_host_port, http_host_port, amqps_host_port] = host_ports;
-    let (name, tag) = split_image(image);
-    let mut request = GenericImage::new(name, tag)
-        .with_exposed_port(AMQP_PORT.tcp())
-        .with_exposed_port(HTTP_PORT.tcp())
-        .with_exposed_port(AMQPS_PORT.tcp())
-        .with_hostname(format!("fleet-{kind}"))
-        .with_label("fleet-conformance.role", "broker")
-        // Who started it: a later run removes it if this process died without doing so.
-        .with_label(crate::cleanup::CONTAINER_LABEL, "1")
-        .with_label(crate::cleanup::CONTAINER_OWNER_LABEL, crate::cleanup::owner_id())
-        .with_startup_timeout(crate::timing::scaled(Duration::from_secs(60)))
-        .with_host_config_modifier(move |host: &mut HostConfig| {
-            // Loopback only, on the pinned ports, instead of every interface.
-            let loopback = |port: u16| {
-                Some(vec![PortBinding {
-                    host_ip: Some("127.0.0.1".into()),
-                    host_port: Some(port.to_string()),
-                }])
-            };
-            host.publish_all_ports = Some(false);
-            host.port_bindings = Some(
-                [
-                    (format!("{AMQP_PORT}/tcp"), loopback(amqp_host_port)),
-                    (format!("{HTTP_PORT}/tcp"), loopback(http_host_port)),
-                    (format!("{AMQPS_PORT}/tcp"), loopback(amqps_host_port)),
-                ]
-                .into_iter()
-                .collect(),
-            );
-        });
-    let tls_files = container_tls_files();
-    if kind == BrokerKind::LavinMq
-        && let Some(files) = &tls_files
-    {
-        let inside = |f: &str| format!("{LAVINMQ_TLS_DIR_IN_CONTAINER}/{f}");
-        request = request
-            .with_copy_to(inside("server.pem"), files.server_cert.clone())
-            .with_copy_to(inside("server.key"), files.server_key.clone());
-    }
-    let request = if kind == BrokerKind::LavinMq && tls_files.is_some() {
-        request.with_cmd(lavinmq_tls_args(LAVINMQ_TLS_DIR_IN_CONTAINER))
-    } else {
-        request
-    };
-    let mut request = request;
-    if kind == BrokerKind::RabbitMq {
-        request = request.with_env_var("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", rabbitmq_erl_args());
-        if let Some(files) = &tls_files {
-            let inside = |f: &str| format!("{TLS_DIR_IN_CONTAINER}/{f}");
-            let conf = super::process::tls_conf(
-                "0.0.0.0",
-                AMQPS_PORT,
-                &inside("ca.pem"),
-                &inside("server.pem"),
-                &inside("server.key"),
-            );
-            request = request
-                .with_copy_to(TLS_CONF_IN_CONTAINER, conf.into_bytes())
-                .with_copy_to(inside("ca.pem"), files.ca_cert.clone())
-                .with_copy_to(inside("server.pem"), files.server_cert.clone())
-                .with_copy_to(inside("server.key"), files.server_key.clone());
+impl Drop for Container {
+    fn drop(&mut self) {
+        if !self.removed {
+            crate::cleanup::undo(&[crate::cleanup::Action::RemoveContainer(self.id.clone())]);
         }
     }
+}
+
+/// The host port `inside/tcp` is published on, on an IPv4 address, in `docker inspect`'s
+/// `NetworkSettings.Ports` (`{"5672/tcp": [{"HostIp": "127.0.0.1", "HostPort": "20001"}]}`).
+fn host_port(published: &serde_json::Value, inside: u16) -> Option<u16> {
+    published
+        .get(format!("{inside}/tcp"))?
+        .as_array()?
+        .iter()
+        .filter(|b| {
+            b.get("HostIp")
+                .and_then(serde_json::Value::as_str)
+                .is_none_or(|ip| ip.is_empty() || ip.parse::<std::net::Ipv4Addr>().is_ok())
+        })
+        .find_map(|b| b.get("HostPort")?.as_str()?.parse().ok())
+}
+
+/// `docker create` of a broker container of `image` on `host_ports` (AMQP, management, AMQPS on
+/// 127.0.0.1), registered for cleanup at once, with `files` copied in; not started.
+async fn create(
+    kind: BrokerKind,
+    image: &str,
+    host_ports: [u16; 3],
+    files: &[FileIn],
+    cmd: &[String],
+) -> Result<Container, BrokerError> {
+    let [amqp, http, amqps] = host_ports;
+    let publish = |host: u16, inside: u16| format!("127.0.0.1:{host}:{inside}");
+    let mut args: Vec<String> = vec![
+        "create".into(),
+        "--hostname".into(),
+        format!("fleet-{kind}"),
+        "--label".into(),
+        "fleet-conformance.role=broker".into(),
+        // Who started it: a later run removes it if this process died without doing so.
+        "--label".into(),
+        format!("{}=1", crate::cleanup::CONTAINER_LABEL),
+        "--label".into(),
+        format!(
+            "{}={}",
+            crate::cleanup::CONTAINER_OWNER_LABEL,
+            crate::cleanup::owner_id()
+        ),
+        // Present: ensure_image made sure of it.
+        "--pull".into(),
+        "never".into(),
+        // Loopback only, on the pinned ports, instead of every interface.
+        "-p".into(),
+        publish(amqp, AMQP_PORT),
+        "-p".into(),
+        publish(http, HTTP_PORT),
+        "-p".into(),
+        publish(amqps, AMQPS_PORT),
+    ];
+    if kind == BrokerKind::RabbitMq {
+        args.extend([
+            "-e".into(),
+            format!("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS={}", rabbitmq_erl_args()),
+        ]);
+    }
+    args.push(image.to_string());
+    args.extend(cmd.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let id = docker(&args)
+        .await
+        .map_err(docker_err(format!("creating a container of {image}")))?;
+    let container = Container {
+        _registration: crate::cleanup::register(crate::cleanup::Action::RemoveContainer(id.clone())),
+        id,
+        removed: false,
+    };
+    if !files.is_empty() {
+        let archive = tar(files).map_err(|reason| BrokerError::Io {
+            context: "packing the TLS files for the broker container".into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, reason),
+        })?;
+        let target = format!("{}:/", container.id);
+        let copied = docker_with(&["cp", "-", &target], Some(archive), scaled(COMMAND)).await;
+        if let Err(e) = copied {
+            let context = format!("copying the TLS files into container {}", container.short_id());
+            container.discard().await;
+            return Err(docker_err(context)(e));
+        }
+    }
+    Ok(container)
+}
+
+/// Starts a container of `image` on pinned host ports and checks them; readiness is the caller's.
+pub(crate) async fn start(kind: BrokerKind, image: &str) -> Result<RunningContainer, BrokerError> {
+    ensure_image(kind, image).await?;
+    let tls_files = container_tls_files();
+    let setup = match &tls_files {
+        Some(files) => match tls_setup(kind, files) {
+            Ok(setup) => Some(setup),
+            Err(e) => {
+                tracing::warn!(error = %e, "no TLS listener on this broker: amqps scenarios will fail");
+                let _ = std::fs::remove_dir_all(&files.dir);
+                None
+            }
+        },
+        None => None,
+    };
+    let tls_files = tls_files.filter(|_| setup.is_some());
+    let (put, cmd) = setup.unwrap_or_default();
+    // Until the container holds them, and while it lives: the certificates' dir.
+    let mut cleanup: Vec<crate::cleanup::Registration> = tls_files
+        .iter()
+        .map(|f| crate::cleanup::register(crate::cleanup::Action::RemoveDir(f.dir.clone())))
+        .collect();
     tracing::info!(%image, %kind, "starting broker container");
-    // From here a signal must ask docker for this process's containers: the one being started
+    // From here a signal must ask docker for this process's containers: the one being created
     // has no id to register yet.
     crate::cleanup::note_docker_use();
-    let container = request.start().await.map_err(|e| match e {
-        TestcontainersError::Client(ClientError::PullImage { .. }) => BrokerError::Unavailable {
-            provider: format!("container:{kind}"),
-            reason: format!("the image {image} is not present locally and could not be pulled ({e})"),
-            hint: missing_image_hint(kind),
-        },
-        TestcontainersError::Client(ClientError::Init(_)) => BrokerError::Unavailable {
-            provider: format!("container:{kind}"),
-            reason: format!("cannot reach docker ({e})"),
-            hint: "start docker (and make sure this user may use it), or use the broker process:rabbitmq".into(),
-        },
-        source => BrokerError::Docker {
-            context: format!("starting a container of {image}"),
-            source: Box::new(source),
-        },
-    })?;
-    let registration = crate::cleanup::register(crate::cleanup::Action::RemoveContainer(container.id().to_string()));
-    let port = |p: u16| {
-        let container = &container;
-        async move {
-            container
-                .get_host_port_ipv4(p.tcp())
-                .await
-                .map_err(|source| BrokerError::Docker {
-                    context: format!("reading the host port of {p}/tcp"),
-                    source: Box::new(source),
-                })
-        }
-    };
-    let ports = async {
-        let got = (port(AMQP_PORT).await?, port(HTTP_PORT).await?);
-        if got != (amqp_host_port, http_host_port) {
-            return Err(BrokerError::Unavailable {
-                provider: format!("container:{kind}"),
-                reason: format!(
-                    "docker published AMQP and management on host ports {got:?}, not the pinned \
-                     ({amqp_host_port}, {http_host_port})"
-                ),
-                hint: "check the docker daemon's port publishing (userland proxy, rootless mode)".into(),
-            });
-        }
-        Ok(got)
-    }
-    .await;
-    let (amqp_port, http_port) = match ports {
-        Ok(p) => p,
+    let started = start_on_free_ports(kind, image, &put, &cmd).await;
+    let (container, HostPorts { amqp, http, amqps }) = match started {
+        Ok(c) => c,
         Err(e) => {
-            if let Err(rm) = container.rm().await {
-                tracing::warn!(error = %rm, "could not remove the broker container");
+            if let Some(files) = &tls_files {
+                let _ = std::fs::remove_dir_all(&files.dir);
             }
             return Err(e);
         }
     };
-    tracing::info!(id = %container.id(), amqp_port, http_port, "broker container started");
+    let (amqp_port, http_port) = (amqp, http);
+    tracing::info!(id = %container.short_id(), amqp_port, http_port, "broker container started");
     let endpoint = Endpoint {
         amqp_host: "127.0.0.1".into(),
         amqp_port,
@@ -314,23 +539,16 @@ async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result
         user: "guest".into(),
         password: "guest".into(),
     };
-    let tls = match tls_files {
-        Some(files) => match container.get_host_port_ipv4(AMQPS_PORT.tcp()).await {
-            Ok(port) => Some(TlsListener::generated("127.0.0.1", port, files)),
-            Err(e) => {
-                tracing::warn!(error = %e, "no host port for the TLS listener");
-                let _ = std::fs::remove_dir_all(&files.dir);
-                None
-            }
-        },
-        None => None,
+    let tls = match (tls_files, amqps) {
+        (Some(files), Some(port)) => Some(TlsListener::generated("127.0.0.1", port, files)),
+        (Some(files), None) => {
+            tracing::warn!("no host port for the TLS listener");
+            let _ = std::fs::remove_dir_all(&files.dir);
+            cleanup.clear();
+            None
+        }
+        (None, _) => None,
     };
-    let mut cleanup = vec![registration];
-    if let Some(files) = tls.as_ref().and_then(|t| t.files.as_ref()) {
-        cleanup.push(crate::cleanup::register(crate::cleanup::Action::RemoveDir(
-            files.dir.clone(),
-        )));
-    }
     Ok(RunningContainer {
         container,
         image: image.to_string(),
@@ -339,6 +557,92 @@ async fn start_on(kind: BrokerKind, image: &str, host_ports: [u16; 3]) -> Result
         tls,
         _cleanup: cleanup,
     })
+}
+
+/// Creates and starts the container on free host ports, on new ones when docker finds one taken
+/// meanwhile; the container and its host ports (AMQP, management, AMQPS) ([`check_ports`]).
+async fn start_on_free_ports(
+    kind: BrokerKind,
+    image: &str,
+    files: &[FileIn],
+    cmd: &[String],
+) -> Result<(Container, HostPorts), BrokerError> {
+    const ATTEMPTS: usize = 3;
+    let mut attempt = 1;
+    loop {
+        let ports = free_host_ports()?;
+        let container = create(kind, image, ports, files, cmd).await?;
+        match docker_with(&["start", &container.id], None, scaled(STARTUP)).await {
+            Ok(_) => return check_ports(kind, container, ports).await,
+            Err(e) if attempt < ATTEMPTS && port_clash_text(&e.stderr) => {
+                tracing::warn!(error = %e, attempt, "a host port was taken before docker bound it: new ports");
+                container.discard().await;
+                attempt += 1;
+            }
+            Err(e) => {
+                container.discard().await;
+                return Err(docker_err(format!("starting a container of {image}"))(e));
+            }
+        }
+    }
+}
+
+/// The host ports a started container's listeners are published on.
+struct HostPorts {
+    amqp: u16,
+    http: u16,
+    /// As docker published it (`None`: not at all).
+    amqps: Option<u16>,
+}
+
+/// The started container's host ports: AMQP and management checked to be the `pinned` ones (the
+/// container is removed if they are not).
+async fn check_ports(
+    kind: BrokerKind,
+    container: Container,
+    pinned: [u16; 3],
+) -> Result<(Container, HostPorts), BrokerError> {
+    let published = match container.published().await {
+        Ok(p) => p,
+        Err(e) => {
+            container.discard().await;
+            return Err(e);
+        }
+    };
+    let got = [AMQP_PORT, HTTP_PORT, AMQPS_PORT].map(|inside| host_port(&published, inside));
+    if got[..2] != [Some(pinned[0]), Some(pinned[1])] {
+        container.discard().await;
+        return Err(BrokerError::Unavailable {
+            provider: format!("container:{kind}"),
+            reason: format!(
+                "docker published AMQP and management on host ports {:?}, not the pinned ({}, {})",
+                &got[..2],
+                pinned[0],
+                pinned[1]
+            ),
+            hint: "check the docker daemon's port publishing (userland proxy, rootless mode)".into(),
+        });
+    }
+    let ports = HostPorts {
+        amqp: pinned[0],
+        http: pinned[1],
+        amqps: got[2],
+    };
+    Ok((container, ports))
+}
+
+/// A broker container this run started.
+pub(crate) struct RunningContainer {
+    container: Container,
+    image: String,
+    endpoint: Endpoint,
+    /// The management API's pinned host port (the AMQP one is in `endpoint`).
+    http_port: u16,
+    /// The `amqps://` listener (SEC-1); its certificates live in `tls.files.dir`.
+    tls: Option<TlsListener>,
+    /// The TLS dir in the cleanup registry, for a run that ends by a signal or a panic
+    /// (forgotten once [`RunningContainer::stop`] removed it; the container is `container`'s).
+    _cleanup: Vec<crate::cleanup::Registration>,
 }
 
 impl RunningContainer {
@@ -351,27 +655,34 @@ impl RunningContainer {
     }
 
     pub(crate) fn describe(&self) -> String {
-        format!("container {} of {}", short_id(self.container.id()), self.image)
+        format!("container {} of {}", self.container.short_id(), self.image)
     }
 
     /// `Some(reason)` once the container is no longer running.
     pub(crate) async fn failure(&self) -> Option<String> {
-        match self.container.is_running().await {
-            Ok(true) => None,
-            Ok(false) => {
-                let code = self.container.exit_code().await.ok().flatten();
-                Some(format!("{} exited (exit code {code:?})", self.describe()))
-            }
-            // Docker hiccups are not the broker's death: keep polling.
-            Err(_) => None,
+        let state = docker(&[
+            "inspect",
+            "--format",
+            "{{.State.Running}} {{.State.ExitCode}}",
+            &self.container.id,
+        ])
+        .await
+        // Docker hiccups are not the broker's death: keep polling.
+        .ok()?;
+        match state.split_once(' ') {
+            Some(("false", code)) => Some(format!("{} exited (exit code {code})", self.describe())),
+            _ => None,
         }
     }
 
-    /// The last lines the container wrote, for boot failures.
+    /// The last lines the container wrote (output, then errors), for boot failures.
     pub(crate) async fn log_tail(&self, lines: usize) -> String {
-        let mut out = self.container.stdout_to_vec().await.unwrap_or_default();
-        out.extend(self.container.stderr_to_vec().await.unwrap_or_default());
-        tail(&String::from_utf8_lossy(&out), lines)
+        let n = lines.to_string();
+        let limit = scaled(COMMAND);
+        match docker_with(&["logs", "--tail", &n, &self.container.id], None, limit).await {
+            Ok(out) => tail(&format!("{}\n{}", out.stdout, out.stderr), lines),
+            Err(e) => format!("(cannot read the container's log: {e})"),
+        }
     }
 
     /// `docker stop` (SIGTERM: the broker shuts down cleanly; SIGKILL after 30 s, scaled). The
@@ -379,14 +690,15 @@ impl RunningContainer {
     pub(crate) async fn halt(&self) -> Result<(), BrokerError> {
         let what = self.describe();
         let started = std::time::Instant::now();
-        let grace = i32::try_from(crate::timing::scaled(Duration::from_secs(30)).as_secs()).unwrap_or(30);
-        self.container
-            .stop_with_timeout(Some(grace))
-            .await
-            .map_err(|source| BrokerError::Docker {
-                context: format!("stopping the {what}"),
-                source: Box::new(source),
-            })?;
+        let grace = scaled(STOP_GRACE);
+        let secs = grace.as_secs().to_string();
+        docker_with(
+            &["stop", "-t", &secs, &self.container.id],
+            None,
+            grace + scaled(COMMAND),
+        )
+        .await
+        .map_err(docker_err(format!("stopping the {what}")))?;
         tracing::info!(%what, took = ?started.elapsed(), "broker container stopped");
         Ok(())
     }
@@ -396,28 +708,16 @@ impl RunningContainer {
     /// gateways hold URLs with them. Readiness is the caller's.
     pub(crate) async fn resume(&self) -> Result<(), BrokerError> {
         let what = self.describe();
-        let docker = |context: String| {
-            move |source| BrokerError::Docker {
-                context,
-                source: Box::new(source),
-            }
-        };
-        self.container
-            .start()
+        docker_with(&["start", &self.container.id], None, scaled(STARTUP))
             .await
-            .map_err(docker(format!("starting the {what} again")))?;
+            .map_err(docker_err(format!("starting the {what} again")))?;
+        let published = self.container.published().await?;
         for (inside, pinned) in [(AMQP_PORT, self.endpoint.amqp_port), (HTTP_PORT, self.http_port)] {
-            let now = self
-                .container
-                .get_host_port_ipv4(inside.tcp())
-                .await
-                .map_err(docker(format!(
-                    "reading the host port of {inside}/tcp after the restart"
-                )))?;
-            if now != pinned {
+            let now = host_port(&published, inside);
+            if now != Some(pinned) {
                 return Err(BrokerError::Unavailable {
                     provider: what.clone(),
-                    reason: format!("after the restart {inside}/tcp is published on {now}, not on {pinned}"),
+                    reason: format!("after the restart {inside}/tcp is published on {now:?}, not on {pinned}"),
                     hint: "check the docker daemon's port publishing (userland proxy, rootless mode)".into(),
                 });
             }
@@ -425,16 +725,13 @@ impl RunningContainer {
         Ok(())
     }
 
-    /// Removes the container (killing the broker).
+    /// Removes the container (killing the broker) and its TLS dir.
     pub(crate) async fn stop(self) -> Result<(), BrokerError> {
         let what = self.describe();
         if let Some(files) = self.tls.as_ref().and_then(|t| t.files.as_ref()) {
             let _ = std::fs::remove_dir_all(&files.dir);
         }
-        self.container.rm().await.map_err(|source| BrokerError::Docker {
-            context: format!("removing the {what}"),
-            source: Box::new(source),
-        })?;
+        self.container.remove().await?;
         tracing::info!(%what, "broker container removed");
         Ok(())
     }
@@ -450,14 +747,134 @@ mod tests {
     use rstest::rstest;
 
     #[rstest]
-    #[case("rabbitmq:3.13-management", "rabbitmq", "3.13-management")]
-    #[case("fleet-rabbitmq:3.10-debian", "fleet-rabbitmq", "3.10-debian")]
-    #[case("cloudamqp/lavinmq:2.5", "cloudamqp/lavinmq", "2.5")]
-    #[case("cloudamqp/lavinmq", "cloudamqp/lavinmq", "latest")]
-    #[case("registry.local:5000/team/rabbit", "registry.local:5000/team/rabbit", "latest")]
-    #[case("registry.local:5000/team/rabbit:3", "registry.local:5000/team/rabbit", "3")]
-    fn images_split_into_name_and_tag(#[case] image: &str, #[case] name: &str, #[case] tag: &str) {
-        assert_eq!(split_image(image), (name.to_string(), tag.to_string()));
+    #[case(&["start", "4f2a"], "docker start 4f2a")]
+    #[case(
+        &["create", "--hostname", "fleet-rabbitmq", "--label", "fleet-e2e=1", "-p", "127.0.0.1:20001:5672", "-p",
+          "127.0.0.1:20002:15672", "fleet-rabbitmq:3.10-debian"],
+        "docker create … fleet-rabbitmq:3.10-debian"
+    )]
+    fn long_commands_are_named_by_subcommand_and_target(#[case] args: &[&str], #[case] shown: &str) {
+        assert_eq!(render(args), shown);
+    }
+
+    #[test]
+    fn a_failed_command_says_what_ran_how_it_ended_and_why() {
+        let failure = DockerFailure {
+            command: "docker run x".into(),
+            end: DockerEnd::Exit(Some(125)),
+            stderr: "\ndocker: Error response from daemon: port is already allocated.\nSee 'docker run --help'.".into(),
+        };
+        assert_eq!(
+            failure.to_string(),
+            "docker run x: exit 125: docker: Error response from daemon: port is already allocated."
+        );
+        assert!(port_clash_text(&failure.stderr));
+        let silent = DockerFailure {
+            command: "docker logs x".into(),
+            end: DockerEnd::TimedOut(Duration::from_secs(90)),
+            stderr: String::new(),
+        };
+        assert_eq!(silent.to_string(), "docker logs x: no end after 90s; killed");
+        let error = docker_err("starting a container of img")(failure);
+        assert!(
+            error
+                .to_string()
+                .starts_with("starting a container of img: docker run x: exit 125: "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn host_ports_are_read_from_docker_inspect() {
+        let published: serde_json::Value = serde_json::from_str(
+            r#"{"5671/tcp": null,
+                "5672/tcp": [{"HostIp": "::1", "HostPort": "30000"}, {"HostIp": "127.0.0.1", "HostPort": "20001"}],
+                "15672/tcp": [{"HostIp": "", "HostPort": "20002"}]}"#,
+        )
+        .expect("json");
+        assert_eq!(host_port(&published, AMQP_PORT), Some(20_001));
+        assert_eq!(host_port(&published, HTTP_PORT), Some(20_002));
+        assert_eq!(host_port(&published, AMQPS_PORT), None);
+        assert_eq!(host_port(&published, 4369), None);
+    }
+
+    #[test]
+    fn files_go_in_as_a_ustar_archive_rooted_at_slash() {
+        let files = [
+            FileIn {
+                path: TLS_CONF_IN_CONTAINER.into(),
+                content: b"listeners.ssl.default = 0.0.0.0:5671\n".to_vec(),
+            },
+            FileIn {
+                path: format!("{TLS_DIR_IN_CONTAINER}/server.key"),
+                content: vec![b'k'; 513],
+            },
+        ];
+        let archive = tar(&files).expect("archive");
+        // Header + one data block, header + two data blocks, two end blocks.
+        assert_eq!(archive.len(), 512 * (2 + 3 + 2));
+        let header = &archive[..512];
+        assert!(header.starts_with(b"etc/rabbitmq/conf.d/90-fleet-tls.conf\0"));
+        assert_eq!(&header[100..108], b"0000644\0");
+        assert_eq!(
+            &header[124..136],
+            format!("{:011o}\0", files[0].content.len()).as_bytes()
+        );
+        assert_eq!(header[156], b'0');
+        assert_eq!(&header[257..263], b"ustar\0");
+        let mut blank = header.to_vec();
+        blank[148..156].copy_from_slice(b"        ");
+        let sum: u64 = blank.iter().map(|&b| u64::from(b)).sum();
+        assert_eq!(&header[148..156], format!("{sum:06o}\0 ").as_bytes());
+        assert_eq!(&archive[512..512 + files[0].content.len()], files[0].content.as_slice());
+        assert!(archive[1024..].starts_with(b"etc/rabbitmq/fleet-tls/server.key\0"));
+        assert!(archive[archive.len() - 1024..].iter().all(|&b| b == 0));
+        let long = FileIn {
+            path: format!("/{}", "d/".repeat(60)),
+            content: Vec::new(),
+        };
+        assert!(tar(&[long]).is_err());
+    }
+
+    #[test]
+    fn rabbitmq_gets_its_certificates_and_the_listener_config() {
+        let dir = std::env::temp_dir().join(format!("fleet-container-test-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let files = crate::tls::TlsFiles {
+            ca_cert: dir.join("ca.pem"),
+            server_cert: dir.join("server.pem"),
+            server_key: dir.join("server.key"),
+            dir: dir.clone(),
+        };
+        for (f, text) in [
+            (&files.ca_cert, "ca"),
+            (&files.server_cert, "cert"),
+            (&files.server_key, "key"),
+        ] {
+            std::fs::write(f, text).expect("write");
+        }
+        let (put, cmd) = tls_setup(BrokerKind::RabbitMq, &files).expect("setup");
+        assert!(cmd.is_empty());
+        let paths: Vec<&str> = put.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                TLS_CONF_IN_CONTAINER,
+                "/etc/rabbitmq/fleet-tls/ca.pem",
+                "/etc/rabbitmq/fleet-tls/server.pem",
+                "/etc/rabbitmq/fleet-tls/server.key"
+            ]
+        );
+        let conf = String::from_utf8_lossy(&put[0].content).into_owned();
+        assert!(
+            conf.contains("ssl_options.keyfile = /etc/rabbitmq/fleet-tls/server.key"),
+            "{conf}"
+        );
+        assert_eq!(put[3].content, b"key");
+        let (put, cmd) = tls_setup(BrokerKind::LavinMq, &files).expect("setup");
+        assert_eq!(put.len(), 2);
+        assert_eq!(cmd, lavinmq_tls_args(LAVINMQ_TLS_DIR_IN_CONTAINER));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -43,11 +43,12 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
-    #[error("docker: {context}: {source}")]
+    /// A `docker` command of the container provider failed.
+    #[error("{context}: {source}")]
     Docker {
         context: String,
         #[source]
-        source: Box<testcontainers::TestcontainersError>,
+        source: Box<DockerFailure>,
     },
     #[error("management API {method} {url}: {source}")]
     Http {
@@ -89,3 +90,49 @@ pub enum BrokerError {
         reason: String,
     },
 }
+
+/// A `docker` command that failed: the command line, how it ended and what it wrote to stderr.
+/// Reads `docker start 4f2a…: exit 1: Error response from daemon: …` (the first line of stderr;
+/// all of it is in [`DockerFailure::stderr`]).
+#[derive(Debug)]
+pub struct DockerFailure {
+    /// `docker <args>`, shortened to its subcommand and last argument when long.
+    pub command: String,
+    pub end: DockerEnd,
+    /// Everything the command wrote to stderr, trimmed.
+    pub stderr: String,
+}
+
+/// How a failed `docker` command ended.
+#[derive(Debug)]
+pub enum DockerEnd {
+    /// It ran and failed with this exit code (`None`: killed by a signal).
+    Exit(Option<i32>),
+    /// It did not run at all (no `docker` binary, …): why.
+    NotRun(String),
+    /// It did not end within its deadline and was killed.
+    TimedOut(std::time::Duration),
+}
+
+impl std::fmt::Display for DockerEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DockerEnd::Exit(Some(code)) => write!(f, "exit {code}"),
+            DockerEnd::Exit(None) => write!(f, "killed by a signal"),
+            DockerEnd::NotRun(why) => write!(f, "cannot run it: {why}"),
+            DockerEnd::TimedOut(after) => write!(f, "no end after {after:?}; killed"),
+        }
+    }
+}
+
+impl std::fmt::Display for DockerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.command, self.end)?;
+        match self.stderr.lines().map(str::trim).find(|l| !l.is_empty()) {
+            Some(line) => write!(f, ": {line}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for DockerFailure {}
