@@ -13,7 +13,7 @@ use crate::world::FleetWorld;
 
 use super::history::{Op, Seen, SoakState, blame};
 use super::nemesis::{Event, Strike};
-use super::summary::{UnknownRates, failed_by_nemesis, failed_line};
+use super::summary::{UnknownRates, capped, failed_by_nemesis, failed_line};
 
 /// What arrived: injects per brief text on the workers' panes, with how many were submitted.
 #[derive(Default)]
@@ -48,13 +48,6 @@ pub(super) struct Verdict {
     pub(super) summary: Value,
     pub(super) violations: usize,
     pub(super) line: String,
-}
-
-/// At most this many items of each list go into the JSON (the counts are always whole).
-const LIST_MAX: usize = 100;
-
-pub(super) fn capped<T: serde::Serialize>(items: &[T]) -> Value {
-    json!(items.iter().take(LIST_MAX).collect::<Vec<_>>())
 }
 
 /// The reference gateway's reconnect backoff cap (CON-3): how long after a broker is back a

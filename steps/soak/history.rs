@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::config::SoakConfig;
+use super::fleet::SoakFleet;
 use super::nemesis::Event;
 
 /// The reason of a `failed` answer whose publish never left the caller's gateway (no connection,
@@ -162,7 +163,7 @@ pub struct SoakState {
     pub(super) whole_at_end: Option<Result<(), String>>,
     /// The soak's hosts on certificates, when the nemesis rotates keys or revokes certificates
     /// ([`super::certs`]).
-    pub(super) fleet: Option<super::certs::SoakFleet>,
+    pub(super) fleet: Option<SoakFleet>,
 }
 
 pub(super) fn classify_send(v: &anyhow::Result<Value>) -> (Seen, String) {

@@ -56,19 +56,20 @@
 //! `rotate` nor `revoke-restore`, see [`config`]), `FLEET_SOAK_SEED` (the seed of the nemesis'
 //! random picks; printed).
 //!
-//! The parts, one file each: [`config`] (the knobs), [`nemesis`] (its strikes, its random picks
-//! and the clock that paces the operations), [`nodes`] (a cluster's links and node strikes),
-//! [`certs`] (the hosts on certificates) and [`trust`] (the rotate and revoke-restore strikes),
-//! [`history`] (what the callers saw, and the state the steps keep), [`run`] (the steps that set
-//! up and run the soak), [`check`] (the history checker, a pure function), [`summary`] (the
-//! summary's rates and per-nemesis failures, pure functions too), [`revoked`] (what a
-//! revoked host could not complete, on the receivers' evidence) and [`heal`] (the last step:
-//! heal, check, write the summary). Their unit tests: `tests.rs` (`cargo test --features e2e --test
-//! steps-unit`).
+//! The parts, one file each: [`config`] (the knobs), [`nemesis`] (its strikes, its random picks and
+//! the clock that paces the operations), [`nodes`] (a cluster's links and node strikes), [`certs`]
+//! (the hosts on certificates, their keys and certificates kept in [`fleet`]) and [`trust`] (the
+//! rotate and revoke-restore strikes), [`history`] (what the callers saw, and the state the steps
+//! keep), [`run`] (the steps that set up and run the soak), [`check`] (the history checker, a pure
+//! function), [`summary`] (the summary's rates and per-nemesis failures, pure functions too),
+//! [`revoked`] (what a revoked host could not complete, on the receivers' evidence) and [`heal`]
+//! (the last step: heal, check, write the summary). Their unit tests: `tests.rs` (`cargo test
+//! --features e2e --test steps-unit`).
 
 mod certs;
 mod check;
 mod config;
+mod fleet;
 mod heal;
 mod history;
 mod nemesis;

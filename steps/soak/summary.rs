@@ -10,9 +10,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::check::capped;
 use super::history::{Op, Seen, blame};
 use super::nemesis::{Event, Strike};
+
+/// At most this many items of each list go into the JSON (the counts are always whole).
+const LIST_MAX: usize = 100;
+
+pub(super) fn capped<T: serde::Serialize>(items: &[T]) -> Value {
+    json!(items.iter().take(LIST_MAX).collect::<Vec<_>>())
+}
 
 /// The unknown operations among all operations (briefs and replies; the main's polls are counted
 /// apart), and how many of them are inherent.
