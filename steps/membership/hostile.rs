@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail};
+use anyhow::{anyhow, bail, ensure};
 use base64::Engine as _;
 use cucumber::{then, when};
-use fleet_conformance::credentials::ca::{CertKind, Validity};
+use fleet_conformance::credentials::ca::{CertKind, Validity, critical_options, describe, signature_algorithm};
 use fleet_conformance::envelope::{Envelope, new_uuid};
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::{Crafted, presence_message};
@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::world::FleetWorld;
 
 use super::files::make_ca;
-use super::{an_hour, issue, sign};
+use super::{an_hour, ca_dir, issue, sign};
 
 /// How long what the probe announces lives: the whole scenario.
 pub(super) const TTL: Duration = Duration::from_secs(600);
@@ -72,8 +72,8 @@ fn credential(w: &mut FleetWorld, host: &str, key: &HostKey, text: &str) -> anyh
         let (kind, blob) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
         return Ok((format!("{kind} {}", &blob[..blob.len() / 2]), true));
     }
-    // [C-21] 10 and 11: an RSA CA's SHA-1 signature, critical options (operators.rs).
-    if let Some(line) = super::operators::defective_certificate(w, host, key, text) {
+    // [C-21] 10 and 11: an RSA CA's SHA-1 signature, critical options (below).
+    if let Some(line) = defective_certificate(w, host, key, text) {
         return Ok((line?, true));
     }
     let ca = ca_named(text)?;
@@ -100,6 +100,39 @@ fn credential(w: &mut FleetWorld, host: &str, key: &HostKey, text: &str) -> anyh
         bail!("no credential {text:?}")
     };
     Ok((line, true))
+}
+
+/// A hostile row of the probe's credentials ([C-21] 10, 11): a host certificate for `host` over
+/// `key` from the named CA (a variant signing with SHA-1 `ssh-rsa`, or carrying critical
+/// options), checked with `ssh-keygen -L` to carry exactly that defect. `None`: not such a row.
+fn defective_certificate(w: &mut FleetWorld, host: &str, key: &HostKey, text: &str) -> Option<anyhow::Result<String>> {
+    const SHA1: &str = ", its RSA CA signature SHA-1 ssh-rsa";
+    const OPTIONS: &str = " carrying critical options";
+    let rest = text.strip_prefix("a certificate from \"")?;
+    let (ca, defect) = if let Some(ca) = rest.strip_suffix(&format!("\"{SHA1}")) {
+        (ca, SHA1)
+    } else if let Some(ca) = rest.strip_suffix(&format!("\"{OPTIONS}")) {
+        (ca, OPTIONS)
+    } else {
+        return None;
+    };
+    let made = (|| {
+        let cert = issue(w, ca, key, host, an_hour())?;
+        let said = describe(&ca_dir(w).join("described"), &cert.line)?;
+        if defect == SHA1 {
+            ensure!(
+                signature_algorithm(&said).as_deref() == Some("ssh-rsa"),
+                "the CA {ca:?} does not sign with SHA-1 ssh-rsa: ssh-keygen -L says\n{said}"
+            );
+        } else {
+            ensure!(
+                !critical_options(&said).is_empty(),
+                "the CA {ca:?} puts no critical option in its certificates: ssh-keygen -L says\n{said}"
+            );
+        }
+        Ok(cert.line)
+    })();
+    Some(made)
 }
 
 #[when(regex = r#"^the probe, as host "([^"]+)", presents (.+) in its _gateway presence$"#)]

@@ -9,8 +9,8 @@
 //! - A trust-file line of a type no gateway takes (`ssh-dss`, from `ssh-keygen -t dsa`): skipped
 //!   with a WARN naming the file and the line, the rest applied ([C-21] 10).
 //! - A host certificate carrying critical options is refused ([C-21] 11): presented by a host
-//!   the probe plays ([`defective_certificate`], a row of the hostile outline), or a gateway's own
-//!   (never ready, an ERROR naming its certificate file, [C-21] 12).
+//!   the probe plays (`defective_certificate` in `hostile.rs`, a row of the hostile outline), or a
+//!   gateway's own (never ready, an ERROR naming its certificate file, [C-21] 12).
 //! - A CA pasted in known_hosts or authorized_keys form: a line that does not parse (MEM-1).
 //!
 //! The files' habits (ConfigMap mounts, delete and write, a BOM) and the KRL's hand-written and
@@ -24,10 +24,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::contract::{LogLevel, log_line_at, names_file_line};
-use fleet_conformance::credentials::ca::{Ca, CaKeyType, critical_options, describe, signature_algorithm};
+use fleet_conformance::credentials::ca::{Ca, CaKeyType, describe, signature_algorithm};
 use fleet_conformance::envelope::new_uuid;
 use fleet_conformance::gateway::GatewayProcess;
-use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::presence_message;
 use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for};
 use serde_json::json;
@@ -77,44 +76,6 @@ async fn signed_with(w: &mut FleetWorld, host: String, alg: String) -> anyhow::R
         "the certificate of {host} is not signed with {alg}: ssh-keygen -L says\n{said}"
     );
     Ok(())
-}
-
-/// A hostile row of the probe's credentials ([C-21] 10, 11): a host certificate for `host` over
-/// `key` from the named CA (a variant signing with SHA-1 `ssh-rsa`, or carrying critical
-/// options), checked with `ssh-keygen -L` to carry exactly that defect. `None`: not such a row.
-pub(super) fn defective_certificate(
-    w: &mut FleetWorld,
-    host: &str,
-    key: &HostKey,
-    text: &str,
-) -> Option<anyhow::Result<String>> {
-    const SHA1: &str = ", its RSA CA signature SHA-1 ssh-rsa";
-    const OPTIONS: &str = " carrying critical options";
-    let rest = text.strip_prefix("a certificate from \"")?;
-    let (ca, defect) = if let Some(ca) = rest.strip_suffix(&format!("\"{SHA1}")) {
-        (ca, SHA1)
-    } else if let Some(ca) = rest.strip_suffix(&format!("\"{OPTIONS}")) {
-        (ca, OPTIONS)
-    } else {
-        return None;
-    };
-    let made = (|| {
-        let cert = issue(w, ca, key, host, an_hour())?;
-        let said = describe(&ca_dir(w).join("described"), &cert.line)?;
-        if defect == SHA1 {
-            ensure!(
-                signature_algorithm(&said).as_deref() == Some("ssh-rsa"),
-                "the CA {ca:?} does not sign with SHA-1 ssh-rsa: ssh-keygen -L says\n{said}"
-            );
-        } else {
-            ensure!(
-                !critical_options(&said).is_empty(),
-                "the CA {ca:?} puts no critical option in its certificates: ssh-keygen -L says\n{said}"
-            );
-        }
-        Ok(cert.line)
-    })();
-    Some(made)
 }
 
 /// MEM-2 after a trust-file change: the probe, as host `host` with a certificate from `ca`,
