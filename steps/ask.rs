@@ -1,23 +1,19 @@
 //! Steps of conversations (SPEC §7) and nudges (RPL-3): asks, answers, expiry, notices in panes.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{anyhow, ensure};
 use cucumber::{given, then, when};
 use fleet_conformance::envelope::{Envelope, now_ms};
-use fleet_conformance::probe::{Crafted, Tap};
+use fleet_conformance::probe::Crafted;
 use fleet_conformance::timing::{scaled, wait_for};
 use serde_json::json;
 
 use crate::world::FleetWorld;
 
-/// The wire taps of a conversation scenario (on the scenario's probe, [`FleetWorld::probe`]):
-/// every message routed to the tapped entities.
-#[derive(Default)]
-pub struct TalkState {
-    taps: BTreeMap<String, Tap>,
-}
+mod state;
+
+pub use state::TalkState;
 
 #[given(regex = r#"^the wire to ((?:"[^"]+"(?:, | and )?)+) is tapped$"#)]
 async fn tapped(w: &mut FleetWorld, names: String) -> anyhow::Result<()> {

@@ -11,11 +11,9 @@ use serde_json::json;
 
 use crate::world::FleetWorld;
 
-/// The dead-letter watch of a scenario (a tap on the scenario's probe, [`FleetWorld::probe`]).
-#[derive(Default)]
-pub struct FaultState {
-    dead: Option<Tap>,
-}
+mod state;
+
+pub use state::FaultState;
 
 async fn dead_tap(w: &mut FleetWorld) -> anyhow::Result<&Tap> {
     if w.faults.dead.is_none() {

@@ -49,7 +49,7 @@ mod spawn;
 mod world;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use cucumber::tag::Ext as _;
 use cucumber::{World as _, WriterExt as _, writer};
@@ -59,18 +59,11 @@ use fleet_conformance::conformance::registry::{self, Registry};
 use fleet_conformance::conformance::selection::RunPolicy;
 use futures_util::FutureExt as _;
 
-use world::{FleetWorld, Suite};
+use world::{CURRENT, FleetWorld, Suite, current_suite};
 
 /// Scenario slots beyond `FLEET_E2E_CONCURRENCY` for `@broker-restart` scenarios waiting for
 /// their broker (they wait without load; see `world::Suite::restart_suite`).
 const RESTART_WAITING: usize = 8;
-
-static CURRENT: RwLock<Option<Arc<Suite>>> = RwLock::new(None);
-
-/// The suite of the broker being run (read by each new scenario world).
-pub fn current_suite() -> Option<Arc<Suite>> {
-    CURRENT.read().ok().and_then(|g| g.clone())
-}
 
 /// The checkout this binary was built from (the reference gateway's sources, `target/`).
 fn workspace_root() -> PathBuf {

@@ -16,11 +16,9 @@ use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, wait_for};
 
 use crate::world::{FleetWorld, Suite};
 
-/// The probe's copy of what `bridge.msg` routes to one entity's key: (the entity's name, the tap).
-#[derive(Default)]
-pub struct RepublishState {
-    routed: Option<(String, Arc<Tap>)>,
-}
+mod state;
+
+pub use state::RepublishState;
 
 /// Copies of everything routed to `name`'s gid on `bridge.msg` from now on (its point-to-point
 /// messages: SEND, REPLY, notices; not broadcasts, which go by `broadcast.*` keys).

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
@@ -16,6 +16,7 @@ use fleet_conformance::herdr::{AgentStatus, FakeHerdr};
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::mcp::McpClient;
 use fleet_conformance::probe::Probe;
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
@@ -103,6 +104,14 @@ impl Suite {
         }
         problems
     }
+}
+
+/// The suite of the broker being run, set by the runner (`main.rs`) around each broker's run.
+pub static CURRENT: RwLock<Option<Arc<Suite>>> = RwLock::new(None);
+
+/// The suite of the broker being run (read by each new scenario world).
+pub fn current_suite() -> Option<Arc<Suite>> {
+    CURRENT.read().ok().and_then(|g| g.clone())
 }
 
 /// Hosts whose keys every gateway of a scenario trusts (pinned in its peers file).
@@ -194,6 +203,11 @@ pub struct RestartNotes {
 /// A tool call running in the background (a blocking `bridge_send`, a `bridge_wait`).
 pub type PendingCall = JoinHandle<anyhow::Result<Value>>;
 
+/// What a step asks to be done to each host's settings just before its gateway starts, from then
+/// on ([`FleetWorld::host_setup`]: a cluster scenario's own login per host). Declared here and
+/// installed by the step, so that the world calls into a spec area without importing it.
+pub type HostSetup = for<'a> fn(&'a mut FleetWorld, &'a str) -> BoxFuture<'a, anyhow::Result<()>>;
+
 #[derive(cucumber::World)]
 #[world(init = Self::new)]
 pub struct FleetWorld {
@@ -241,6 +255,9 @@ pub struct FleetWorld {
     pub membership: crate::membership::MemState,
     /// [C-18]'s SEND scenario: the probe's copy of what is routed to the worker.
     pub republish: crate::republish::RepublishState,
+    /// Done to each host's settings before its gateway starts, once a step installed it
+    /// ([`FleetWorld::host_spec`]).
+    pub host_setup: Option<HostSetup>,
     /// The scenario's wire probe and the AMQP URL it was connected to ([`FleetWorld::probe`]);
     /// closed at cleanup.
     probe: Option<(String, Arc<Probe>)>,
@@ -258,7 +275,7 @@ impl std::fmt::Debug for FleetWorld {
 
 impl FleetWorld {
     async fn new() -> Result<Self, anyhow::Error> {
-        let suite = crate::current_suite();
+        let suite = current_suite();
         let dir = match &suite {
             Some(s) => s.work_dir.join(format!("s-{}", uuid::Uuid::new_v4().simple())),
             None => std::env::temp_dir().join(format!("fleet-e2e-{}", uuid::Uuid::new_v4().simple())),
@@ -306,6 +323,7 @@ impl FleetWorld {
             cluster: Default::default(),
             membership: Default::default(),
             republish: Default::default(),
+            host_setup: None,
             probe: None,
         })
     }
@@ -383,8 +401,8 @@ impl FleetWorld {
 
     /// Starts `host`'s fake herdr and returns it with the gateway spec `start_host` would use.
     pub async fn host_spec(&mut self, host: &str) -> anyhow::Result<(GatewaySpec, FakeHerdr)> {
-        if self.cluster.own_logins {
-            crate::cluster::configure_host(self, host).await?;
+        if let Some(setup) = self.host_setup {
+            setup(self, host).await?;
         }
         let suite = self.suite()?;
         let vhost = self.vhost().await?;
@@ -413,7 +431,7 @@ impl FleetWorld {
                     .replace(&suite.broker.endpoint().amqp_addr(), &p.listen().to_string()),
                 // SPEC §16 CLU-1: every node's URL, when the gateway runs the cluster profile.
                 None if suite.quorum => {
-                    crate::cluster::url_list(self, &vhost, None, crate::cluster::host_offset(host))?
+                    crate::cluster::url_list(&suite.broker, &vhost, None, crate::cluster::host_offset(host))
                 }
                 None => suite.broker.amqp_url(&vhost),
             },
@@ -427,7 +445,8 @@ impl FleetWorld {
                 env
             },
         };
-        crate::membership::configure_spec(self, &mut spec)?;
+        self.membership
+            .configure_spec(&TRUSTED_HOSTS, &self.keys, &self.dir, &mut spec)?;
         Ok((spec, herdr))
     }
 

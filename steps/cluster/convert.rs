@@ -145,7 +145,7 @@ pub(super) async fn conversion(w: &mut FleetWorld, name: &str) -> anyhow::Result
     };
     let queue = inbox(&gid);
     let vhost = w.vhost().await?;
-    let urls = url_list(w, &vhost, None, 0)?;
+    let urls = url_list(&w.suite()?.broker, &vhost, None, 0);
     let cmd = std::env::var("FLEET_CONVERT_CMD")
         .ok()
         .filter(|c| !c.trim().is_empty())

@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use cucumber::{given, then, when};
-use fleet_conformance::broker::url::percent_encode;
 use fleet_conformance::names::inbox;
 use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, scaled, wait_for};
 use futures_util::StreamExt as _;
+use futures_util::future::BoxFuture;
 use lapin::options::{BasicConsumeOptions, BasicNackOptions};
 use lapin::types::FieldTable;
 use serde_json::{Value, json};
@@ -40,141 +40,27 @@ mod convert_interrupted;
 mod convert_step1;
 mod queue_form;
 mod stall;
+mod state;
+mod tags;
 mod tls;
+mod urls;
 
-/// The tags of scenarios that kill or cut off broker nodes: they take the cluster to themselves.
-pub const NODE_FAULT_TAGS: [&str; 2] = ["node-loss", "node-partition"];
+pub use state::{ClusterState, Moved, ReplyOutcome, ReplyRun, Seeded};
+pub use tags::{CLASSIC_INBOX_TAG, NODE_FAULT_TAGS};
+pub use urls::{host_offset, url_list};
 
 /// The consumer tag of the probe's own consumer on an inbox (CLU-3).
 const PROBE_TAG: &str = "fleet-probe-standby";
 
-/// The tag of scenarios that judge a classic inbox's form where SPEC §16 changes it (CAP-4's
-/// maxlen path, an exclusive consumer): left out, and said so, when gateways run quorum inboxes.
-pub const CLASSIC_INBOX_TAG: &str = "classic-inbox";
-
-/// What the cluster steps keep between steps of one scenario.
-#[derive(Default)]
-pub struct ClusterState {
-    /// Set by the runner for a scenario tagged [`NODE_FAULT_TAGS`]: its vhost is made exclusive
-    /// and the cluster is made whole again at cleanup.
-    pub exclusive: bool,
-    /// Every host's gateway gets all nodes' URLs under its own login.
-    pub own_logins: bool,
-    /// The node killed or cut off last, and when.
-    pub struck: Option<(usize, Instant)>,
-    /// Per host, when it was first ready again on a live node after the strike (watched from the
-    /// strike on, [`watch_ready_again`]).
-    pub ready_again: BTreeMap<String, Arc<Mutex<Option<Duration>>>>,
-    /// Per host, how many connections the broker listed under its login just before the strike.
-    pub held_before: BTreeMap<String, usize>,
-    /// The node cut off and not healed yet.
-    pub partitioned: Option<usize>,
-    /// When the background replies were started ([`stall`] counts from the cut to their end).
-    pub replies_started: Option<Instant>,
-    /// The host whose gateway reaches each node through a relay of the suite's, and the relays by
-    /// node ([`stall`]).
-    pub relayed: Option<String>,
-    pub relays: Vec<(usize, Arc<fleet_conformance::proxy::Proxy>)>,
-    /// From the cut on: the first lasting connection through another node's relay ([`stall`]).
-    pub moved: Option<Moved>,
-    /// The replies sent in the background.
-    pub replies: Option<ReplyRun>,
-    /// Deliveries handed to the probe's own consumer of an inbox (CLU-3), with the consumer task.
-    pub standby: Option<Standby>,
-    /// The classic inbox the conversion scenario seeded: its entity's name, gid and the msgIds
-    /// in the order they were published.
-    pub seeded: Option<Seeded>,
-    /// A registration the gateway refused while the inbox was classic: (host, name, pane), made
-    /// again once the inbox is quorum.
-    pub pending_registration: Option<(String, String, String)>,
-    /// The endpoint with another CA's certificate a host was given among its nodes (CLU-1 over
-    /// TLS, [`tls`]).
-    pub rogue: Option<fleet_conformance::tls::RogueEndpoint>,
-}
-
-/// The first lasting connection through another node's relay since the cut: (node, when it opened
-/// from the cut) ([`stall`]).
-pub type Moved = Arc<Mutex<Option<(usize, Duration)>>>;
-
-/// The probe's own consumer of an inbox (CLU-3): what it was handed, its task, its connection.
-pub type Standby = (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>, lapin::Connection);
-
-/// A classic inbox seeded for the conversion (CLU-7).
-pub struct Seeded {
-    pub name: String,
-    pub gid: String,
-    pub from: String,
-    pub ids: Vec<String>,
-}
-
-/// Replies a worker sends one after another in the background while a node goes.
-pub struct ReplyRun {
-    pub worker: String,
-    pub texts: Vec<String>,
-    pub outcomes: Arc<Mutex<Vec<ReplyOutcome>>>,
-    pub task: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// How one `bridge_reply` ended.
-#[derive(Debug, Clone)]
-pub struct ReplyOutcome {
-    pub text: String,
-    /// The msgId it returned (the broker confirmed it), or why it failed.
-    pub result: Result<String, String>,
-    pub took: Duration,
-    /// It had not returned when its bound (the inject bound, scaled, plus a second) passed.
-    pub hung: bool,
-}
-
-impl ReplyRun {
-    fn outcomes(&self) -> Vec<ReplyOutcome> {
-        self.outcomes.lock().map(|o| o.clone()).unwrap_or_default()
-    }
-}
-
-/// `amqp://user:pass@node/vhost` for every node of the broker, rotated by `offset`, comma-joined.
-pub fn url_list(
-    w: &FleetWorld,
-    vhost: &str,
-    login: Option<&(String, String)>,
-    offset: usize,
-) -> anyhow::Result<String> {
-    let suite = w.suite()?;
-    let broker = &suite.broker;
-    let n = broker.node_count();
-    let urls: Vec<String> = (0..n)
-        .map(|i| {
-            let ep = broker.node_endpoint((i + offset) % n);
-            let (user, password) = match login {
-                Some((u, p)) => (u.as_str(), p.as_str()),
-                None => (ep.user.as_str(), ep.password.as_str()),
-            };
-            format!(
-                "amqp://{}:{}@{}/{}",
-                percent_encode(user),
-                percent_encode(password),
-                ep.amqp_addr(),
-                percent_encode(vhost)
-            )
-        })
-        .collect();
-    Ok(urls.join(","))
-}
-
-/// Which node a host's URL list starts with: hosts `a`, `b`, `c` … on nodes 2, 3, 1 …
-pub fn host_offset(host: &str) -> usize {
-    host.bytes().next().map_or(0, |b| usize::from(b.wrapping_sub(b'a')) + 1)
-}
-
 /// Gives `host`'s gateway every node's URL under its own login, before it starts (called by
-/// [`FleetWorld::host_spec`] when [`ClusterState::own_logins`] is set).
-pub async fn configure_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<()> {
+/// [`FleetWorld::host_spec`] for every host once [`own_logins`] installed it).
+async fn configure_host(w: &mut FleetWorld, host: &str) -> anyhow::Result<()> {
     if w.host_env.get(host).is_some_and(|e| e.contains_key("FLEET_AMQP_URL")) {
         return Ok(());
     }
     let vhost = w.vhost().await?;
     let login = crate::security::provision_login(w, host).await?;
-    let urls = url_list(w, &vhost, Some(&login), host_offset(host))?;
+    let urls = url_list(&w.suite()?.broker, &vhost, Some(&login), host_offset(host));
     w.host_env
         .entry(host.to_string())
         .or_default()
@@ -190,8 +76,13 @@ async fn own_logins(w: &mut FleetWorld) -> anyhow::Result<()> {
         "broker {} is not a cluster (this scenario needs @broker-cluster)",
         suite.broker.spec()
     );
-    w.cluster.own_logins = true;
+    w.host_setup = Some(own_login);
     Ok(())
+}
+
+/// [`configure_host`] as the world's [`HostSetup`](crate::world::HostSetup).
+fn own_login<'a>(w: &'a mut FleetWorld, host: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
+    Box::pin(configure_host(w, host))
 }
 
 /// The nodes (indexes) the broker shows `host`'s gateway connected to, by its login.
@@ -567,7 +458,7 @@ async fn drains_confirmed(w: &mut FleetWorld, main: String, worker: String, secs
 /// The probe's own consumer (tag [`PROBE_TAG`]), as the broker lists it on `queue`: `Ok(true)`
 /// once it is listed and active, with every other consumer of the queue.
 async fn probe_consumer_listed(
-    suite: &Arc<crate::Suite>,
+    suite: &Arc<crate::world::Suite>,
     vhost: &str,
     queue: &str,
 ) -> Result<(bool, Vec<fleet_conformance::broker::ConsumerInfo>), String> {

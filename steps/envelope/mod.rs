@@ -8,8 +8,8 @@
 //! a crafted message carries exactly the one defect its catalogue row names. Messages are built
 //! with the suite's own envelope code (`fleet_conformance::envelope`), never the gateway's.
 //!
-//! The probe's part of the world ([`WireState`]) and what every step here looks up lives in this
-//! file; the steps themselves, by what they check:
+//! The probe's part of the world ([`WireState`]) is in `state.rs`, what every step here looks up
+//! in this file; the steps themselves, by what they check:
 //! - [`stage`] — the body limit, the probe's taps and keys, fake entities announced on "probe";
 //! - [`craft`] — the hostile message each catalogue row names, for an inbox, the roster or a
 //!   control queue;
@@ -29,108 +29,24 @@ mod grace;
 mod late_ask;
 mod published;
 mod stage;
+mod state;
 mod worker_broadcast;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use fleet_conformance::envelope::Envelope;
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::names::inbox;
-use fleet_conformance::probe::Tap;
 use fleet_conformance::timing::wait_for;
 use serde_json::{Value, json};
 
 use crate::world::FleetWorld;
 
+pub use state::WireState;
+use state::{Hostile, tap};
+
 /// How long a fake entity's presence lives: the whole scenario.
 const FAKE_TTL: Duration = Duration::from_secs(600);
-
-/// The probe's part of a scenario world: its taps (on the scenario's probe connection,
-/// [`FleetWorld::probe`]), keys, fake entities and crafted messages.
-#[derive(Default)]
-pub struct WireState {
-    /// Copies of every dead letter (`bridge.dlx` is a fanout).
-    dlx: Option<Arc<Tap>>,
-    /// Copies of everything published on `bridge.msg` (key `#`).
-    msgs: Option<Arc<Tap>>,
-    /// Copies of everything published on `bridge.roster` (key `roster.#`).
-    roster: Option<Arc<Tap>>,
-    /// Copies of SPAWN and STOP on `bridge.control` for the hosts running when the probe started
-    /// (a direct exchange: one binding per host; hosts without a gateway stay unroutable).
-    control: Option<Arc<Tap>>,
-    /// The untrusted key.
-    mallory: Option<HostKey>,
-    /// Fake entities on host "probe": name → gid.
-    fakes: BTreeMap<String, String>,
-    /// The last hostile message: its AMQP message_id (our marker) and where it went.
-    hostile: Option<Hostile>,
-    /// Bodies and msgIds of every hostile message of the scenario.
-    hostile_texts: Vec<String>,
-    hostile_ids: Vec<String>,
-    /// Bodies of valid messages the probe sent (allowed to be injected or held).
-    valid_texts: Vec<String>,
-    /// The last valid message the probe sent.
-    last_valid: Option<Envelope>,
-    /// Everything drained from mains by these steps.
-    drained: Vec<Value>,
-    /// msgIds that were delivered once as valid messages before being replayed.
-    replayed: Vec<String>,
-    /// msgIds the probe published twice in a row (each must be drained exactly once).
-    copies: Vec<String>,
-    /// msgIds of the presence the probe published as host "probe" (batches, [C-17] bodies).
-    batches: Vec<String>,
-    /// A position on the roster tap that presence-batch steps judge from.
-    batch_mark: Option<usize>,
-}
-
-impl WireState {
-    /// The probe's `bridge.roster` tap, for steps of other areas that judge presence on the wire.
-    pub fn roster_tap(&self) -> anyhow::Result<Arc<Tap>> {
-        tap(&self.roster, "bridge.roster")
-    }
-
-    /// The probe's `bridge.dlx` tap (every dead letter of the scenario).
-    pub fn dlx_tap(&self) -> anyhow::Result<Arc<Tap>> {
-        tap(&self.dlx, "bridge.dlx")
-    }
-
-    /// The probe's `bridge.msg` tap.
-    pub fn msgs_tap(&self) -> anyhow::Result<Arc<Tap>> {
-        tap(&self.msgs, "bridge.msg")
-    }
-
-    /// Records a hostile message another area's step published (membership's credentials), so
-    /// this catalogue's checks (dead-lettered, the check logged, never injected or held) judge it
-    /// as they judge their own rows.
-    pub fn record_hostile(&mut self, marker: &str, text: &str) {
-        self.hostile_texts.push(text.to_string());
-        self.hostile_ids.push(marker.to_string());
-        self.hostile = Some(Hostile {
-            marker: marker.to_string(),
-        });
-    }
-
-    /// A text another area's step sent validly: it may be injected or held.
-    pub fn record_valid_text(&mut self, text: &str) {
-        self.valid_texts.push(text.to_string());
-    }
-
-    /// Names a fake entity another area's step announced, for the steps that look fakes up by name.
-    pub fn name_fake(&mut self, name: &str, gid: &str) {
-        self.fakes.insert(name.to_string(), gid.to_string());
-    }
-}
-
-struct Hostile {
-    marker: String,
-}
-
-fn tap(t: &Option<Arc<Tap>>, what: &str) -> anyhow::Result<Arc<Tap>> {
-    t.clone().ok_or_else(|| anyhow!("the probe has no {what} tap"))
-}
 
 fn fake_gid(w: &FleetWorld, name: &str) -> anyhow::Result<String> {
     w.wire

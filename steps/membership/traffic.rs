@@ -20,55 +20,15 @@ use fleet_conformance::mcp::McpHandle;
 use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, scaled, wait_for};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::world::FleetWorld;
 
+use super::state::{Round, Traffic};
 use super::{TWO_SECONDS, last_change};
 use fleet_conformance::reaction::MARGIN;
 
 /// The pace of the traffic: one round (a brief and a reply) at most this often.
 const PACE: Duration = Duration::from_millis(100);
-
-/// One round: a brief and what `bridge_send` answered, then the worker's reply and its msgId.
-#[derive(Debug, Clone)]
-struct Round {
-    brief: String,
-    sent: Result<Value, String>,
-    replied: Result<String, String>,
-}
-
-/// Traffic running in the background between a main and a worker.
-pub(super) struct Traffic {
-    main: String,
-    worker: String,
-    rounds: Arc<AtomicUsize>,
-    stop: watch::Sender<bool>,
-    task: Option<JoinHandle<Vec<Round>>>,
-    /// What the loop did, once it stopped (`None` for a round it could not finish).
-    done: Option<Vec<Round>>,
-    drained: Arc<Mutex<Vec<Value>>>,
-    drain_stop: watch::Sender<bool>,
-    drainer: Option<JoinHandle<()>>,
-}
-
-impl Traffic {
-    /// Rounds completed so far.
-    pub(super) fn rounds(&self) -> usize {
-        self.rounds.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Traffic {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
-        if let Some(t) = self.drainer.take() {
-            t.abort();
-        }
-    }
-}
 
 #[when(expr = "{string} sends briefs to {string}, which replies to each, in the background")]
 async fn start(w: &mut FleetWorld, main: String, worker: String) -> anyhow::Result<()> {
