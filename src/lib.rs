@@ -19,6 +19,7 @@
 //! - [`logs`] — the suite's own `tracing` lines to stderr (`RUST_LOG`)
 //! - [`legacy`] — the v1.0.0 broker state of `fixtures/legacy/`, seeded for migration scenarios
 //! - [`schemas`] — the contract's JSON Schemas (`fixtures/schemas/`), checked on every answer read
+//! - [`timeline`] — a scenario's wire, injects and failing step in time order, for its sequence chart
 //! - [`timing`] — deadlines instead of sleeps, and the time-scale knob
 //! - [`reaction`] — a gateway's reaction judged against SPEC's number, the machine's part measured and taken off
 //! - [`tls`] — test-time certificates for `amqps://` brokers
@@ -42,5 +43,6 @@ pub mod proxy;
 pub mod reaction;
 pub mod report;
 pub mod schemas;
+pub mod timeline;
 pub mod timing;
 pub mod tls;

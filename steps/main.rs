@@ -189,6 +189,8 @@ async fn run_on(
                 if !restarts && let Some(s) = &world.suite {
                     world.slot = s.slots.clone().acquire_owned().await.ok();
                 }
+                // The sequence chart's clock starts with the scenario's first step, not its wait.
+                world.recorder = Default::default();
             }
             .boxed_local()
         })
@@ -201,7 +203,9 @@ async fn run_on(
                 .normalized(),
         )
         .after(move |feature, _rule, scenario, ev, world| {
-            let passed = matches!(ev, cucumber::event::ScenarioFinished::StepPassed);
+            use cucumber::event::ScenarioFinished;
+            use fleet_conformance::timeline;
+            let passed = matches!(ev, ScenarioFinished::StepPassed);
             let feature_file = feature
                 .path
                 .as_deref()
@@ -211,8 +215,52 @@ async fn run_on(
                 &feature_file,
                 scenario.position.line,
             ));
+            // The scenario's sequence chart: for a failure, or for all with FLEET_E2E_CHARTS=all.
+            let timeline_file = logs_dir.join(timeline::file_name(&feature_file, scenario.position.line));
+            let chart = !passed || timeline::charts_all();
+            let failure = match ev {
+                ScenarioFinished::StepFailed(_, _, e) => Some(e.to_string()),
+                ScenarioFinished::StepSkipped => Some("a step was skipped (no step definition matched it)".into()),
+                ScenarioFinished::BeforeHookFailed(_) => Some("the before-hook failed".into()),
+                ScenarioFinished::StepPassed => None,
+            };
+            let (name, line) = (scenario.name.clone(), scenario.position.line);
+            let feature_name = Path::new(&feature_file)
+                .file_name()
+                .map(|f| format!("features/{}", f.to_string_lossy()))
+                .unwrap_or_default();
             async move {
                 if let Some(w) = world {
+                    let ended_at = w.recorder.at_ms(std::time::Instant::now());
+                    let recording = w.recorder.stop().await;
+                    if chart {
+                        let parts = timeline::scenario::Parts {
+                            scenario: name,
+                            feature: feature_name,
+                            line,
+                            passed,
+                            failure: failure.map(|e| (e, ended_at)),
+                            hosts: w
+                                .hosts
+                                .iter()
+                                .map(|(h, x)| (h.clone(), &x.herdr, x.gateway.log()))
+                                .collect(),
+                            entities: w
+                                .entities
+                                .iter()
+                                .map(|(n, e)| timeline::build::Entity {
+                                    name: n.clone(),
+                                    host: e.host.clone(),
+                                    gid: e.gid.clone(),
+                                    pane: e.pane.clone(),
+                                })
+                                .collect(),
+                        };
+                        let t = timeline::scenario::assemble(&w.recorder, recording, parts);
+                        // Best effort, as the log excerpt: the run goes on without it.
+                        let _ = std::fs::create_dir_all(timeline_file.parent().unwrap_or(Path::new(".")))
+                            .and_then(|()| std::fs::write(&timeline_file, serde_json::to_vec(&t).unwrap_or_default()));
+                    }
                     if !passed {
                         let mut excerpt = String::new();
                         for (host, h) in &w.hosts {

@@ -261,6 +261,9 @@ pub struct FleetWorld {
     /// The scenario's wire probe and the AMQP URL it was connected to ([`FleetWorld::probe`]);
     /// closed at cleanup.
     probe: Option<(String, Arc<Probe>)>,
+    /// The scenario's wire recorder, for its sequence chart (`fleet_conformance::timeline`);
+    /// stopped by the runner's after-hook.
+    pub recorder: fleet_conformance::timeline::recorder::Recorder,
 }
 
 impl std::fmt::Debug for FleetWorld {
@@ -325,6 +328,7 @@ impl FleetWorld {
             republish: Default::default(),
             host_setup: None,
             probe: None,
+            recorder: Default::default(),
         })
     }
 
@@ -394,6 +398,9 @@ impl FleetWorld {
         }
         let (spec, herdr) = self.host_spec(host).await?;
         let gateway = GatewayProcess::start(spec).await?;
+        if let (Some(s), Some(v)) = (self.suite.clone(), self.vhost.clone()) {
+            self.recorder.after_gateway(&s.broker, &v, host).await;
+        }
         let started = fleet_conformance::contract::healthy_start(host, &gateway.log_since_start());
         self.hosts.insert(host.to_string(), Host { gateway, herdr });
         started.map_err(anyhow::Error::msg)
@@ -406,6 +413,7 @@ impl FleetWorld {
         }
         let suite = self.suite()?;
         let vhost = self.vhost().await?;
+        self.recorder.before_gateway(&suite.broker, &vhost).await;
         let hdir = self.dir.join(host);
         let herdr = FakeHerdr::start(&hdir.join("herdr"))
             .await

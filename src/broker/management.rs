@@ -13,6 +13,13 @@ use serde_json::{Map, Value};
 use super::error::BrokerError;
 use super::url::percent_encode;
 
+/// The `connection_name` of the suite's scenario-wide wire recorder (`crate::timeline`): left out
+/// of [`Management::connections`], so no step counts, notes or closes it as a gateway's.
+pub const HIDDEN_CONNECTION_NAME: &str = "fleet-conformance wire recorder";
+/// The name prefix of the wire recorder's queue: left out of [`Management::queues`] and
+/// [`Management::consumers`], so no step counts it among what the gateways declared.
+pub const HIDDEN_QUEUE_PREFIX: &str = "fleet-conformance.recorder.";
+
 /// Client of one broker's management API, authenticated as the admin user. For a cluster it
 /// knows every node's API and asks the next when one does not answer (a killed, paused or cut-off
 /// node): every node answers for the whole cluster.
@@ -518,10 +525,15 @@ impl Management {
     }
 
     /// `GET /api/queues/{vhost}`: every queue of the vhost.
+    /// (The wire recorder's queue, [`HIDDEN_QUEUE_PREFIX`], left out.)
     pub async fn queues(&self, vhost: &str) -> Result<Vec<QueueInfo>, BrokerError> {
         let path = format!("/api/queues/{}", percent_encode(vhost));
         let v = self.get(&path).await?;
-        list(v, "queues", &path, QueueInfo::from_json)
+        let all = list(v, "queues", &path, QueueInfo::from_json)?;
+        Ok(all
+            .into_iter()
+            .filter(|q| !q.name.starts_with(HIDDEN_QUEUE_PREFIX))
+            .collect())
     }
 
     /// `GET /api/queues/{vhost}/{queue}/bindings`, the default exchange's binding included.
@@ -542,11 +554,25 @@ impl Management {
         list(v, "exchanges", &path, ExchangeInfo::from_json)
     }
 
-    /// `GET /api/vhosts/{vhost}/connections`.
+    /// `GET /api/vhosts/{vhost}/connections`, without the suite's own wire recorder
+    /// ([`HIDDEN_CONNECTION_NAME`]): steps that count or close a vhost's connections never see it.
     pub async fn connections(&self, vhost: &str) -> Result<Vec<ConnectionInfo>, BrokerError> {
         let path = format!("/api/vhosts/{}/connections", percent_encode(vhost));
         let v = self.get(&path).await?;
-        list(v, "connections", &path, ConnectionInfo::from_json)
+        let all = list(v, "connections", &path, ConnectionInfo::from_json)?;
+        Ok(all
+            .into_iter()
+            .filter(|c| c.client_name.as_deref() != Some(HIDDEN_CONNECTION_NAME))
+            .collect())
+    }
+
+    /// `PUT /api/vhosts/{vhost}` with `tracing`: RabbitMQ's firehose for the vhost on or off
+    /// (every publish copied to `amq.rabbitmq.trace`, routing unchanged; the wire recorder of
+    /// `crate::timeline`). A broker without it ignores the field or refuses: an error then.
+    pub async fn set_tracing(&self, vhost: &str, on: bool) -> Result<(), BrokerError> {
+        let path = format!("/api/vhosts/{}", percent_encode(vhost));
+        let body = serde_json::json!({ "tracing": on });
+        self.request(Method::PUT, &path, Some(body)).await.map(drop)
     }
 
     /// `GET /api/vhosts/{vhost}/channels`: every channel of the vhost's connections.
@@ -557,10 +583,15 @@ impl Management {
     }
 
     /// `GET /api/consumers/{vhost}`: every consumer of the vhost.
+    /// (The wire recorder's consumer, on its [`HIDDEN_QUEUE_PREFIX`] queue, left out.)
     pub async fn consumers(&self, vhost: &str) -> Result<Vec<ConsumerInfo>, BrokerError> {
         let path = format!("/api/consumers/{}", percent_encode(vhost));
         let v = self.get(&path).await?;
-        list(v, "consumers", &path, ConsumerInfo::from_json)
+        let all = list(v, "consumers", &path, ConsumerInfo::from_json)?;
+        Ok(all
+            .into_iter()
+            .filter(|c| !c.queue.starts_with(HIDDEN_QUEUE_PREFIX))
+            .collect())
     }
 
     /// The channel-wide prefetch of channel `name` (`GET /api/channels/{name}`, its
