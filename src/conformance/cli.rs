@@ -103,6 +103,10 @@ struct RunArgs {
     /// Judge the reports already in --out again, without running.
     #[arg(long)]
     no_run: bool,
+    /// Which scenarios get a message sequence chart in conformance.html: failures (default) or
+    /// all (passed ones too).
+    #[arg(long, value_name = "WHICH", value_parser = ["failures", "all"])]
+    charts: Option<String>,
     /// Passed to cucumber (after `--`).
     #[arg(last = true, value_name = "CUCUMBER-ARGS")]
     cucumber: Vec<String>,
@@ -253,6 +257,9 @@ fn run_suite(
     }
     if let Some(f) = a.time_scale {
         cmd.env("FLEET_E2E_TIME_SCALE", f.to_string());
+    }
+    if let Some(c) = &a.charts {
+        cmd.env(crate::timeline::CHARTS_VAR, c);
     }
     let declared: Vec<&str> = caps.declared.iter().map(String::as_str).collect();
     cmd.env(selection::CAPABILITIES_VAR, declared.join(","));

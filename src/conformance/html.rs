@@ -1,13 +1,15 @@
 //! The one static HTML page of a conformance run: requirements down, brokers across, one colour
 //! per verdict; clicking a cell opens the failing scenarios, their errors and the gateways' log
-//! excerpts beneath its row. Everything is inline (no external assets), so the page can be
-//! attached to a CI run or mailed as is.
+//! excerpts beneath its row, each failed scenario with its message sequence chart (`chart`).
+//! Everything is inline (no external assets), so the page can be attached to a CI run or mailed
+//! as is.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::chart;
 use super::reports::{RunInfo, xml_escape as esc};
-use super::verdict::{Cell, Judgement, Verdict};
+use super::verdict::{Cell, Judgement, Outcome, Verdict};
 
 /// Most lines of a log excerpt shown per scenario.
 const LOG_LINES: usize = 120;
@@ -44,17 +46,26 @@ pre{background:#263238;color:#eceff1;padding:8px;border-radius:4px;max-height:34
 pre.err{background:#4e1f1f}
 "#;
 
-// Clicking a cell toggles its detail row; `conformance.html#FWD-1` opens FWD-1's details.
+// Clicking a cell toggles its detail row; `conformance.html#FWD-1` opens FWD-1's details. An
+// opened chart scrolls to its failing step.
 const SCRIPT: &str = r#"
+function toFailure(root){
+  root.querySelectorAll('.msc-wrap[data-fail-y]').forEach(function(w){
+    w.scrollTop=Math.max(0,Number(w.dataset.failY)-w.clientHeight*0.75);
+  });
+}
 document.querySelectorAll('td.click').forEach(function(td){
   td.addEventListener('click',function(){
     var row=document.getElementById(td.dataset.detail);
-    if(row){row.classList.toggle('open');}
+    if(row){row.classList.toggle('open');toFailure(row);}
   });
 });
 var req=decodeURIComponent(location.hash.slice(1));
 document.querySelectorAll('tr.detail').forEach(function(row){
-  if(req && row.dataset.req===req){row.classList.add('open');}
+  if(req && row.dataset.req===req){row.classList.add('open');toFailure(row);}
+});
+document.querySelectorAll('details.msc-passed').forEach(function(d){
+  d.addEventListener('toggle',function(){toFailure(d);});
 });
 "#;
 
@@ -85,7 +96,13 @@ fn log_excerpt(out_dir: &Path, rel: &str) -> Option<String> {
     Some(s)
 }
 
-fn detail(out_dir: &Path, broker: &str, c: &Cell) -> String {
+/// The sequence chart of `file:line` on `broker`, if the run wrote its timeline.
+fn chart_of(out_dir: &Path, broker: &str, file: &str, line: usize, uid: &str) -> Option<String> {
+    let t = chart::read(out_dir, &chart::rel_path(broker, file, line))?;
+    Some(chart::render(&t, uid))
+}
+
+fn detail(out_dir: &Path, broker: &str, c: &Cell, did: &str) -> String {
     let mut s = format!("<div><b>{}</b>", esc(broker));
     if let Some(k) = &c.known_failure {
         let _ = write!(s, " — known failure (baseline): {}", esc(k));
@@ -94,7 +111,7 @@ fn detail(out_dir: &Path, broker: &str, c: &Cell) -> String {
         let _ = write!(s, " — {}", esc(r));
     }
     s.push_str("</div>");
-    for f in &c.failing {
+    for (k, f) in c.failing.iter().enumerate() {
         let _ = write!(
             s,
             "<div class=\"scn\">Scenario <b>{}</b> <span class=\"meta\">({}:{})</span>",
@@ -104,6 +121,9 @@ fn detail(out_dir: &Path, broker: &str, c: &Cell) -> String {
         );
         if let Some(e) = &f.error {
             let _ = write!(s, "<pre class=\"err\">{}</pre>", esc(e));
+        }
+        if let Some(c) = chart_of(out_dir, broker, &f.file, f.line, &format!("{did}-{k}")) {
+            s.push_str(&c);
         }
         match f.log.as_deref().and_then(|rel| log_excerpt(out_dir, rel)) {
             Some(log) => {
@@ -190,15 +210,45 @@ fn under_review(j: &Judgement) -> String {
     s
 }
 
+/// The charts of passed scenarios (a run with `--charts all`), one collapsed entry each.
+fn passed_charts(j: &Judgement, out_dir: &Path) -> String {
+    let mut s = String::new();
+    let mut n = 0;
+    for (bi, b) in j.brokers.iter().enumerate() {
+        for (si, r) in b.scenarios.iter().enumerate() {
+            if r.outcome != Outcome::Passed {
+                continue;
+            }
+            let Some(c) = chart_of(out_dir, &b.label, &r.file, r.line, &format!("p{bi}-{si}")) else {
+                continue;
+            };
+            n += 1;
+            let _ = write!(
+                s,
+                "<details class=\"msc-passed\"><summary>{} — {} <span class=\"meta\">({}:{})</span></summary>{c}</details>",
+                esc(&b.label),
+                esc(&r.name),
+                esc(&r.file),
+                r.line
+            );
+        }
+    }
+    if n == 0 {
+        return s;
+    }
+    format!("<h2 id=\"charts\">Sequence charts of {n} passed scenario(s) (--charts all)</h2>{s}")
+}
+
 /// Renders the page; log excerpts are read from `out_dir` (the paths in the judgement are
 /// relative to it).
 pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
     let mut s = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     let _ = write!(
         s,
-        "<title>Fleet conformance — {}</title><style>{STYLE}</style>\
+        "<title>Fleet conformance — {}</title><style>{STYLE}{}</style>\
          <noscript><style>tr.detail{{display:table-row}}</style></noscript></head><body>",
-        j.verdict.as_str()
+        j.verdict.as_str(),
+        chart::STYLE
     );
     s.push_str("<h1>Fleet gateway conformance</h1>");
     let _ = write!(
@@ -365,7 +415,8 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
                     detail(
                         out_dir,
                         &j.brokers.get(ci).map(|b| b.label.clone()).unwrap_or_default(),
-                        c
+                        c,
+                        &did
                     )
                 );
             }
@@ -377,6 +428,7 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
     s.push_str(&known_failures(j));
     s.push_str(&left_out(j));
     s.push_str(&under_review(j));
+    s.push_str(&passed_charts(j, out_dir));
     let _ = writeln!(s, "<script>{SCRIPT}</script></body></html>");
     s
 }

@@ -15,10 +15,12 @@
 //!   the known-failures baseline, and the exit decision
 //! - [`reports`] — `conformance.json`, the requirement JUnit XML, the text summary
 //! - [`html`] — the one static HTML page of the matrix
+//! - [`chart`] — a scenario's message sequence chart (inline SVG) for that page
 //! - [`cli`] — the `fleet-conformance` command line (`run`, `list`)
 //! - [`embedded`] — the suite's files carried inside the binary, unpacked to a cache
 
 pub mod catalogue;
+pub mod chart;
 pub mod cli;
 pub mod embedded;
 pub mod html;
