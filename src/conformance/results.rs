@@ -2,7 +2,7 @@
 //!
 //! Why: the e2e runner's per-requirement summary (`crate::report`) and the conformance verdict
 //! (`super::verdict`) both read the report; with one typed reader they cannot disagree on what
-//! "passed" means (every step passed, a background's steps counted with the scenario after it;
+//! "passed" means (every step passed, a background's steps counted with its scenario;
 //! a skipped step without a failure is *incomplete*, never a pass).
 
 use std::path::Path;
@@ -121,20 +121,40 @@ fn status(s: &wire::Step) -> &str {
     s.result.as_ref().map_or("skipped", |r| r.status.as_str())
 }
 
-/// The scenarios of a cucumber JSON report (a background's steps belong to the next scenario).
+/// The background element that belongs to the scenario element at `at`: cucumber's JSON writer
+/// gives it the scenario's name and line, and writes it *after* the scenario when the scenario's
+/// element was made first (a before-hook) — so a failed background step must be found by name
+/// and line, or its error is lost. Else (a report without those), the background element right
+/// before it.
+fn background_of(elements: &[wire::Element], at: usize) -> Option<&wire::Element> {
+    let el = &elements[at];
+    let is_background = |b: &&wire::Element| b.kind == "background";
+    let named = |b: &wire::Element, s: &wire::Element| b.name == s.name && b.line == s.line;
+    elements
+        .iter()
+        .filter(is_background)
+        .find(|b| named(b, el))
+        .or_else(|| {
+            let before = elements[..at].last().filter(is_background)?;
+            let paired = elements.iter().any(|s| s.kind != "background" && named(before, s));
+            (!paired).then_some(before)
+        })
+}
+
+/// The scenarios of a cucumber JSON report, each with its background's steps before its own.
 /// A report that is not a list of features yields no scenarios.
 pub fn scenario_results(report: &Value) -> Vec<ScenarioResult> {
     let features: Vec<wire::Feature> = serde_json::from_value(report.clone()).unwrap_or_default();
     let mut out = Vec::new();
     for feature in &features {
         let feature_tags = tag_names(&feature.tags);
-        let mut background: Vec<&wire::Step> = Vec::new();
-        for el in &feature.elements {
+        for (at, el) in feature.elements.iter().enumerate() {
             if el.kind == "background" {
-                background = el.steps.iter().collect();
                 continue;
             }
-            let mut all = std::mem::take(&mut background);
+            let mut all: Vec<&wire::Step> = background_of(&feature.elements, at)
+                .map(|b| b.steps.iter().collect())
+                .unwrap_or_default();
             all.extend(&el.steps);
             let failed = all.iter().find(|s| status(s) == "failed");
             let outcome = if failed.is_some() {
@@ -211,6 +231,29 @@ mod tests {
         assert_eq!(r[1].error.as_deref(), Some("Given a broker\nno docker"));
         assert_eq!(r[2].outcome, Outcome::Incomplete);
         assert_eq!(log_file_name(&r[1].file, r[1].line), "forward_path.feature-20.log");
+    }
+
+    /// As cucumber writes it when a before-hook made the scenario's element first: the
+    /// background's element, named as its scenario, after it.
+    #[test]
+    fn a_failed_background_written_after_its_scenario_is_that_scenario_s_failure() {
+        let report = json!([{
+            "uri": "features/publish.feature",
+            "elements": [
+                {"type": "scenario", "name": "first", "line": 9, "tags": [{"name": "PUB-2"}], "steps": []},
+                {"type": "background", "name": "first", "line": 9,
+                 "steps": [{"keyword": "Given ", "name": "a gateway", "result": {"status": "failed", "error_message": "gateway a unusable"}}]},
+                {"type": "scenario", "name": "second", "line": 20, "tags": [],
+                 "steps": [{"keyword": "Then ", "name": "x", "result": {"status": "passed"}}]},
+                {"type": "background", "name": "second", "line": 20,
+                 "steps": [{"keyword": "Given ", "name": "a gateway", "result": {"status": "passed"}}]}
+            ]
+        }]);
+        let r = scenario_results(&report);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].outcome, Outcome::Failed);
+        assert_eq!(r[0].error.as_deref(), Some("Given a gateway\ngateway a unusable"));
+        assert_eq!(r[1].outcome, Outcome::Passed, "not the first one's background");
     }
 
     #[test]
