@@ -10,17 +10,26 @@
 //! gateways: the suite decides when they die. The group is in the cleanup registry while it runs
 //! and recorded in a marker file in the gateway's dir, so an interrupted run, or the next run
 //! after a SIGKILLed one, kills it too ([`crate::cleanup`]).
+//!
+//! A gateway that cannot be used at all — its command not found or not executable, an exit
+//! before `/readyz` answered, never ready within the bound, garbage for an answer, dead after it
+//! was ready — fails with one line that says which ([`failure`]); [`preflight`] tries the command
+//! once before a run, so a command `sh` cannot run stops the run at once.
+
+pub mod failure;
+pub mod preflight;
+mod readiness;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::keys::{HostKey, write_peers_file};
-use crate::timing::wait_for;
+pub use failure::{Kind, Unusable};
 
 /// A gateway-process failure.
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +38,9 @@ pub enum GatewayError {
     Files { dir: String, reason: String },
     #[error("cannot start gateway command {cmd:?}: {reason}")]
     Spawn { cmd: String, reason: String },
-    #[error("gateway {host} not ready: {reason}\n--- last log lines ---\n{log}")]
-    NotReady { host: String, reason: String, log: String },
+    /// It cannot be used at all; the first line says why ([`Unusable`]).
+    #[error("{failure}\n--- last log lines ---\n{log}")]
+    Unusable { failure: Unusable, log: String },
     #[error("gateway {host} local API {what}: {reason}")]
     Api { host: String, what: String, reason: String },
 }
@@ -73,6 +83,8 @@ pub struct GatewayProcess {
     http: reqwest::Client,
     log_path: PathBuf,
     starts: u32,
+    /// When the running process was spawned.
+    spawned_at: Option<Instant>,
     /// The running process's group in the cleanup registry and its marker file.
     owned: Option<Owned>,
 }
@@ -156,6 +168,7 @@ impl GatewayProcess {
             child: None,
             http: local_api_client(),
             starts: 0,
+            spawned_at: None,
             owned: None,
         })
     }
@@ -242,45 +255,105 @@ impl GatewayProcess {
             self.owned = Some(Owned::new(pgid, &self.spec.dir));
         }
         self.child = Some(child);
+        self.spawned_at = Some(Instant::now());
         Ok(())
     }
 
-    /// Waits until `/readyz` answers 200, failing early if the process exits.
+    /// Waits until `/readyz` answers 200 (2xx), within `nominal` stretched by the suite's time
+    /// scale. Fails at once, saying which, when the process exits (its command not found or not
+    /// executable, or an exit of its own) or answers bytes that are not HTTP; at the bound, with
+    /// the last thing `/readyz` did ([`Unusable`]).
     pub async fn wait_ready(&mut self, nominal: Duration) -> Result<(), GatewayError> {
-        let url = format!("http://{}/readyz", self.listen);
-        let http = self.http.clone();
-        let mut exited: Option<String> = None;
-        let child = &mut self.child;
-        let r = wait_for(&format!("gateway {} /readyz", self.spec.host), nominal, || {
-            let exit = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
-            if let Some(status) = exit {
-                exited = Some(format!("the process exited with {status}"));
+        let bound = crate::timing::scaled(nominal);
+        let start = tokio::time::Instant::now();
+        let deadline = start + bound;
+        let mut pause = Duration::from_millis(5);
+        let seen = loop {
+            if let Some(status) = self.try_exit() {
+                return Err(self.unusable(self.exited_before_ready(status)));
             }
-            let done = exited.clone();
-            let http = http.clone();
-            let url = url.clone();
-            async move {
-                if let Some(why) = done {
-                    return Ok(Some(Err(why)));
+            let now = tokio::time::Instant::now();
+            let limit = deadline
+                .saturating_duration_since(now)
+                .max(crate::timing::scaled(crate::timing::LAST_LOOK));
+            match readiness::probe(&self.http, self.listen, limit).await {
+                readiness::Probe::Ready => return Ok(()),
+                readiness::Probe::Garbage(bytes) => {
+                    let reason = format!(
+                        "gateway answered /readyz with garbage: {}",
+                        failure::escape_bytes(&bytes, failure::SHOWN_BYTES)
+                    );
+                    return Err(self.unusable(Unusable::new(&self.spec.host, Kind::Garbage, reason)));
                 }
-                match http.get(&url).send().await {
-                    Ok(r) if r.status().is_success() => Ok(Some(Ok(()))),
-                    Ok(r) => Err(format!("/readyz answered {}", r.status())),
-                    Err(e) => Err(format!("/readyz unreachable: {e}")),
-                }
+                readiness::Probe::NotYet(seen) if tokio::time::Instant::now() >= deadline => break seen,
+                readiness::Probe::NotYet(_) => {}
             }
-        })
-        .await;
-        let reason = match r {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(why)) => why,
-            Err(timeout) => timeout.to_string(),
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
         };
-        Err(GatewayError::NotReady {
-            host: self.spec.host.clone(),
-            reason,
+        if let Some(status) = self.try_exit() {
+            return Err(self.unusable(self.exited_before_ready(status)));
+        }
+        let bound = readiness::bound_text(nominal, crate::timing::time_scale());
+        let reason = readiness::never_ready(self.listen, &seen, &bound);
+        Err(self.unusable(Unusable::new(&self.spec.host, Kind::NeverReady, reason)))
+    }
+
+    /// Why the process that exited with `status` before it was ready could not be used.
+    fn exited_before_ready(&self, status: std::process::ExitStatus) -> Unusable {
+        let at_once = self.spawned_at.is_some_and(|t| t.elapsed() < Duration::from_secs(1));
+        failure::exited(
+            &self.spec.host,
+            &self.spec.command,
+            status,
+            &self.log_since_start(),
+            at_once,
+        )
+    }
+
+    /// The error of an unusable gateway: its line, then its last log lines.
+    fn unusable(&self, failure: Unusable) -> GatewayError {
+        GatewayError::Unusable {
+            failure,
             log: self.log_tail(40),
-        })
+        }
+    }
+
+    /// The error of a local-API call that could not be made: when the process has exited (it
+    /// died after it was ready), that, in one line; else the call's error with its causes.
+    /// `patient`: a process that just closed its port is given half a second to be gone (a call
+    /// that ends its step anyway); else it is looked at once (a call polled in a loop).
+    async fn api_failure(&self, what: &str, e: &reqwest::Error, patient: bool) -> GatewayError {
+        let lost = e.is_connect() || e.is_body() || (e.is_request() && !e.is_timeout());
+        if lost && self.pid().is_some() {
+            let looks = if patient { 10 } else { 1 };
+            for look in 0..looks {
+                if look > 0 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if let Some(status) = self.pid().and_then(readiness::peek_exit) {
+                    let output = match failure::last_output_line(&self.log_since_start()) {
+                        Some(l) => format!("last output line: {l}"),
+                        None => "it wrote nothing".into(),
+                    };
+                    let reason = format!(
+                        "gateway exited with {} after /readyz answered; {what} found nobody ({output})",
+                        failure::describe_status(status)
+                    );
+                    return self.unusable(Unusable::new(&self.spec.host, Kind::Died, reason));
+                }
+            }
+        }
+        self.api_err(what, readiness::error_chain(e))
+    }
+
+    /// The error of a local-API answer that is not JSON: garbage, shown.
+    fn api_garbage(&self, what: &str, status: reqwest::StatusCode, body: &[u8]) -> GatewayError {
+        let reason = format!(
+            "gateway answered {what} with garbage ({status}, not JSON): {}",
+            failure::escape_bytes(body, failure::SHOWN_BYTES)
+        );
+        self.unusable(Unusable::new(&self.spec.host, Kind::Garbage, reason))
     }
 
     /// The process's exit status once it has exited by itself (reaped here); `None` while it runs
@@ -406,19 +479,28 @@ impl GatewayProcess {
         if let Some(g) = gid {
             body["gid"] = json!(g);
         }
-        let r = self
+        const WHAT: &str = "POST /v1/entities";
+        let sent = self
             .http
             .post(format!("{}/v1/entities", self.base_url()))
             .bearer_auth(&self.admin_token)
             .json(&body)
             .send()
-            .await
-            .map_err(|e| self.api_err("POST /v1/entities", e))?;
+            .await;
+        let r = match sent {
+            Ok(r) => r,
+            Err(e) => return Err(self.api_failure(WHAT, &e, true).await),
+        };
         let status = r.status();
-        let v: Value = r.json().await.map_err(|e| self.api_err("POST /v1/entities", e))?;
+        let bytes = match r.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Err(self.api_failure(WHAT, &e, true).await),
+        };
         if !status.is_success() {
-            return Err(self.api_err("POST /v1/entities", format!("{status}: {v}")));
+            // A refusal's body is free (CONTRACT §2).
+            return Err(self.api_err(WHAT, format!("{status}: {}", String::from_utf8_lossy(&bytes))));
         }
+        let v: Value = serde_json::from_slice(&bytes).map_err(|_| self.api_garbage(WHAT, status, &bytes))?;
         crate::schemas::check("POST /v1/entities", "entities.post.response", &v)
             .map_err(|e| self.api_err("POST /v1/entities", e))?;
         let gid = v["gid"]
@@ -432,31 +514,38 @@ impl GatewayProcess {
 
     /// `DELETE /v1/entities/<gid>`.
     pub async fn stop_entity(&self, gid: &str) -> Result<(), GatewayError> {
-        let r = self
+        const WHAT: &str = "DELETE /v1/entities";
+        let sent = self
             .http
             .delete(format!("{}/v1/entities/{gid}", self.base_url()))
             .bearer_auth(&self.admin_token)
             .send()
-            .await
-            .map_err(|e| self.api_err("DELETE /v1/entities", e))?;
-        if r.status().is_success() {
-            Ok(())
-        } else {
-            Err(self.api_err("DELETE /v1/entities", r.status()))
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(self.api_err(WHAT, r.status())),
+            Err(e) => Err(self.api_failure(WHAT, &e, true).await),
         }
     }
 
     /// GET an admin or probe path → (status, JSON or text as a JSON string).
     pub async fn get(&self, path: &str) -> Result<(u16, Value), GatewayError> {
-        let r = self
+        let what = format!("GET {path}");
+        let sent = self
             .http
             .get(format!("{}{path}", self.base_url()))
             .bearer_auth(&self.admin_token)
             .send()
-            .await
-            .map_err(|e| self.api_err(path, e))?;
+            .await;
+        let r = match sent {
+            Ok(r) => r,
+            Err(e) => return Err(self.api_failure(&what, &e, false).await),
+        };
         let status = r.status().as_u16();
-        let text = r.text().await.map_err(|e| self.api_err(path, e))?;
+        let text = match r.text().await {
+            Ok(t) => t,
+            Err(e) => return Err(self.api_failure(&what, &e, false).await),
+        };
         let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Ok((status, v))
     }
@@ -477,9 +566,15 @@ pub async fn post_registration(base_url: String, admin_token: String, body: Valu
         .await
         .context("POST /v1/entities")?;
     let status = r.status();
-    let v: Value = r.json().await.context("POST /v1/entities answer")?;
-    anyhow::ensure!(status.is_success(), "POST /v1/entities answered {status}: {v}");
-    Ok(v)
+    let text = r.text().await.context("POST /v1/entities answer")?;
+    // A refusal's body is free (CONTRACT §2); a 2xx one is JSON.
+    anyhow::ensure!(status.is_success(), "POST /v1/entities answered {status}: {text}");
+    serde_json::from_str(&text).map_err(|_| {
+        anyhow::anyhow!(
+            "POST /v1/entities answered {status} with garbage (not JSON): {}",
+            failure::escape_bytes(text.as_bytes(), failure::SHOWN_BYTES)
+        )
+    })
 }
 
 /// The HTTP client for a gateway's local API: every request has a deadline (a frozen gateway
