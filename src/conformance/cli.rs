@@ -15,7 +15,8 @@
 //!
 //! Exit status: 0 PASS, 1 FAIL (a MUST failed or was not tested, a declared capability failed, a
 //! stale baseline entry, or a SHOULD under `--strict`), 2 the run itself could not be made (bad
-//! arguments, a broker that would not start, no report), 3 INCOMPLETE (nothing failed, but a
+//! arguments, a broker that would not start, no report, a gateway command `sh` cannot run — the
+//! pre-flight, [`crate::gateway::preflight`]), 3 INCOMPLETE (nothing failed, but a
 //! requirement the run had to judge could not be judged on these brokers: `cluster` declared and
 //! run on one node, a partition without the container provider, TLS without a listener), 130 /
 //! 143 interrupted by SIGINT / SIGTERM (passed on to the suite run, which stops its gateways and
@@ -410,6 +411,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
 
     let started_at = SystemTime::now();
     let clock = Instant::now();
+    let mut unusable = None;
     if !a.no_run {
         for spec in &specs {
             let dir = broker_dir(&out, spec);
@@ -418,6 +420,10 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             }
             let _ = std::fs::remove_dir_all(dir.join("logs"));
         }
+        // A command sh cannot run stops the run here, in one line (docs/RUNNER.md, exit status).
+        unusable = crate::gateway::preflight::run(a.gateway_cmd.as_deref());
+    }
+    if !a.no_run && unusable.is_none() {
         let ok = run_suite(a, &specs, &out, tags.as_deref(), &caps)?;
         eprintln!(
             "fleet-conformance: the suite {} after {:.0?}; judging",
@@ -425,7 +431,10 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             clock.elapsed()
         );
     }
-    let runs: Vec<BrokerRun> = specs.iter().map(|s| read_broker(&out, s)).collect();
+    let mut runs: Vec<BrokerRun> = specs.iter().map(|s| read_broker(&out, s)).collect();
+    if let Some(u) = &unusable {
+        verdict::preflight_failed(&mut runs, u);
+    }
     let infra_error = runs.iter().any(|r| r.error.is_some());
     let j = verdict::judge(
         &reg,
@@ -467,7 +476,10 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         "reports: {0}/conformance.html, {0}/conformance.json, {0}/junit.xml, {0}/<broker>/cucumber.json and junit.xml",
         out.display()
     );
-    Ok(if infra_error {
+    Ok(if let Some(u) = &unusable {
+        eprintln!("fleet-conformance: {}: the run could not be made", u.reason);
+        ExitCode::from(2)
+    } else if infra_error {
         eprintln!("fleet-conformance: a broker produced no report: the run could not be made");
         ExitCode::from(2)
     } else {

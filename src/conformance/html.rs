@@ -332,6 +332,13 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
             s.push_str("</ul></div>");
         }
     }
+    for g in j.gateway_failures() {
+        let _ = write!(
+            s,
+            "<div class=\"banner fail\">Gateway not usable: {}</div>",
+            esc(&g.line)
+        );
+    }
     if !j.under_review.is_empty() {
         let _ = write!(
             s,

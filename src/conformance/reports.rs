@@ -65,6 +65,8 @@ struct Summary<'a> {
     incomplete: &'a [super::verdict::Unjudged],
     /// Failures of checks under review (CONTRACT §10): reported, not counted.
     under_review: &'a [super::verdict::ReviewedFailure],
+    /// Scenarios that failed on the gateway process itself, one line per broker and kind.
+    gateway: Vec<super::verdict::GatewayFailures>,
 }
 
 const VERDICTS: [Verdict; 4] = [Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::NotTested];
@@ -85,6 +87,7 @@ pub fn json(run: &RunInfo, j: &Judgement) -> Result<String, serde_json::Error> {
             known_failures: j.known_failures(),
             incomplete: &j.unjudged,
             under_review: &j.under_review,
+            gateway: j.gateway_failures(),
         },
         brokers: &j.brokers,
         requirements: &j.requirements,
@@ -349,6 +352,16 @@ pub fn text(run: &RunInfo, j: &Judgement) -> String {
             "  PARTIAL RUN: --tags left {left_out} requirement(s) out (marked -); this is no conformance verdict for \
              the whole spec"
         );
+    }
+    let gateway = j.gateway_failures();
+    if !gateway.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  GATEWAY NOT USABLE — scenarios that failed on the gateway process itself, whatever they check:"
+        );
+        for g in &gateway {
+            let _ = writeln!(s, "  - {}", g.line);
+        }
     }
     let partial = if j.partial { " (partial run)" } else { "" };
     match j.verdict {

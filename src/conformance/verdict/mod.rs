@@ -14,9 +14,11 @@
 //!
 //! Here: what a verdict is — a [`Verdict`] per [`Cell`], a [`Row`] per requirement, the whole
 //! [`Judgement`]. Beside it: what the judge reads of each broker's run (`broker_run.rs`), the
-//! judging itself ([`judge`], `judge.rs`) and the run's verdict (`outcome.rs`).
+//! judging itself ([`judge`], `judge.rs`), the run's verdict (`outcome.rs`) and the scenarios
+//! that failed on the gateway process itself, grouped for the summary (`gateway.rs`).
 
 mod broker_run;
+mod gateway;
 mod judge;
 mod outcome;
 
@@ -27,6 +29,7 @@ use super::registry::Level;
 pub use super::inputs::{Baseline, Capabilities, InputError, KnownFailure};
 pub use super::results::{Outcome, ScenarioResult, log_file_name, scenario_results};
 pub use broker_run::{BrokerRun, LEFT_OUT_FILE, LeftOut};
+pub use gateway::{GatewayFailures, not_run_error, preflight_failed};
 pub use judge::{Options, judge};
 pub use outcome::{NEEDS_REVIEW, RunVerdict, Unjudged, broker_needed, incomplete_lines};
 
@@ -184,6 +187,13 @@ impl Judgement {
                 })
             })
             .collect()
+    }
+
+    /// The scenarios that failed on the gateway process itself (not found, not executable,
+    /// exited, never ready, garbage, died), one line per broker and kind; the pre-flight's line
+    /// when the run stopped before the suite.
+    pub fn gateway_failures(&self) -> Vec<GatewayFailures> {
+        gateway::gateway_failures(&self.brokers)
     }
 
     /// True when the run fails: a requirement failed (not merely unjudged).
