@@ -68,6 +68,7 @@ impl fmt::Display for Kind {
 pub struct Unusable {
     /// The simulated host it ran for (`a`), or what started it (`pre-flight`).
     pub host: String,
+    /// What kind of unusable.
     pub kind: Kind,
     /// One line, e.g. `gateway command not found: /opt/gw (sh: exit 127)`.
     pub reason: String,
@@ -83,6 +84,7 @@ impl fmt::Display for Unusable {
 }
 
 impl Unusable {
+    /// `host`'s gateway is unusable for `reason`, made one line (line breaks become ` | `).
     pub fn new(host: &str, kind: Kind, reason: impl Into<String>) -> Unusable {
         Unusable {
             host: host.to_string(),
