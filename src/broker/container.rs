@@ -5,8 +5,8 @@
 //! on machines without a registry, `scripts/setup` builds `fleet-rabbitmq:3.10-debian` from
 //! Debian packages and `FLEET_RABBITMQ_IMAGE` names it. Ports are published on 127.0.0.1 only, on
 //! free host ports the suite picks and pins: docker would pick new ones when the container is
-//! started again, and a restart ([`RunningContainer::halt`], `docker stop`, then
-//! [`RunningContainer::resume`], `docker start` of the same container, its data kept in the
+//! started again, and a restart (`RunningContainer::halt`, `docker stop`, then
+//! `RunningContainer::resume`, `docker start` of the same container, its data kept in the
 //! container's filesystem) must leave every URL handed out to gateways valid.
 //!
 //! The container is made with `docker create`, gets its TLS files and config as a tar stream on
