@@ -19,6 +19,9 @@ const FILES: &[&str] = &[
     "docs/HERDR.md",
     "docs/RUNNER.md",
     "scripts/mcp-python-client.py",
+    // Operator tools some scenarios run as an operator would (security, cluster conversion).
+    "scripts/provision-broker",
+    "scripts/convert-inboxes",
 ];
 
 fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {

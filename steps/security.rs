@@ -27,7 +27,7 @@ pub(crate) async fn provision_login(w: &mut FleetWorld, host: &str) -> anyhow::R
     let ep = suite.broker.endpoint();
     // Users are broker-wide: a per-scenario prefix keeps concurrent scenarios apart.
     let prefix = format!("fleet-gw-{}-", &vhost[vhost.len().saturating_sub(8)..]);
-    let script = crate::workspace_root().join("scripts").join("provision-broker");
+    let script = crate::suite_root().join("scripts").join("provision-broker");
     let out = tokio::process::Command::new(&script)
         .args([
             "--api",

@@ -52,6 +52,10 @@ pub fn unpack() -> std::io::Result<PathBuf> {
             std::fs::create_dir_all(p).map_err(|e| with_path(e, p))?;
         }
         std::fs::write(&path, bytes).map_err(|e| with_path(e, &path))?;
+        if rel.starts_with("scripts/") {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(|e| with_path(e, &path))?;
+        }
     }
     std::fs::write(tmp.join(COMPLETE), DIGEST).map_err(|e| with_path(e, &tmp))?;
     match std::fs::rename(&tmp, &dir) {
@@ -82,6 +86,7 @@ mod tests {
         assert!(has("fixtures/requirements.toml"));
         assert!(has("docs/SPEC.md"));
         assert!(has("scripts/mcp-python-client.py"));
+        assert!(has("scripts/provision-broker") && has("scripts/convert-inboxes"));
         assert!(FILES.iter().filter(|(rel, _)| rel.ends_with(".feature")).count() > 20);
     }
 

@@ -150,7 +150,7 @@ pub(super) async fn conversion(w: &mut FleetWorld, name: &str) -> anyhow::Result
         .ok()
         .filter(|c| !c.trim().is_empty())
         .unwrap_or_else(|| {
-            crate::workspace_root()
+            crate::suite_root()
                 .join("scripts")
                 .join("convert-inboxes")
                 .display()
