@@ -129,7 +129,8 @@ fn status(s: &wire::Step) -> &str {
 fn background_of(elements: &[wire::Element], at: usize) -> Option<&wire::Element> {
     let el = &elements[at];
     let is_background = |b: &&wire::Element| b.kind == "background";
-    let named = |b: &wire::Element, s: &wire::Element| b.name == s.name && b.line == s.line;
+    // A report without names and lines (older writers, hand-made ones) pairs by position only.
+    let named = |b: &wire::Element, s: &wire::Element| b.line > 0 && b.name == s.name && b.line == s.line;
     elements
         .iter()
         .filter(is_background)
