@@ -89,28 +89,9 @@ fn gateway_command() -> anyhow::Result<String> {
         "no gateway to test: pass --gateway-cmd (or set FLEET_GATEWAY_CMD) to the command that starts your \
          gateway; the reference gateway is built only inside a checkout of the suite"
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("building the reference gateway (set FLEET_GATEWAY_CMD to test another gateway)…");
-    let mut build = std::process::Command::new(cargo);
-    build
-        .args(["build", "-p", "fleet-gateway", "--bin", "fleet-gateway"])
-        .current_dir(workspace_root());
-    // `cargo test` gives this process CARGO_MANIFEST_DIR, CARGO_PKG_* …; build scripts (ring's)
-    // fingerprint those, so passing them on made every shell `cargo build` and every suite run
-    // rebuild ring → rustls → lapin → the gateway in turn (~10 s each); ring's build script reads
-    // OUT_DIR, which `cargo test` sets for a package with a build script. Build with a shell's env.
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("CARGO_MANIFEST_")
-            || k.starts_with("CARGO_PKG_")
-            || matches!(
-                &*k,
-                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
-            )
-        {
-            build.env_remove(&*k);
-        }
-    }
+    let mut build = fleet_conformance::conformance::shell_cargo();
+    build.args(["build", "-p", "fleet-gateway", "--bin", "fleet-gateway"]);
     let status = build.status()?;
     anyhow::ensure!(status.success(), "building fleet-gateway failed");
     // This binary lives in <target>/<profile>/ (a test binary in <target>/<profile>/deps/), the

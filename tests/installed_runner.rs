@@ -20,25 +20,9 @@ fn checkout() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `cargo` with a shell's environment: the `CARGO_*` variables `cargo test` hands this process
-/// (and `OUT_DIR`: this package has a build script) would make the nested build fingerprint
-/// differently and rebuild ring → rustls → lapin.
+/// `cargo` in this checkout with a shell's environment (see the library's `shell_cargo`).
 fn cargo() -> Command {
-    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("CARGO_MANIFEST_")
-            || k.starts_with("CARGO_PKG_")
-            || matches!(
-                &*k,
-                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
-            )
-        {
-            c.env_remove(&*k);
-        }
-    }
-    c.current_dir(checkout());
-    c
+    fleet_conformance::conformance::shell_cargo()
 }
 
 /// This checkout's target directory (the test binary runs from `<target>/debug/deps/`).

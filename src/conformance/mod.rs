@@ -69,3 +69,25 @@ pub fn suite_root() -> PathBuf {
 pub fn checkout() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// `cargo`, run in the checkout this crate was built from, with a shell's environment: `cargo
+/// test` gives its processes CARGO_MANIFEST_DIR, CARGO_PKG_* … and (for a package with a build
+/// script) OUT_DIR; build scripts (ring's) fingerprint those, so passing them on made every nested
+/// build and the next shell `cargo build` rebuild ring → rustls → lapin in turn.
+pub fn shell_cargo() -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_MANIFEST_")
+            || k.starts_with("CARGO_PKG_")
+            || matches!(
+                &*k,
+                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
+            )
+        {
+            c.env_remove(&*k);
+        }
+    }
+    c.current_dir(checkout());
+    c
+}
