@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::result::ClusterSettings;
+use crate::cluster_scale::settings::ScaleClusterSettings;
 use crate::fleet::scale::ScaleSettings;
 use crate::fleet::sim_result::{FleetSettings, Form, Trust};
 use crate::migration::MigrationSettings;
@@ -60,8 +61,9 @@ pub struct BenchCli {
     /// Gateway starts timed for presence [default: 3].
     #[arg(long, value_name = "N")]
     pub presence_trials: Option<usize>,
-    /// Entity counts for the footprint run, e.g. 1,100,1000,10000 [default: 1,100,1000,10000].
-    #[arg(long, alias = "scale", value_delimiter = ',', value_name = "LIST")]
+    /// Entity counts for the footprint run of one gateway on one node (section `scale`), e.g.
+    /// 1,100,1000,10000 [default: 1,100,1000,10000]. The cluster at full size is `--scale`.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub entities: Option<Vec<usize>>,
     /// The heartbeat interval H every gateway of the run gets (FLEET_HEARTBEAT_MS).
     #[arg(long, default_value_t = 5_000, value_name = "MS")]
@@ -167,10 +169,51 @@ pub struct BenchCli {
     /// FLEET_AMQP_HEARTBEAT_S of every --cluster gateway: with --heartbeat-ms, CLU-5(c)'s bound.
     #[arg(long, default_value_t = 10, value_name = "S")]
     pub amqp_heartbeat_s: u64,
+    /// The fleet at full size on a 3-node cluster (issue 47): levels of registered entities, each
+    /// a quorum inbox declared by a real gateway, over several gateways; per level the broker's
+    /// memory, processes and disk per node and per queue, the declare time, a node kill and a
+    /// whole-cluster restart timed, a brief and a reply against the idle cluster's. Stops a level
+    /// where the machine cannot hold it. Alone, it runs only this; with --only/--skip, those
+    /// sections too.
+    #[arg(long)]
+    pub scale: bool,
+    /// Entities per --scale level [default: 1000,5000,10000; --quick 100,300].
+    #[arg(long, value_delimiter = ',', value_name = "LIST", requires = "scale")]
+    pub scale_levels: Option<Vec<usize>>,
+    /// The cluster of --scale [default: --cluster-broker's, process:rabbitmq-cluster].
+    #[arg(long, env = "FLEET_BENCH_SCALE_BROKER", value_name = "SPEC")]
+    pub scale_broker: Option<String>,
+    /// At most this many entities on one --scale gateway [default: 1000; --quick 100].
+    #[arg(long, value_name = "N", requires = "scale")]
+    pub scale_per_gateway: Option<usize>,
+    /// --scale registrations in flight at once, over all gateways.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub scale_concurrency: usize,
+    /// Persistent REPLYs held through each --scale whole-cluster restart [default: 200; --quick 20].
+    #[arg(long, value_name = "N", requires = "scale")]
+    pub scale_kept: Option<usize>,
+    /// Briefs and replies timed one at a time per --scale level [default: 100; --quick 20].
+    #[arg(long, value_name = "N", requires = "scale")]
+    pub scale_latency_samples: Option<usize>,
+    /// A --scale level still registering after this long stops there [default: 1200; --quick 300].
+    #[arg(long, value_name = "S", requires = "scale")]
+    pub scale_level_budget_s: Option<u64>,
+    /// --scale stops a level when the machine's available memory falls under this.
+    #[arg(long, default_value_t = 2_048, value_name = "MIB")]
+    pub scale_min_free_mib: u64,
+    /// --scale stops a level when the declare rate falls under this fraction of the first window's.
+    #[arg(long, default_value_t = 0.1, value_name = "FRACTION")]
+    pub scale_collapse: f64,
+    /// How long a --scale node kill or full restart may take to recover [default: 300; --quick 120].
+    #[arg(long, value_name = "S", requires = "scale")]
+    pub scale_recovery_s: Option<u64>,
+    /// Do not ask for a rebalance after the killed node is back.
+    #[arg(long, requires = "scale")]
+    pub scale_no_rebalance: bool,
     /// Other gateways (A, B, …) to measure with this one (the last) in the same invocation, runs
     /// interleaved A B B A … ([`super::compare`]); `scripts/bench --compare-baseline` passes the
     /// baseline commit's gateway. Default sections raw,forward,pull.
-    #[arg(long, value_name = "CMD,…", value_delimiter = ',', conflicts_with_all = ["fleet", "cluster", "gate_reports", "record_baseline"])]
+    #[arg(long, value_name = "CMD,…", value_delimiter = ',', conflicts_with_all = ["fleet", "cluster", "scale", "gate_reports", "record_baseline"])]
     pub compare: Option<Vec<String>>,
     /// Rounds of --compare (each gateway runs once per round).
     #[arg(long, default_value_t = 3, value_name = "N", requires = "compare")]
@@ -219,7 +262,7 @@ impl BenchCli {
             return Err("--size must be at least 64 bytes (timestamps ride in the body)".into());
         }
         let mut chosen: BTreeSet<String> = SECTIONS.iter().map(|s| s.to_string()).collect();
-        if (self.fleet || self.cluster) && self.only.is_none() && self.skip.is_none() {
+        if (self.fleet || self.cluster || self.scale) && self.only.is_none() && self.skip.is_none() {
             chosen.clear();
         }
         if self.compare.is_some() && self.only.is_none() && self.skip.is_none() {
@@ -270,7 +313,42 @@ impl BenchCli {
         } else {
             None
         };
+        let cluster_scale = if self.scale {
+            let mut levels = self
+                .scale_levels
+                .clone()
+                .unwrap_or_else(|| if self.quick { vec![100, 300] } else { vec![1_000, 5_000, 10_000] });
+            levels.sort_unstable();
+            levels.dedup();
+            if levels.first().is_none_or(|&l| l == 0) {
+                return Err("--scale-levels: give entity counts above 0".into());
+            }
+            if !(0.0..1.0).contains(&self.scale_collapse) {
+                return Err("--scale-collapse is a fraction below 1".into());
+            }
+            if self.amqp_heartbeat_s == 0 {
+                return Err("--amqp-heartbeat-s must be at least 1".into());
+            }
+            Some(ScaleClusterSettings {
+                broker: self.scale_broker.clone().unwrap_or_else(|| self.cluster_broker.clone()),
+                levels,
+                per_gateway: self.scale_per_gateway.unwrap_or(q(100, 1_000)).max(1),
+                concurrency: self.scale_concurrency.max(1),
+                kept: self.scale_kept.unwrap_or(q(20, 200)),
+                latency_samples: self.scale_latency_samples.unwrap_or(q(20, 100)).max(1),
+                level_budget: Duration::from_secs(self.scale_level_budget_s.unwrap_or(q(300, 1_200) as u64)),
+                min_free_mib: self.scale_min_free_mib,
+                collapse: self.scale_collapse,
+                recovery_wait: Duration::from_secs(self.scale_recovery_s.unwrap_or(q(120, 300) as u64)),
+                rebalance: !self.scale_no_rebalance,
+                heartbeat_ms: self.heartbeat_ms,
+                amqp_heartbeat_s: self.amqp_heartbeat_s,
+            })
+        } else {
+            None
+        };
         Ok(Options {
+            cluster_scale,
             compare: self
                 .compare
                 .map(|c| c.into_iter().filter(|c| !c.trim().is_empty()).collect::<Vec<_>>())
@@ -350,11 +428,16 @@ mod tests {
 
     #[test]
     fn arguments_parse_and_sections_filter() {
-        let o = parse_args(&["--size", "2048", "--skip", "scale,presence", "--scale", "1,10"]).expect("valid");
+        let o = parse_args(&["--size", "2048", "--skip", "scale,presence", "--entities", "1,10"]).expect("valid");
         assert_eq!(o.paths.size, 2048);
         assert_eq!(o.raw.size, 2048);
         assert!(!o.sections.contains("scale") && o.sections.contains("raw"));
-        assert_eq!(o.scale.levels, vec![1, 10], "--scale is the old name of --entities");
+        assert_eq!(o.scale.levels, vec![1, 10]);
+        assert!(o.cluster_scale.is_none());
+        assert!(
+            parse_args(&["--scale", "1,10"]).is_err(),
+            "--scale is the cluster at full size now, no longer a name of --entities"
+        );
         let o = parse_args(&["--entities", "1,100,1000,10000", "--quick"]).expect("valid");
         assert_eq!(o.scale.levels, vec![1, 100, 1000, 10_000]);
         assert_eq!((o.heartbeat_ms, o.scale.heartbeat_ms), (5_000, 5_000));
@@ -400,6 +483,36 @@ mod tests {
         assert_eq!((f.trusts, f.repeats), (vec![Trust::Peers, Trust::Certs], 3));
         assert!(parse_args(&["--fleet", "--fleet-trust", "keys"]).is_err());
         assert!(parse_args(&[]).expect("valid").fleet.is_none());
+    }
+
+    #[test]
+    fn scale_alone_runs_the_cluster_at_full_size_and_quick_makes_it_a_smoke() {
+        let o = parse_args(&["--scale"]).expect("valid");
+        assert!(o.sections.is_empty(), "{:?}", o.sections);
+        let s = o.cluster_scale.expect("--scale asked for");
+        assert_eq!(s.levels, vec![1_000, 5_000, 10_000]);
+        assert_eq!(s.broker, "process:rabbitmq-cluster");
+        assert_eq!((s.per_gateway, s.kept, s.concurrency), (1_000, 200, 16));
+        assert!(s.rebalance);
+        let o = parse_args(&[
+            "--scale",
+            "--quick",
+            "--scale-levels",
+            "300,100",
+            "--scale-broker",
+            "container:rabbitmq-cluster",
+            "--scale-no-rebalance",
+        ])
+        .expect("valid");
+        let s = o.cluster_scale.expect("--scale");
+        assert_eq!((s.levels, s.per_gateway, s.kept), (vec![100, 300], 100, 20));
+        assert_eq!(s.broker, "container:rabbitmq-cluster");
+        assert!(!s.rebalance);
+        let o = parse_args(&["--scale", "--cluster-broker", "url:rabbitmq-cluster"]).expect("valid");
+        assert_eq!(o.cluster_scale.expect("--scale").broker, "url:rabbitmq-cluster");
+        assert!(parse_args(&["--scale", "--scale-levels", "0"]).is_err());
+        assert!(parse_args(&["--scale-levels", "10"]).is_err(), "--scale-levels needs --scale");
+        assert!(parse_args(&["--scale", "--compare", "x"]).is_err());
     }
 
     #[test]

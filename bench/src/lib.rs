@@ -23,6 +23,9 @@
 //!   them, peers file or certificates (`--fleet-trust`, SPEC §18)
 //! - [`cluster`] — `--cluster`: what replication costs (single node against a 3-node cluster with
 //!   quorum queues), and node kill → gateways ready again (CLU-5(c))
+//! - [`cluster_scale`] — `--scale`: the fleet at full size on a 3-node cluster (issue 47): 1,000 …
+//!   10,000 quorum inboxes over several gateways, the broker's memory, processes and disk per
+//!   queue, a node kill and a whole-cluster restart timed, a brief and a reply through it
 //! - [`migration`] — a v1.0.0 legacy queue moved by a gateway (MIG-2) beside a raw publish and a
 //!   raw get → publish → ack move of the same messages, then checked for losses
 //! - [`report`] — the typed report (sections, ratios) written as JSON, the goals it is judged
@@ -37,6 +40,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod cluster_scale;
 pub mod compare;
 #[cfg(test)]
 mod fixtures;

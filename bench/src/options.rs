@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crate::{cluster, fleet, migration, paths};
+use crate::{cluster, cluster_scale, fleet, migration, paths};
 
 /// Everything a run can be told.
 #[derive(Debug, Clone)]
@@ -39,6 +39,9 @@ pub struct Options {
     /// `--cluster`: single node against cluster, and kill-to-ready ([`cluster`]); `None` when not
     /// asked for.
     pub cluster: Option<cluster::result::ClusterSettings>,
+    /// `--scale`: the fleet at full size on a cluster ([`cluster_scale`]); `None` when not asked
+    /// for.
+    pub cluster_scale: Option<cluster_scale::settings::ScaleClusterSettings>,
     /// `--compare CMD,… --rounds N`: those gateways and then `gateway_cmd`, interleaved
     /// ([`compare`]).
     pub compare: Option<(Vec<String>, usize)>,

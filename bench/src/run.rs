@@ -19,12 +19,12 @@ use crate::rig::stats::CpuProbe;
 use fleet_conformance::broker::{Broker, BrokerSpec};
 
 use crate::options::Options;
-use crate::{cluster, fleet, floors, migration, paths, report, rig};
+use crate::{cluster, cluster_scale, fleet, floors, migration, paths, report, rig};
 
 /// Runs the selected sections and returns the report (also written to `opts.out`).
 pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     let load_before = rig::stats::load_average();
-    // `--cluster` alone starts its own brokers only.
+    // `--cluster` and `--scale` alone start their own brokers only.
     let (mut info, mut sections) = if !opts.sections.is_empty() || opts.fleet.is_some() {
         let spec = BrokerSpec::parse(&opts.broker)?;
         eprintln!("fleet-bench: starting broker {} …", spec.label());
@@ -58,7 +58,23 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         }
         sections.cluster = Some(measured);
     }
-    let info = info.ok_or_else(|| anyhow::anyhow!("nothing to run: no section, no --fleet, no --cluster"))?;
+    if let Some(cs) = &opts.cluster_scale {
+        let work = std::env::temp_dir().join(format!(
+            "fleet-bench-scale-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        ));
+        let partial = opts.out.with_file_name("cluster-scale.partial.json");
+        let measured = cluster_scale::run::run(cs, &opts.gateway_cmd, &work, opts.keep, &partial).await;
+        if measured.is_ok() && !opts.keep {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        let measured = measured?;
+        if info.is_none() {
+            info = Some(measured.broker.clone());
+        }
+        sections.cluster_scale = Some(measured);
+    }
+    let info = info.ok_or_else(|| anyhow::anyhow!("nothing to run: no section, no --fleet, no --cluster, no --scale"))?;
     let machine = Machine {
         cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         load_before,

@@ -44,8 +44,10 @@ pub struct PathSettings {
 pub struct Pair {
     pub main: Member,
     pub worker: Member,
-    main_mcp: McpClient,
-    worker_mcp: McpClient,
+    /// The main's MCP session (the cluster-scale run drains kept replies through it).
+    pub main_mcp: McpClient,
+    /// The worker's MCP session.
+    pub worker_mcp: McpClient,
 }
 
 /// Registers `n` pairs (mains on [`SENDER_HOST`], workers on [`WORKER_HOST`]) and opens their MCP
@@ -220,6 +222,18 @@ pub async fn forward_single(pairs: &[Pair], s: &PathSettings) -> anyhow::Result<
         }
     }
     Ok(ForwardSingle { latencies, failures })
+}
+
+impl ForwardSingle {
+    /// SEND→INJECTED of the briefs that came back injected.
+    pub fn latency(&self) -> Latency {
+        Latency::of(&self.latencies)
+    }
+
+    /// Briefs that did not come back injected.
+    pub fn failures(&self) -> usize {
+        self.failures.len()
+    }
 }
 
 impl ForwardResult {

@@ -49,6 +49,9 @@ pub struct Sections {
     /// `--cluster`: single node against a cluster, and kill-to-ready (left out when not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster::result::ClusterResult>,
+    /// `--scale`: the fleet at full size on a cluster, level by level (left out when not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_scale: Option<crate::cluster_scale::settings::ClusterScaleResult>,
 }
 
 /// The forward path and where its time went inside the gateways.

@@ -118,6 +118,9 @@ pub fn table(r: &Report) -> String {
     if let Some(c) = &s.cluster {
         t.lines(crate::cluster::table::lines(c));
     }
+    if let Some(c) = &s.cluster_scale {
+        t.lines(crate::cluster_scale::table::lines(c));
+    }
     t.lines(crate::report::goals_table::lines(r));
     if let Some(g) = &r.gate {
         t.lines(gate::lines(g));

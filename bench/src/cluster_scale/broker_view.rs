@@ -1,0 +1,337 @@
+//! What the cluster says about itself, read for `--scale`: each node's memory (and its own
+//! breakdown), Erlang processes and data dir (`/api/nodes`), every quorum queue's leader and
+//! members (`/api/queues`), the rebalance (`POST /api/rebalance/queues`), and the data dirs' size
+//! on disk.
+//!
+//! Why its own client: the suite's management client answers typed, per-scenario questions; this
+//! one reads ten thousand queues at once (`columns=` to keep the answer small) and fields the
+//! suite never needs, asking the next node when one is down (a node killed on purpose).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::Value;
+
+use crate::cluster_scale::settings::{Leaders, NodeFigures};
+use crate::rig::stats::process_memory;
+use fleet_conformance::broker::Broker;
+use fleet_conformance::broker::url::percent_encode;
+
+/// A reader of the cluster's management APIs (every node's, asked in turn).
+pub(crate) struct BrokerView {
+    client: reqwest::Client,
+    /// Every node's API base, by node index.
+    bases: Vec<String>,
+    user: String,
+    password: String,
+    /// The nodes are containers (their data dirs are read with `docker exec`).
+    containers: bool,
+}
+
+/// One quorum queue's leader and members as the management API lists them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct QueueView {
+    pub name: String,
+    pub leader: Option<String>,
+    pub members: Vec<String>,
+    pub online: Vec<String>,
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn number(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+impl QueueView {
+    pub(crate) fn from_json(v: &Value) -> QueueView {
+        QueueView {
+            name: v.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            leader: v
+                .get("leader")
+                .and_then(Value::as_str)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string),
+            members: strings(v, "members"),
+            online: strings(v, "online"),
+        }
+    }
+
+    /// Led by a live node: a leader named, not `dead`, and online (when the list is given).
+    pub(crate) fn led(&self, dead: Option<&str>) -> bool {
+        match &self.leader {
+            Some(l) => dead != Some(l.as_str()) && (self.online.is_empty() || self.online.contains(l)),
+            None => false,
+        }
+    }
+
+    /// Every member online.
+    pub(crate) fn whole(&self) -> bool {
+        !self.members.is_empty() && self.members.iter().all(|m| self.online.contains(m))
+    }
+}
+
+/// Leaders per node (`names` by index) of `queues`, counting a queue not [`QueueView::led`] as
+/// `none`.
+pub(crate) fn leaders(queues: &[QueueView], names: &[String], dead: Option<&str>) -> Leaders {
+    let mut out = Leaders {
+        per_node: vec![0; names.len()],
+        none: 0,
+    };
+    for q in queues {
+        let at = q
+            .leader
+            .as_ref()
+            .filter(|_| q.led(dead))
+            .and_then(|l| names.iter().position(|n| n == l));
+        match at {
+            Some(i) => out.per_node[i] += 1,
+            None => out.none += 1,
+        }
+    }
+    out
+}
+
+/// A node's memory breakdown: the numeric categories of `memory` (`total` and `strategy` left out).
+pub(crate) fn breakdown(v: &Value) -> BTreeMap<String, u64> {
+    v.get("memory")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, x)| Some((k.clone(), x.as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Bytes allocated on disk under `dir` (what `du` counts), following no links.
+pub(crate) fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let meta = match entry.path().symlink_metadata() {
+                Ok(m) => m,
+                // A segment file deleted while we walk (compaction): skip it.
+                Err(_) => continue,
+            };
+            total += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok(total)
+}
+
+impl BrokerView {
+    /// A reader of `broker`'s nodes' APIs, as its admin.
+    pub(crate) fn of(broker: &Broker) -> anyhow::Result<BrokerView> {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(120))
+            .build()
+            .context("building the management API client")?;
+        let first = broker.node_endpoint(0);
+        Ok(BrokerView {
+            client,
+            bases: (0..broker.node_count())
+                .map(|i| broker.node_endpoint(i).http_base.trim_end_matches('/').to_string())
+                .collect(),
+            user: first.user.clone(),
+            password: first.password.clone(),
+            containers: broker.spec().label().starts_with("container:"),
+        })
+    }
+
+    /// Where the disk figures come from, in words.
+    pub(crate) fn disk_source(&self) -> &'static str {
+        if self.containers {
+            "each node's data dir (management API db_dir), `du -sk` inside its container"
+        } else {
+            "each node's data dir (management API db_dir), blocks allocated, walked on this host"
+        }
+    }
+
+    /// `GET path` from the first node that answers it.
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let mut last = None;
+        for base in &self.bases {
+            let url = format!("{base}{path}");
+            let sent = self
+                .client
+                .get(&url)
+                .basic_auth(&self.user, Some(&self.password))
+                .send()
+                .await;
+            match sent {
+                Ok(r) if r.status().is_success() => {
+                    return r.json().await.with_context(|| format!("reading GET {url}"));
+                }
+                Ok(r) => last = Some(anyhow!("GET {url} answered {}", r.status())),
+                Err(e) => last = Some(anyhow!("GET {url}: {e}")),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow!("no management API to ask")))
+    }
+
+    /// Every node's figures (the nodes that run), with its data dir's size and its RSS.
+    pub(crate) async fn nodes(&self, broker: &Broker) -> anyhow::Result<Vec<NodeFigures>> {
+        let listed = self.get("/api/nodes").await?;
+        let listed = listed.as_array().ok_or_else(|| anyhow!("/api/nodes is not a list"))?;
+        let mut out = Vec::new();
+        for n in listed {
+            let name = n.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            if !n.get("running").and_then(Value::as_bool).unwrap_or(false) {
+                continue;
+            }
+            let detail = self
+                .get(&format!("/api/nodes/{}?memory=true", percent_encode(&name)))
+                .await
+                .with_context(|| format!("node {name}'s memory breakdown"))?;
+            let index = broker.node_index(&name).await;
+            let db_dir = detail.get("db_dir").and_then(Value::as_str).map(str::to_string);
+            let disk_bytes = match (&db_dir, index) {
+                (Some(dir), Some(i)) => self.disk(i, dir).await,
+                _ => None,
+            };
+            let rss_kib = if self.containers {
+                None
+            } else {
+                detail
+                    .get("os_pid")
+                    .and_then(|p| p.as_str().and_then(|s| s.parse::<u32>().ok()).or(p.as_u64().map(|x| x as u32)))
+                    .and_then(process_memory)
+                    .map(|(rss, _, _)| rss)
+            };
+            out.push(NodeFigures {
+                name,
+                index,
+                mem_used: number(&detail, "mem_used"),
+                mem_limit: number(&detail, "mem_limit"),
+                mem_alarm: detail.get("mem_alarm").and_then(Value::as_bool).unwrap_or(false),
+                proc_used: number(&detail, "proc_used"),
+                proc_total: number(&detail, "proc_total"),
+                breakdown: breakdown(&detail),
+                disk_bytes,
+                rss_kib,
+            });
+        }
+        out.sort_by_key(|n| n.index);
+        Ok(out)
+    }
+
+    /// Node `index`'s data dir `dir`, bytes on disk (`None`, said why, when it cannot be read).
+    async fn disk(&self, index: usize, dir: &str) -> Option<u64> {
+        if !self.containers {
+            let dir = dir.to_string();
+            let walked = tokio::task::spawn_blocking(move || dir_bytes(Path::new(&dir))).await;
+            return match walked {
+                Ok(Ok(b)) => Some(b),
+                Ok(Err(e)) => {
+                    eprintln!("fleet-bench: scale: cannot size node {index}'s data dir: {e}");
+                    None
+                }
+                Err(_) => None,
+            };
+        }
+        let port = self.bases.get(index)?.rsplit(':').next()?.to_string();
+        let ps = tokio::process::Command::new("docker")
+            .args(["ps", "--filter", &format!("publish={port}"), "--format", "{{.Names}}"])
+            .output()
+            .await
+            .ok()?;
+        let name = String::from_utf8_lossy(&ps.stdout).lines().next()?.trim().to_string();
+        let du = tokio::process::Command::new("docker")
+            .args(["exec", &name, "du", "-sk", dir])
+            .output()
+            .await
+            .ok()?;
+        let kib: u64 = String::from_utf8_lossy(&du.stdout)
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        Some(kib * 1024)
+    }
+
+    /// Every quorum queue of `vhost` with its leader and members.
+    pub(crate) async fn quorum_queues(&self, vhost: &str) -> anyhow::Result<Vec<QueueView>> {
+        let path = format!(
+            "/api/queues/{}?columns=name,type,leader,members,online",
+            percent_encode(vhost)
+        );
+        let v = self.get(&path).await?;
+        let list = v.as_array().ok_or_else(|| anyhow!("{path} is not a list"))?;
+        Ok(list
+            .iter()
+            .filter(|q| q.get("type").and_then(Value::as_str) == Some("quorum"))
+            .map(QueueView::from_json)
+            .collect())
+    }
+
+    /// `POST /api/rebalance/queues` (asynchronous: the leaders move afterwards).
+    pub(crate) async fn rebalance(&self) -> anyhow::Result<()> {
+        let mut last = None;
+        for base in &self.bases {
+            let url = format!("{base}/api/rebalance/queues");
+            match self
+                .client
+                .post(&url)
+                .basic_auth(&self.user, Some(&self.password))
+                .send()
+                .await
+            {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                Ok(r) => last = Some(anyhow!("POST {url} answered {}", r.status())),
+                Err(e) => last = Some(anyhow!("POST {url}: {e}")),
+            }
+        }
+        match last {
+            Some(e) => Err(e),
+            None => bail!("no management API to ask"),
+        }
+    }
+
+    /// Every node's name, by index (asked of each node's own `/api/overview`).
+    pub(crate) async fn names(&self) -> anyhow::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for base in &self.bases {
+            let url = format!("{base}/api/overview");
+            let v: Value = self
+                .client
+                .get(&url)
+                .basic_auth(&self.user, Some(&self.password))
+                .send()
+                .await
+                .with_context(|| format!("GET {url}"))?
+                .json()
+                .await
+                .with_context(|| format!("reading GET {url}"))?;
+            let name = v
+                .get("node")
+                .and_then(Value::as_str)
+                .ok_or_else(|| anyhow!("GET {url} names no node"))?;
+            out.push(name.to_string());
+        }
+        Ok(out)
+    }
+}
+
+/// The machine's available memory (`/proc/meminfo` MemAvailable), MiB.
+pub(crate) fn available_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}

@@ -1,0 +1,122 @@
+//! The whole cluster stopped and started again under a level's load: `kept` persistent REPLYs
+//! confirmed into the latency pair's main inbox first (the worker's `bridge_reply` answered), then
+//! every node stopped and started on its data ([`Broker::halt`], [`Broker::resume`]), timed until
+//! every gateway is ready and every quorum queue has a leader, and the REPLYs drained after.
+//!
+//! Why a module: a full restart (a power cut, an upgrade gone wrong) recovers every Raft group at
+//! once; its time, and that nothing confirmed is lost, are the other half of sizing a cluster.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+use serde_json::{Value, json};
+
+use crate::cluster_scale::broker_view::BrokerView;
+use crate::cluster_scale::node_kill::{POLL, all_ready};
+use crate::cluster_scale::settings::FullRestart;
+use crate::paths::forward_pull::Pair;
+use crate::rig::hosts::Fleet;
+use fleet_conformance::broker::Broker;
+
+/// Sends `kept` REPLYs from the pair's worker (each confirmed before the next), restarts the
+/// cluster and times it, then drains them through the pair's main. `tag` makes this level's
+/// texts its own.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run(
+    broker: &Broker,
+    view: &BrokerView,
+    vhost: &str,
+    fleet: &Fleet,
+    hosts: &[String],
+    pair: &Pair,
+    kept: usize,
+    tag: &str,
+    wait: Duration,
+) -> anyhow::Result<FullRestart> {
+    let worker = pair.worker_mcp.handle();
+    let mut r = FullRestart::default();
+    for i in 0..kept {
+        let v = worker
+            .call("bridge_reply", json!({"text": format!("{tag} kept {i}")}))
+            .await
+            .with_context(|| format!("kept REPLY {i} before the restart"))?;
+        if v.get("msgId").and_then(Value::as_str).is_none() {
+            return Err(anyhow!("kept REPLY {i} was not confirmed: {v}"));
+        }
+        r.kept += 1;
+    }
+    eprintln!("fleet-bench: scale: {kept} REPLYs held; stopping every node …");
+    let t = Instant::now();
+    broker.halt(vhost).await.context("stopping every node")?;
+    r.halt_ms = t.elapsed().as_secs_f64() * 1e3;
+    let since = Instant::now();
+    if let Err(e) = broker.resume(vhost).await {
+        r.not_recovered = Some(format!("the cluster did not come back: {e:#}"));
+        return Ok(r);
+    }
+    r.broker_back_ms = Some(since.elapsed().as_secs_f64() * 1e3);
+    let mut leaders_ms = None;
+    let mut gateways_ms = None;
+    while leaders_ms.is_none() || gateways_ms.is_none() {
+        let look = since.elapsed().as_secs_f64() * 1e3;
+        if gateways_ms.is_none() && all_ready(fleet, hosts).await.is_ok() {
+            gateways_ms = Some(look);
+        }
+        if leaders_ms.is_none()
+            && let Ok(q) = view.quorum_queues(vhost).await
+            && !q.is_empty()
+            && q.iter().all(|x| x.led(None))
+        {
+            leaders_ms = Some(look);
+        }
+        if since.elapsed() > wait {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    r.leaders_ms = leaders_ms;
+    r.gateways_ms = gateways_ms;
+    let (drained, duplicates) = drain(pair, tag, kept, wait).await?;
+    r.drained = drained;
+    r.duplicates = duplicates;
+    if gateways_ms.is_none() || leaders_ms.is_none() {
+        r.not_recovered = Some(format!(
+            "within {} s: gateways {}, leaders {}",
+            wait.as_secs(),
+            if gateways_ms.is_some() { "ready" } else { "NOT ready" },
+            if leaders_ms.is_some() { "elected" } else { "NOT all elected" }
+        ));
+    }
+    Ok(r)
+}
+
+/// Drains the pair's main until `kept` distinct kept REPLYs of `tag` came or `wait` passed:
+/// (distinct, copies seen again).
+async fn drain(pair: &Pair, tag: &str, kept: usize, wait: Duration) -> anyhow::Result<(usize, usize)> {
+    let main = pair.main_mcp.handle();
+    let prefix = format!("{tag} kept ");
+    let mut seen = BTreeSet::new();
+    let mut duplicates = 0;
+    let deadline = Instant::now() + wait;
+    while seen.len() < kept && Instant::now() < deadline {
+        let v = main
+            .call("bridge_wait", json!({"timeout_s": 5}))
+            .await
+            .context("bridge_wait after the restart")?;
+        let mut messages: Vec<Value> = v.get("message").cloned().into_iter().collect();
+        let polled = main
+            .call("bridge_poll", json!({"max": 100}))
+            .await
+            .context("bridge_poll after the restart")?;
+        messages.extend(polled["messages"].as_array().cloned().unwrap_or_default());
+        for m in messages {
+            if let Some(text) = m["text"].as_str().filter(|t| t.starts_with(&prefix))
+                && !seen.insert(text.to_string())
+            {
+                duplicates += 1;
+            }
+        }
+    }
+    Ok((seen.len(), duplicates))
+}

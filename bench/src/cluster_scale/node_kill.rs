@@ -1,0 +1,167 @@
+//! A node SIGKILLed under a level's load and started again (CLU-5): kill → every quorum queue
+//! led by a live node, and every gateway `/readyz` 200; leaders per node before, after the kill
+//! and once the node is back; then whether a rebalance is needed, measured by asking for one.
+//!
+//! Why a module: with thousands of Raft groups, recovery is per queue (an election each), so its
+//! time grows with the queues; this is the figure an operator sizes a node loss by.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::cluster_scale::broker_view::{BrokerView, QueueView, leaders};
+use crate::cluster_scale::settings::{Leaders, NodeKill, Rebalance, balanced};
+use crate::rig::hosts::Fleet;
+use fleet_conformance::broker::Broker;
+
+/// How often recovery is looked at (a look at ten thousand queues takes longer than this).
+pub(crate) const POLL: Duration = Duration::from_millis(250);
+
+/// Whether every gateway of `hosts` answers `/readyz` 200; else the first that does not.
+pub(crate) async fn all_ready(fleet: &Fleet, hosts: &[String]) -> Result<(), String> {
+    for h in hosts {
+        let gw = &fleet.host(h).map_err(|e| e.to_string())?.gateway;
+        match gw.get("/readyz").await {
+            Ok((200, _)) => {}
+            Ok((s, _)) => return Err(format!("{h}: /readyz {s}")),
+            Err(_) => return Err(format!("{h}: no answer")),
+        }
+    }
+    Ok(())
+}
+
+/// The node leading the most queues (the kill that hurts most).
+pub(crate) fn busiest(l: &Leaders) -> usize {
+    l.per_node
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, n)| (**n, *i))
+        .map_or(0, |(i, _)| i)
+}
+
+/// Polls until `done(queues)` holds, from `since`, within `wait`: the time it first held.
+async fn until_queues(
+    view: &BrokerView,
+    vhost: &str,
+    since: Instant,
+    wait: Duration,
+    done: impl Fn(&[QueueView]) -> bool,
+) -> Option<f64> {
+    loop {
+        let look = since.elapsed();
+        if let Ok(q) = view.quorum_queues(vhost).await
+            && done(&q)
+        {
+            return Some(look.as_secs_f64() * 1e3);
+        }
+        if since.elapsed() > wait {
+            return None;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Kills the busiest node, times recovery, starts it again, times its return, and (`rebalance`)
+/// times a rebalance. `names` are the nodes' names by index; `hosts` every gateway.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run(
+    broker: &Broker,
+    view: &BrokerView,
+    vhost: &str,
+    names: &[String],
+    fleet: &Fleet,
+    hosts: &[String],
+    wait: Duration,
+    rebalance: bool,
+) -> anyhow::Result<NodeKill> {
+    let before = view.quorum_queues(vhost).await?;
+    let leaders_before = leaders(&before, names, None);
+    let node = busiest(&leaders_before);
+    let dead = names.get(node).cloned().unwrap_or_default();
+    let mut k = NodeKill {
+        node,
+        leaders_before,
+        ..NodeKill::default()
+    };
+    eprintln!("fleet-bench: scale: killing node {node} ({dead}) …");
+    let since = Instant::now();
+    let seen = Arc::new(AtomicBool::new(false));
+    let killing = {
+        let seen = Arc::clone(&seen);
+        async move {
+            let r = broker.kill_node(node).await;
+            seen.store(true, Ordering::SeqCst);
+            r.map(|()| since.elapsed())
+        }
+    };
+    let leaders_back = until_queues(view, vhost, since, wait, |q| {
+        !q.is_empty() && q.iter().all(|x| x.led(Some(&dead)))
+    });
+    let gateways_back = async {
+        loop {
+            let look = since.elapsed();
+            if seen.load(Ordering::SeqCst) && all_ready(fleet, hosts).await.is_ok() {
+                return Some(look.as_secs_f64() * 1e3);
+            }
+            if since.elapsed() > wait {
+                return None;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    };
+    let (killed, leaders_ms, gateways_ms) = tokio::join!(killing, leaders_back, gateways_back);
+    k.kill_seen_ms = killed.with_context(|| format!("killing node {node}"))?.as_secs_f64() * 1e3;
+    k.leaders_ms = leaders_ms;
+    k.gateways_ms = gateways_ms;
+    let mut missing = Vec::new();
+    if leaders_ms.is_none() {
+        missing.push("not every quorum queue had a leader on a live node");
+    }
+    if gateways_ms.is_none() {
+        missing.push("not every gateway was ready");
+    }
+    k.leaders_after_kill = leaders(&view.quorum_queues(vhost).await?, names, Some(&dead));
+    let start = Instant::now();
+    broker
+        .start_node(node)
+        .await
+        .with_context(|| format!("starting node {node} again"))?;
+    k.node_back_ms = Some(start.elapsed().as_secs_f64() * 1e3);
+    k.members_back_ms = until_queues(view, vhost, start, wait, |q| !q.is_empty() && q.iter().all(QueueView::whole)).await;
+    if k.members_back_ms.is_none() {
+        missing.push("not every quorum queue listed every member online after the node came back");
+    }
+    k.leaders_after_return = leaders(&view.quorum_queues(vhost).await?, names, None);
+    if rebalance {
+        k.rebalance = Some(rebalanced(view, vhost, names, wait).await);
+    }
+    if !missing.is_empty() {
+        k.not_recovered = Some(format!("{} within {} s", missing.join("; "), wait.as_secs()));
+    }
+    Ok(k)
+}
+
+/// `POST /api/rebalance/queues`, then the time until the leaders are [`balanced`].
+async fn rebalanced(view: &BrokerView, vhost: &str, names: &[String], wait: Duration) -> Rebalance {
+    let since = Instant::now();
+    if let Err(e) = view.rebalance().await {
+        return Rebalance {
+            note: Some(format!("{e:#}")),
+            ..Rebalance::default()
+        };
+    }
+    let balanced_ms = until_queues(view, vhost, since, wait, |q| balanced(&leaders(q, names, None))).await;
+    let leaders_after = match view.quorum_queues(vhost).await {
+        Ok(q) => leaders(&q, names, None),
+        Err(_) => Leaders::default(),
+    };
+    Rebalance {
+        note: balanced_ms
+            .is_none()
+            .then(|| format!("not balanced within {} s", wait.as_secs())),
+        balanced_ms,
+        leaders_after,
+    }
+}
