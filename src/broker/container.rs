@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 
 use super::error::{BrokerError, DockerEnd, DockerFailure};
-use super::own_nodes::{QUORUM_TICK_MS, RETENTION_POLICIES, tail};
+use super::own_nodes::{RETENTION_POLICIES, at_rabbitmq_defaults, quorum_tick_ms, stats_interval_ms, tail};
 use super::spec::BrokerKind;
 use super::tls_listener::TlsListener;
 use super::url::Endpoint;
@@ -57,11 +57,17 @@ pub fn image_for(kind: BrokerKind) -> String {
 /// within about a second. `RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS` is read by the rabbitmq-server
 /// script itself, so every RabbitMQ image honours it; the script splits it on blanks, hence
 /// terms without spaces.
+///
+/// After [`super::own_nodes::sample_at_rabbitmq_defaults`]: RabbitMQ's own intervals, written
+/// out, and its default retention.
 pub fn rabbitmq_erl_args() -> String {
     let policies = RETENTION_POLICIES;
-    let tick = QUORUM_TICK_MS;
+    let (tick, stats) = (quorum_tick_ms(), stats_interval_ms());
+    if at_rabbitmq_defaults() {
+        return format!("-rabbit collect_statistics_interval {stats} -rabbit quorum_tick_interval {tick}");
+    }
     format!(
-        "-rabbit collect_statistics_interval 500 \
+        "-rabbit collect_statistics_interval {stats} \
          -rabbit quorum_tick_interval {tick} \
          -rabbitmq_management sample_retention_policies {policies} \
          -rabbitmq_management_agent sample_retention_policies {policies}"

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use super::error::BrokerError;
-use super::own_nodes::{QUORUM_TICK_MS, RETENTION_POLICIES, tail};
+use super::own_nodes::{RETENTION_POLICIES, at_rabbitmq_defaults, quorum_tick_ms, stats_interval_ms, tail};
 use super::tls_listener::TlsListener;
 use super::url::Endpoint;
 
@@ -101,10 +101,15 @@ pub(crate) fn free_ports() -> Result<[u16; 3], BrokerError> {
 
 /// The broker's advanced (Erlang terms) config file: the retention policies of both management
 /// applications, which rabbitmq.conf cannot express as one-second samples everywhere, and the
-/// quorum queues' metrics tick ([`QUORUM_TICK_MS`]).
+/// quorum queues' metrics tick ([`super::own_nodes::QUORUM_TICK_MS`]); RabbitMQ's own defaults
+/// after [`super::own_nodes::sample_at_rabbitmq_defaults`].
 fn advanced_config() -> String {
+    let tick = quorum_tick_ms();
+    if at_rabbitmq_defaults() {
+        return format!("[{{rabbit, [{{quorum_tick_interval, {tick}}}]}}].\n");
+    }
     format!(
-        "[{{rabbit, [{{quorum_tick_interval, {QUORUM_TICK_MS}}}]}},\n \
+        "[{{rabbit, [{{quorum_tick_interval, {tick}}}]}},\n \
          {{rabbitmq_management, [{{sample_retention_policies, {RETENTION_POLICIES}}}]}},\n \
          {{rabbitmq_management_agent, [{{sample_retention_policies, {RETENTION_POLICIES}}}]}}].\n"
     )
@@ -112,12 +117,13 @@ fn advanced_config() -> String {
 
 /// The broker's config file.
 pub(crate) fn rabbitmq_conf(amqp_port: u16, http_port: u16) -> String {
+    let stats = stats_interval_ms();
     format!(
         "# Written by fleet-conformance for one throwaway node.\n\
          listeners.tcp.default = 127.0.0.1:{amqp_port}\n\
          management.tcp.ip = 127.0.0.1\n\
          management.tcp.port = {http_port}\n\
-         collect_statistics_interval = 500\n\
+         collect_statistics_interval = {stats}\n\
          loopback_users = none\n"
     )
 }

@@ -30,7 +30,9 @@ pub(crate) struct BrokerView {
     containers: bool,
 }
 
-/// One quorum queue's leader and members as the management API lists them.
+/// One quorum queue's leader and members as the management API lists them. The leader is the
+/// queue record's `node` (a new leader writes it when elected) or else the `leader` of the
+/// queue's statistics (emitted once per quorum tick).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct QueueView {
     pub name: String,
@@ -54,10 +56,9 @@ impl QueueView {
     pub(crate) fn from_json(v: &Value) -> QueueView {
         QueueView {
             name: v.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
-            leader: v
-                .get("leader")
-                .and_then(Value::as_str)
-                .filter(|l| !l.is_empty())
+            leader: ["node", "leader"]
+                .iter()
+                .find_map(|k| v.get(*k).and_then(Value::as_str).filter(|l| !l.is_empty()))
                 .map(str::to_string),
             members: strings(v, "members"),
             online: strings(v, "online"),
@@ -268,7 +269,7 @@ impl BrokerView {
     /// Every quorum queue of `vhost` with its leader and members.
     pub(crate) async fn quorum_queues(&self, vhost: &str) -> anyhow::Result<Vec<QueueView>> {
         let path = format!(
-            "/api/queues/{}?columns=name,type,leader,members,online",
+            "/api/queues/{}?columns=name,type,node,leader,members,online",
             percent_encode(vhost)
         );
         let v = self.get(&path).await?;

@@ -197,7 +197,7 @@ impl Gateways {
             if times.len() > WINDOW {
                 times.pop_front();
             }
-            if done % WINDOW != 0 {
+            if !done.is_multiple_of(WINDOW) {
                 continue;
             }
             let rate = match times.front() {

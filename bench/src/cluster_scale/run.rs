@@ -30,6 +30,10 @@ pub async fn run(
     keep: bool,
     partial: &Path,
 ) -> anyhow::Result<ClusterScaleResult> {
+    if s.rabbitmq_sampling {
+        // Figures that size a real cluster: the broker's own tick and statistics intervals.
+        fleet_conformance::broker::sample_at_rabbitmq_defaults();
+    }
     let spec = BrokerSpec::parse(&s.broker)?;
     eprintln!("fleet-bench: scale: starting broker {} …", spec.label());
     let broker = Broker::start(&spec)
@@ -62,6 +66,16 @@ pub async fn run(
         eprintln!("fleet-bench: scale: gateway logs kept in {}", dir.display());
     }
     outcome
+}
+
+/// How the nodes sample, in words.
+fn sampling(s: &ScaleClusterSettings) -> &'static str {
+    if s.rabbitmq_sampling {
+        "RabbitMQ's defaults: quorum tick and queue statistics every 5 s, default retention (the management \
+         API's leaders lag up to one tick)"
+    } else {
+        "the suite's: quorum tick 1 s, queue statistics 0.5 s, 1 s samples kept 605 s"
+    }
 }
 
 /// Writes `r` to `partial` (a failure to write is said, not fatal).
@@ -137,6 +151,7 @@ async fn levels(
         heartbeat_ms: s.heartbeat_ms,
         amqp_heartbeat_s: s.amqp_heartbeat_s,
         disk_source: view.disk_source().to_string(),
+        sampling: sampling(s).to_string(),
         idle,
         idle_latency,
         levels: Vec::new(),

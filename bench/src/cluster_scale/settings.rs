@@ -44,6 +44,9 @@ pub struct ScaleClusterSettings {
     pub heartbeat_ms: u64,
     /// Every gateway's `FLEET_AMQP_HEARTBEAT_S`.
     pub amqp_heartbeat_s: u64,
+    /// The nodes sample at RabbitMQ's defaults (quorum tick and statistics every 5 s, default
+    /// retention) rather than the suite's fast sampling.
+    pub rabbitmq_sampling: bool,
 }
 
 /// What `--scale` measured.
@@ -59,6 +62,9 @@ pub struct ClusterScaleResult {
     pub amqp_heartbeat_s: u64,
     /// Where the disk figures come from (the nodes' data dirs, and how they were read).
     pub disk_source: String,
+    /// How the nodes sampled (RabbitMQ's defaults, or the suite's fast sampling).
+    #[serde(default)]
+    pub sampling: String,
     /// The cluster with only the latency pair's two gateways on it (no level yet).
     pub idle: AtRest,
     /// A brief and a reply through the idle cluster.

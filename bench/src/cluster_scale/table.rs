@@ -61,8 +61,8 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         r.broker.spec, r.nodes, r.per_gateway, r.concurrency, r.heartbeat_ms, r.amqp_heartbeat_s
     )];
     out.push(format!(
-        "  RabbitMQ {} · disk: {} · memory: management API mem_used and the node's own breakdown",
-        r.broker.version, r.disk_source
+        "  RabbitMQ {} · disk: {} · memory: management API mem_used and the node's own breakdown · sampling: {}",
+        r.broker.version, r.disk_source, r.sampling
     ));
     let w = 22;
     let mut row = |name: &str, cells: Vec<String>| {

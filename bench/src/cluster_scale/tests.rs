@@ -76,6 +76,7 @@ fn result(levels: Vec<Level>, idle: AtRest) -> ClusterScaleResult {
         heartbeat_ms: 5000,
         amqp_heartbeat_s: 10,
         disk_source: "walked".into(),
+        sampling: "defaults".into(),
         idle,
         idle_latency: None,
         levels,
