@@ -30,13 +30,14 @@ pub(crate) struct BrokerView {
     containers: bool,
 }
 
-/// One quorum queue's leader and members as the management API lists them. The leader is the
-/// queue record's `node` (a new leader writes it when elected) or else the `leader` of the
-/// queue's statistics (emitted once per quorum tick).
+/// One quorum queue's leader and members as the management API lists them: the queue record's
+/// `node` (a new leader writes it when elected) and the `leader` of the queue's statistics
+/// (emitted once per quorum tick), whichever names a live, online node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct QueueView {
     pub name: String,
-    pub leader: Option<String>,
+    pub node: Option<String>,
+    pub stats_leader: Option<String>,
     pub members: Vec<String>,
     pub online: Vec<String>,
 }
@@ -52,25 +53,37 @@ fn number(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+fn name_at(v: &Value, key: &str) -> Option<String> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
 impl QueueView {
     pub(crate) fn from_json(v: &Value) -> QueueView {
         QueueView {
             name: v.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
-            leader: ["node", "leader"]
-                .iter()
-                .find_map(|k| v.get(*k).and_then(Value::as_str).filter(|l| !l.is_empty()))
-                .map(str::to_string),
+            node: name_at(v, "node"),
+            stats_leader: name_at(v, "leader"),
             members: strings(v, "members"),
             online: strings(v, "online"),
         }
     }
 
-    /// Led by a live node: a leader named, not `dead`, and online (when the list is given).
+    /// The leader: the first of the record's node and the statistics' leader that is not `dead`
+    /// and is online (when the list is given).
+    pub(crate) fn leader(&self, dead: Option<&str>) -> Option<&str> {
+        [&self.node, &self.stats_leader]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .find(|l| dead != Some(*l) && (self.online.is_empty() || self.online.iter().any(|o| o == l)))
+    }
+
+    /// Led by a live node.
     pub(crate) fn led(&self, dead: Option<&str>) -> bool {
-        match &self.leader {
-            Some(l) => dead != Some(l.as_str()) && (self.online.is_empty() || self.online.contains(l)),
-            None => false,
-        }
+        self.leader(dead).is_some()
     }
 
     /// Every member online.
@@ -87,11 +100,7 @@ pub(crate) fn leaders(queues: &[QueueView], names: &[String], dead: Option<&str>
         none: 0,
     };
     for q in queues {
-        let at = q
-            .leader
-            .as_ref()
-            .filter(|_| q.led(dead))
-            .and_then(|l| names.iter().position(|n| n == l));
+        let at = q.leader(dead).and_then(|l| names.iter().position(|n| n == l));
         match at {
             Some(i) => out.per_node[i] += 1,
             None => out.none += 1,

@@ -97,7 +97,7 @@ pub(crate) async fn run(
         }
     };
     let leaders_back = until_queues(view, vhost, since, wait, |q| {
-        !q.is_empty() && q.iter().all(|x| x.led(Some(&dead)))
+        !q.is_empty() && q.iter().all(|x| x.led(Some(dead.as_str())))
     });
     let gateways_back = async {
         loop {
@@ -122,7 +122,7 @@ pub(crate) async fn run(
     if gateways_ms.is_none() {
         missing.push("not every gateway was ready");
     }
-    k.leaders_after_kill = leaders(&view.quorum_queues(vhost).await?, names, Some(&dead));
+    k.leaders_after_kill = leaders(&view.quorum_queues(vhost).await?, names, Some(dead.as_str()));
     let start = Instant::now();
     broker
         .start_node(node)

@@ -107,6 +107,10 @@ fn leaders_count_per_node_and_a_dead_or_offline_leader_counts_as_none() {
     let l = leaders(&qs, &names, Some("a"));
     assert_eq!(l, Leaders { per_node: vec![0, 1, 0], none: 3 });
     assert!(qs[0].whole() && !qs[1].whole());
+    // A new leader writes the record's node at once; the statistics still name the dead one.
+    let moved = QueueView::from_json(&json!({"name": "q", "node": "b", "leader": "a", "members": ["a", "b", "c"]}));
+    assert_eq!(moved.leader(Some("a")), Some("b"));
+    assert_eq!(moved.leader(None), Some("b"));
     assert!(balanced(&Leaders { per_node: vec![333, 330, 340], none: 0 }));
     assert!(!balanced(&Leaders { per_node: vec![500, 500, 0], none: 0 }));
     assert!(!balanced(&Leaders { per_node: vec![333, 333, 333], none: 1 }));
