@@ -11,9 +11,10 @@ use anyhow::Context as _;
 
 use crate::cluster_scale::broker_view::{BrokerView, available_mib};
 use crate::cluster_scale::gateways::{Gateways, Short};
-use crate::cluster_scale::settings::{AtRest, Level, PerQueue, ScaleClusterSettings};
+use crate::cluster_scale::settings::{AtRest, Level, PerQueue, RestCpu, ScaleClusterSettings};
 use crate::cluster_scale::{full_restart, latency, node_kill};
 use crate::paths::forward_pull::Pair;
+use crate::rig::stats::{self, CpuProbe};
 use fleet_conformance::broker::Broker;
 
 /// What a level needs from the run: the broker, its reader, the vhost, the nodes' names.
@@ -24,8 +25,15 @@ pub(crate) struct On<'a> {
     pub names: &'a [String],
 }
 
-/// The cluster at rest holding `entities`: every node's figures and the quorum queues listed.
-pub(crate) async fn at_rest(on: &On<'_>, entities: usize) -> anyhow::Result<AtRest> {
+/// The cluster at rest holding `entities`: CPU over `window` first, then every node's figures
+/// and the quorum queues listed.
+pub(crate) async fn at_rest(
+    on: &On<'_>,
+    gateways: &Gateways,
+    entities: usize,
+    window: Duration,
+) -> anyhow::Result<AtRest> {
+    let cpu = rest_cpu(gateways, window).await;
     let queues = on.view.quorum_queues(on.vhost).await?;
     let nodes = on.view.nodes(on.broker).await.context("reading the nodes")?;
     Ok(AtRest {
@@ -33,7 +41,39 @@ pub(crate) async fn at_rest(on: &On<'_>, entities: usize) -> anyhow::Result<AtRe
         quorum_queues: queues.len(),
         nodes,
         machine_available_mib: available_mib(),
+        cpu: Some(cpu),
     })
+}
+
+/// The brokers' (process provider) and the gateways' CPU over `window`, nothing but presence
+/// flowing.
+async fn rest_cpu(gateways: &Gateways, window: Duration) -> RestCpu {
+    let mut probe = stats::with_brokers(CpuProbe::default());
+    for h in gateways.hosts() {
+        let pid = gateways.fleet.hosts.get(&h).and_then(|x| x.gateway.pid());
+        probe = probe.with(&format!("gateway-{h}"), pid);
+    }
+    let before = probe.snapshot();
+    tokio::time::sleep(window).await;
+    let spent = before.until(&probe.snapshot());
+    let pct = |seconds: f64| 100.0 * seconds / spent.wall_s.max(1e-9);
+    let gateways_s: f64 = spent
+        .seconds
+        .iter()
+        .filter(|(k, _)| k.starts_with("gateway-"))
+        .map(|(_, v)| *v)
+        .sum();
+    RestCpu {
+        window_s: spent.wall_s,
+        broker_pct: stats::broker_seconds(&spent).map(pct),
+        gateways_pct: pct(gateways_s),
+        machine_pct: 100.0 * spent.machine_busy(),
+    }
+}
+
+/// The window CPU at rest is measured over: a heartbeat, at least 10 s.
+pub(crate) fn rest_window(s: &ScaleClusterSettings) -> Duration {
+    Duration::from_millis(s.heartbeat_ms.max(10_000))
 }
 
 /// Waits until the management API lists at least `at_least` quorum queues (statistics lag the
@@ -68,11 +108,11 @@ pub(crate) async fn run(
     gateways.grow(level, s, started).await?;
     let register_s = started.elapsed().as_secs_f64();
     let registered = gateways.entities() - before;
+    let gw: &Gateways = gateways;
     let measured = async {
-        // Every inbox listed, then one heartbeat for the gateways' first presence rounds.
-        listed(on, gateways.entities(), s.recovery_wait).await?;
-        tokio::time::sleep(Duration::from_millis(s.heartbeat_ms)).await;
-        let rest = at_rest(on, gateways.entities()).await?;
+        // Every inbox listed, then CPU at rest over a window before the figures are read.
+        listed(on, gw.entities(), s.recovery_wait).await?;
+        let rest = at_rest(on, gw, gw.entities(), rest_window(s)).await?;
         let per_queue = PerQueue::of(idle, &rest);
         eprintln!(
             "fleet-bench: scale: level {level}: {} quorum queues, {:.1} MiB broker memory ({:.0} KiB per queue added)",
@@ -81,13 +121,13 @@ pub(crate) async fn run(
             per_queue.mem_bytes / 1024.0
         );
         let lat = latency::measure(pair, s.latency_samples).await.context("the latency pair")?;
-        let hosts = gateways.hosts();
+        let hosts = gw.hosts();
         let kill = node_kill::run(
             on.broker,
             on.view,
             on.vhost,
             on.names,
-            &gateways.fleet,
+            &gw.fleet,
             &hosts,
             s.recovery_wait,
             s.rebalance,
@@ -104,7 +144,7 @@ pub(crate) async fn run(
             on.broker,
             on.view,
             on.vhost,
-            &gateways.fleet,
+            &gw.fleet,
             &hosts,
             pair,
             s.kept,

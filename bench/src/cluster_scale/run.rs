@@ -132,7 +132,7 @@ async fn levels(
         .into_iter()
         .next()
         .context("no latency pair")?;
-    let idle = level::at_rest(&on, 0).await?;
+    let idle = level::at_rest(&on, gateways, 0, level::rest_window(s)).await?;
     eprintln!(
         "fleet-bench: scale: idle cluster: {} quorum queues, {:.1} MiB broker memory; latency …",
         idle.quorum_queues,

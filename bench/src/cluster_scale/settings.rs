@@ -85,6 +85,21 @@ pub struct AtRest {
     pub nodes: Vec<NodeFigures>,
     /// The machine's available memory (`/proc/meminfo` MemAvailable), MiB.
     pub machine_available_mib: Option<u64>,
+    /// CPU over a window at rest (before the figures above were read).
+    #[serde(default)]
+    pub cpu: Option<RestCpu>,
+}
+
+/// CPU at rest, over a window: what the queues cost when nothing flows but presence.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RestCpu {
+    pub window_s: f64,
+    /// Every broker node together, % of one core (process provider; `None` for containers).
+    pub broker_pct: Option<f64>,
+    /// Every gateway together, % of one core.
+    pub gateways_pct: f64,
+    /// The whole machine busy, % of all its cores.
+    pub machine_pct: f64,
 }
 
 /// One node as its management API describes it (`/api/nodes/<name>?memory=true`).

@@ -128,6 +128,17 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         l.and_then(|l| l.per_queue.disk_bytes)
             .map_or("-".into(), |b| format!("{:.1}", b / 1024.0))
     }));
+    row("CPU at rest: brokers · gateways, % core", cells(&|a, _| match &a.cpu {
+        Some(c) => format!(
+            "{} · {:.0}",
+            c.broker_pct.map_or("-".into(), |b| format!("{b:.0}")),
+            c.gateways_pct
+        ),
+        None => "-".into(),
+    }));
+    row("  machine busy, % of all cores", cells(&|a, _| {
+        a.cpu.as_ref().map_or("-".into(), |c| format!("{:.0}", c.machine_pct))
+    }));
     row("machine memory available, MiB", cells(&|a, _| a.machine_available_mib.map_or("-".into(), |m| m.to_string())));
     let idle_lat = lat(r.idle_latency.as_ref());
     let lats: Vec<(String, String)> = std::iter::once(idle_lat)

@@ -33,6 +33,7 @@ fn rest(entities: usize, queues: usize, mem_mib: u64, free: u64) -> AtRest {
         quorum_queues: queues,
         nodes: (1..=3).map(|i| node(&format!("n{i}"), mem_mib, 1_000 + 10 * queues as u64, queues as u64)).collect(),
         machine_available_mib: Some(free),
+        cpu: None,
     }
 }
 
