@@ -318,10 +318,13 @@ impl BenchCli {
             None
         };
         let cluster_scale = if self.scale {
-            let mut levels = self
-                .scale_levels
-                .clone()
-                .unwrap_or_else(|| if self.quick { vec![100, 300] } else { vec![1_000, 5_000, 10_000] });
+            let mut levels = self.scale_levels.clone().unwrap_or_else(|| {
+                if self.quick {
+                    vec![100, 300]
+                } else {
+                    vec![1_000, 5_000, 10_000]
+                }
+            });
             levels.sort_unstable();
             levels.dedup();
             if levels.first().is_none_or(|&l| l == 0) {
@@ -512,10 +515,16 @@ mod tests {
         let s = o.cluster_scale.expect("--scale");
         assert_eq!((s.levels, s.per_gateway, s.kept), (vec![100, 300], 100, 20));
         assert_eq!(s.broker, "container:rabbitmq-cluster");
-XX, "url:rabbitmq-cluster"]).expect("valid");
+        assert!(!s.rebalance && s.rabbitmq_sampling);
+        let o = parse_args(&["--scale", "--scale-suite-sampling"]).expect("valid");
+        assert!(!o.cluster_scale.expect("--scale").rabbitmq_sampling);
+        let o = parse_args(&["--scale", "--cluster-broker", "url:rabbitmq-cluster"]).expect("valid");
         assert_eq!(o.cluster_scale.expect("--scale").broker, "url:rabbitmq-cluster");
         assert!(parse_args(&["--scale", "--scale-levels", "0"]).is_err());
-        assert!(parse_args(&["--scale-levels", "10"]).is_err(), "--scale-levels needs --scale");
+        assert!(
+            parse_args(&["--scale-levels", "10"]).is_err(),
+            "--scale-levels needs --scale"
+        );
         assert!(parse_args(&["--scale", "--compare", "x"]).is_err());
     }
 

@@ -74,7 +74,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         }
         sections.cluster_scale = Some(measured);
     }
-    let info = info.ok_or_else(|| anyhow::anyhow!("nothing to run: no section, no --fleet, no --cluster, no --scale"))?;
+    let info =
+        info.ok_or_else(|| anyhow::anyhow!("nothing to run: no section, no --fleet, no --cluster, no --scale"))?;
     let machine = Machine {
         cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         load_before,

@@ -62,8 +62,8 @@ use boot::{CLUSTER_BOOT, CONTAINER_BOOT, PROCESS_BOOT, URL_ATTACH};
 use cluster::nodes::Nodes;
 pub use error::BrokerError;
 pub use flavour::{DelayedExchange, Product, ServerIdentity};
-pub use own_nodes::sample_at_rabbitmq_defaults;
 pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, NodeInfo, Overview, QueueInfo};
+pub use own_nodes::sample_at_rabbitmq_defaults;
 use provider::Provider;
 use sharing::{SHARE_WAIT, Users};
 pub use spec::{

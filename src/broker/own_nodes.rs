@@ -44,7 +44,11 @@ pub(crate) fn quorum_tick_ms() -> u32 {
 
 /// The queue statistics interval the next node starts with, ms.
 pub(crate) fn stats_interval_ms() -> u32 {
-    if at_rabbitmq_defaults() { 5_000 } else { STATS_INTERVAL_MS }
+    if at_rabbitmq_defaults() {
+        5_000
+    } else {
+        STATS_INTERVAL_MS
+    }
 }
 
 /// The last `lines` lines of `text`.

@@ -113,11 +113,7 @@ pub(crate) fn leaders(queues: &[QueueView], names: &[String], dead: Option<&str>
 pub(crate) fn breakdown(v: &Value) -> BTreeMap<String, u64> {
     v.get("memory")
         .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, x)| Some((k.clone(), x.as_u64()?)))
-                .collect()
-        })
+        .map(|m| m.iter().filter_map(|(k, x)| Some((k.clone(), x.as_u64()?))).collect())
         .unwrap_or_default()
 }
 
@@ -220,7 +216,11 @@ impl BrokerView {
             } else {
                 detail
                     .get("os_pid")
-                    .and_then(|p| p.as_str().and_then(|s| s.parse::<u32>().ok()).or(p.as_u64().map(|x| x as u32)))
+                    .and_then(|p| {
+                        p.as_str()
+                            .and_then(|s| s.parse::<u32>().ok())
+                            .or(p.as_u64().map(|x| x as u32))
+                    })
                     .and_then(process_memory)
                     .map(|(rss, _, _)| rss)
             };

@@ -85,7 +85,11 @@ pub(crate) async fn run(
             "within {} s: gateways {}, leaders {}",
             wait.as_secs(),
             if gateways_ms.is_some() { "ready" } else { "NOT ready" },
-            if leaders_ms.is_some() { "elected" } else { "NOT all elected" }
+            if leaders_ms.is_some() {
+                "elected"
+            } else {
+                "NOT all elected"
+            }
         ));
     }
     Ok(r)

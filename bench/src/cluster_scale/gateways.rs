@@ -54,14 +54,18 @@ fn entity_host(k: usize) -> String {
 /// How `level` entities are spread: `per_gateway` on each gateway in turn, the rest on the last.
 pub(crate) fn spread(level: usize, per_gateway: usize) -> Vec<usize> {
     let per = per_gateway.max(1);
-    (0..level.div_ceil(per))
-        .map(|k| per.min(level - k * per))
-        .collect()
+    (0..level.div_ceil(per)).map(|k| per.min(level - k * per)).collect()
 }
 
 impl Gateways {
     /// The fleet of the run in `dir`: hosts named for the largest level, nothing started.
-    pub(crate) fn new(broker: &Broker, vhost: &str, dir: &Path, gateway_cmd: &str, s: &ScaleClusterSettings) -> Gateways {
+    pub(crate) fn new(
+        broker: &Broker,
+        vhost: &str,
+        dir: &Path,
+        gateway_cmd: &str,
+        s: &ScaleClusterSettings,
+    ) -> Gateways {
         let most = s.levels.iter().copied().max().unwrap_or(0);
         let entity_hosts = most.div_ceil(s.per_gateway.max(1));
         let names: Vec<String> = [SENDER_HOST.to_string(), WORKER_HOST.to_string()]
@@ -187,7 +191,10 @@ impl Gateways {
         let mut outcome = Ok(());
         while let Some((host, r)) = added.next().await {
             if let Err(e) = r {
-                outcome = Err(short(&counts, format!("a gateway refused a registration on {host}: {e:#}")));
+                outcome = Err(short(
+                    &counts,
+                    format!("a gateway refused a registration on {host}: {e:#}"),
+                ));
                 break;
             }
             *counts.entry(host).or_insert(0) += 1;
@@ -201,7 +208,9 @@ impl Gateways {
                 continue;
             }
             let rate = match times.front() {
-                Some(t0) if times.len() > 1 => (times.len() - 1) as f64 / now.duration_since(*t0).as_secs_f64().max(1e-9),
+                Some(t0) if times.len() > 1 => {
+                    (times.len() - 1) as f64 / now.duration_since(*t0).as_secs_f64().max(1e-9)
+                }
                 _ => 0.0,
             };
             let reference = *first_rate.get_or_insert(rate);
@@ -215,7 +224,10 @@ impl Gateways {
             {
                 outcome = Err(short(
                     &counts,
-                    format!("the machine's available memory fell to {free} MiB (floor {} MiB)", s.min_free_mib),
+                    format!(
+                        "the machine's available memory fell to {free} MiB (floor {} MiB)",
+                        s.min_free_mib
+                    ),
                 ));
                 break;
             }

@@ -86,7 +86,10 @@ async fn listed(on: &On<'_>, at_least: usize, wait: Duration) -> anyhow::Result<
             return Ok(());
         }
         if since.elapsed() > wait {
-            anyhow::bail!("the management API listed {n} quorum queues, {at_least} expected, after {} s", wait.as_secs());
+            anyhow::bail!(
+                "the management API listed {n} quorum queues, {at_least} expected, after {} s",
+                wait.as_secs()
+            );
         }
         tokio::time::sleep(node_kill::POLL).await;
     }
@@ -120,7 +123,9 @@ pub(crate) async fn run(
             rest.mem_used() as f64 / 1048576.0,
             per_queue.mem_bytes / 1024.0
         );
-        let lat = latency::measure(pair, s.latency_samples).await.context("the latency pair")?;
+        let lat = latency::measure(pair, s.latency_samples)
+            .await
+            .context("the latency pair")?;
         let hosts = gw.hosts();
         let kill = node_kill::run(
             on.broker,

@@ -129,7 +129,10 @@ pub(crate) async fn run(
         .await
         .with_context(|| format!("starting node {node} again"))?;
     k.node_back_ms = Some(start.elapsed().as_secs_f64() * 1e3);
-    k.members_back_ms = until_queues(view, vhost, start, wait, |q| !q.is_empty() && q.iter().all(QueueView::whole)).await;
+    k.members_back_ms = until_queues(view, vhost, start, wait, |q| {
+        !q.is_empty() && q.iter().all(QueueView::whole)
+    })
+    .await;
     if k.members_back_ms.is_none() {
         missing.push("not every quorum queue listed every member online after the node came back");
     }

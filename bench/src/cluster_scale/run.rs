@@ -14,8 +14,8 @@ use anyhow::{Context as _, bail};
 
 use crate::cluster_scale::broker_view::{BrokerView, available_mib};
 use crate::cluster_scale::gateways::Gateways;
-use crate::cluster_scale::level::{self, On};
 use crate::cluster_scale::latency;
+use crate::cluster_scale::level::{self, On};
 use crate::cluster_scale::settings::{ClusterScaleResult, ScaleClusterSettings, Stopped};
 use crate::paths::forward_pull::{self as paths, SENDER_HOST, WORKER_HOST};
 use crate::rig::BrokerInfo;
@@ -166,9 +166,12 @@ async fn levels(
                 .find(|n| n.mem_alarm)
                 .map(|n| format!("node {} raised its memory alarm", n.name))
         });
-        let low = available_mib()
-            .filter(|&f| f < s.min_free_mib)
-            .map(|f| format!("the machine's available memory is {f} MiB (floor {} MiB)", s.min_free_mib));
+        let low = available_mib().filter(|&f| f < s.min_free_mib).map(|f| {
+            format!(
+                "the machine's available memory is {f} MiB (floor {} MiB)",
+                s.min_free_mib
+            )
+        });
         if let Some(why) = alarm.or(low).or_else(|| predicted_short(&r, level, s.min_free_mib)) {
             eprintln!("fleet-bench: scale: not trying level {level}: {why}");
             r.stopped = Some(Stopped {

@@ -39,10 +39,7 @@ fn lat(l: Option<&Latencies>) -> (String, String) {
 /// A straight line through the two largest measured levels, evaluated at `x` (`None` with fewer
 /// than two levels or equal entity counts).
 pub fn extrapolate(levels: &[Level], x: f64, y: impl Fn(&Level) -> Option<f64>) -> Option<f64> {
-    let mut pts: Vec<(f64, f64)> = levels
-        .iter()
-        .filter_map(|l| Some((l.entities as f64, y(l)?)))
-        .collect();
+    let mut pts: Vec<(f64, f64)> = levels.iter().filter_map(|l| Some((l.entities as f64, y(l)?))).collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     let &[.., (x1, y1), (x2, y2)] = pts.as_slice() else {
         return None;
@@ -69,29 +66,51 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         let cells: String = cells.iter().map(|c| format!(" {c:>w$}")).collect();
         out.push(format!("  {name:<40}{cells}"));
     };
-    let rests: Vec<&AtRest> = std::iter::once(&r.idle).chain(r.levels.iter().map(|l| &l.at_rest)).collect();
+    let rests: Vec<&AtRest> = std::iter::once(&r.idle)
+        .chain(r.levels.iter().map(|l| &l.at_rest))
+        .collect();
     let levels: Vec<Option<&Level>> = std::iter::once(None).chain(r.levels.iter().map(Some)).collect();
     let cells = |f: &dyn Fn(&AtRest, Option<&Level>) -> String| -> Vec<String> {
         rests.iter().zip(&levels).map(|(a, l)| f(*a, *l)).collect()
     };
-    row("", cells(&|a, l| match l {
-        None => "idle".into(),
-        Some(_) => format!("{} entities", a.entities),
-    }));
-    row("gateways (entity) · quorum queues", cells(&|a, l| {
-        format!("{} · {}", l.map_or(0, |l| l.gateways), a.quorum_queues)
-    }));
-    row("declare ms per inbox (inboxes/s)", cells(&|_, l| match l {
-        Some(l) => format!("{:.1} ({:.0}/s)", l.declare_ms_per_inbox, l.declare_per_s),
-        None => "-".into(),
-    }));
-    row("broker memory per node, MiB", cells(&|a, _| per_node(a, |n| format!("{:.0}", n.mem_used as f64 / MIB))));
-    row("  memory watermark per node, MiB", cells(&|a, _| {
-        per_node(a, |n| format!("{:.0}{}", n.mem_limit as f64 / MIB, if n.mem_alarm { "!" } else { "" }))
-    }));
-    row("  node RSS, MiB", cells(&|a, _| {
-        per_node(a, |n| n.rss_kib.map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0)))
-    }));
+    row(
+        "",
+        cells(&|a, l| match l {
+            None => "idle".into(),
+            Some(_) => format!("{} entities", a.entities),
+        }),
+    );
+    row(
+        "gateways (entity) · quorum queues",
+        cells(&|a, l| format!("{} · {}", l.map_or(0, |l| l.gateways), a.quorum_queues)),
+    );
+    row(
+        "declare ms per inbox (inboxes/s)",
+        cells(&|_, l| match l {
+            Some(l) => format!("{:.1} ({:.0}/s)", l.declare_ms_per_inbox, l.declare_per_s),
+            None => "-".into(),
+        }),
+    );
+    row(
+        "broker memory per node, MiB",
+        cells(&|a, _| per_node(a, |n| format!("{:.0}", n.mem_used as f64 / MIB))),
+    );
+    row(
+        "  memory watermark per node, MiB",
+        cells(&|a, _| {
+            per_node(a, |n| {
+                format!("{:.0}{}", n.mem_limit as f64 / MIB, if n.mem_alarm { "!" } else { "" })
+            })
+        }),
+    );
+    row(
+        "  node RSS, MiB",
+        cells(&|a, _| {
+            per_node(a, |n| {
+                n.rss_kib.map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0))
+            })
+        }),
+    );
     for (label, cat) in [
         ("  quorum_queue_procs (all nodes), MiB", "quorum_queue_procs"),
         ("  quorum_ets (all nodes), MiB", "quorum_ets"),
@@ -100,95 +119,146 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         ("  mgmt_db + metrics (all nodes), MiB", "mgmt_db"),
         ("  allocated_unused (all nodes), MiB", "allocated_unused"),
     ] {
-        row(label, cells(&|a, _| {
-            let mut b = a.category(cat);
-            if cat == "mgmt_db" {
-                b += a.category("metrics");
-            }
-            format!("{:.0}", b as f64 / MIB)
-        }));
+        row(
+            label,
+            cells(&|a, _| {
+                let mut b = a.category(cat);
+                if cat == "mgmt_db" {
+                    b += a.category("metrics");
+                }
+                format!("{:.0}", b as f64 / MIB)
+            }),
+        );
     }
-    row("memory per quorum queue added, KiB", cells(&|_, l| match l {
-        Some(l) => format!(
-            "{:.0} ({:.0}/node)",
-            l.per_queue.mem_bytes / 1024.0,
-            l.per_queue.mem_bytes_per_node / 1024.0
-        ),
-        None => "-".into(),
-    }));
-    row("Erlang processes per node", cells(&|a, _| per_node(a, |n| n.proc_used.to_string())));
-    row("  per quorum queue added (all nodes)", cells(&|_, l| match l {
-        Some(l) => format!("{:.1}", l.per_queue.procs),
-        None => "-".into(),
-    }));
-    row("data dir per node, MiB", cells(&|a, _| {
-        per_node(a, |n| n.disk_bytes.map_or("-".into(), |b| format!("{:.0}", b as f64 / MIB)))
-    }));
-    row("  disk per quorum queue added, KiB", cells(&|_, l| {
-        l.and_then(|l| l.per_queue.disk_bytes)
-            .map_or("-".into(), |b| format!("{:.1}", b / 1024.0))
-    }));
-    row("CPU at rest: brokers · gateways, % core", cells(&|a, _| match &a.cpu {
-        Some(c) => format!(
-            "{} · {:.0}",
-            c.broker_pct.map_or("-".into(), |b| format!("{b:.0}")),
-            c.gateways_pct
-        ),
-        None => "-".into(),
-    }));
-    row("  machine busy, % of all cores", cells(&|a, _| {
-        a.cpu.as_ref().map_or("-".into(), |c| format!("{:.0}", c.machine_pct))
-    }));
-    row("machine memory available, MiB", cells(&|a, _| a.machine_available_mib.map_or("-".into(), |m| m.to_string())));
+    row(
+        "memory per quorum queue added, KiB",
+        cells(&|_, l| match l {
+            Some(l) => format!(
+                "{:.0} ({:.0}/node)",
+                l.per_queue.mem_bytes / 1024.0,
+                l.per_queue.mem_bytes_per_node / 1024.0
+            ),
+            None => "-".into(),
+        }),
+    );
+    row(
+        "Erlang processes per node",
+        cells(&|a, _| per_node(a, |n| n.proc_used.to_string())),
+    );
+    row(
+        "  per quorum queue added (all nodes)",
+        cells(&|_, l| match l {
+            Some(l) => format!("{:.1}", l.per_queue.procs),
+            None => "-".into(),
+        }),
+    );
+    row(
+        "data dir per node, MiB",
+        cells(&|a, _| {
+            per_node(a, |n| {
+                n.disk_bytes.map_or("-".into(), |b| format!("{:.0}", b as f64 / MIB))
+            })
+        }),
+    );
+    row(
+        "  disk per quorum queue added, KiB",
+        cells(&|_, l| {
+            l.and_then(|l| l.per_queue.disk_bytes)
+                .map_or("-".into(), |b| format!("{:.1}", b / 1024.0))
+        }),
+    );
+    row(
+        "CPU at rest: brokers · gateways, % core",
+        cells(&|a, _| match &a.cpu {
+            Some(c) => format!(
+                "{} · {:.0}",
+                c.broker_pct.map_or("-".into(), |b| format!("{b:.0}")),
+                c.gateways_pct
+            ),
+            None => "-".into(),
+        }),
+    );
+    row(
+        "  machine busy, % of all cores",
+        cells(&|a, _| a.cpu.as_ref().map_or("-".into(), |c| format!("{:.0}", c.machine_pct))),
+    );
+    row(
+        "machine memory available, MiB",
+        cells(&|a, _| a.machine_available_mib.map_or("-".into(), |m| m.to_string())),
+    );
     let idle_lat = lat(r.idle_latency.as_ref());
     let lats: Vec<(String, String)> = std::iter::once(idle_lat)
         .chain(r.levels.iter().map(|l| lat(l.latency.as_ref())))
         .collect();
     row("SEND→INJECTED p50, ms", lats.iter().map(|l| l.0.clone()).collect());
-    row("REPLY → bridge_wait p50, ms", lats.iter().map(|l| l.1.clone()).collect());
+    row(
+        "REPLY → bridge_wait p50, ms",
+        lats.iter().map(|l| l.1.clone()).collect(),
+    );
     let kill = |f: &dyn Fn(&crate::cluster_scale::settings::NodeKill) -> String| -> Vec<String> {
         levels
             .iter()
             .map(|l| l.and_then(|l| l.kill.as_ref()).map_or("-".into(), f))
             .collect()
     };
-    row("node kill: node · leaders before", kill(&|k| format!("{} · {}", k.node, leaders(&k.leaders_before))));
-    row("  kill seen by the others, ms", kill(&|k| format!("{:.0}", k.kill_seen_ms)));
+    row(
+        "node kill: node · leaders before",
+        kill(&|k| format!("{} · {}", k.node, leaders(&k.leaders_before))),
+    );
+    row(
+        "  kill seen by the others, ms",
+        kill(&|k| format!("{:.0}", k.kill_seen_ms)),
+    );
     row("  every queue led again, ms", kill(&|k| ms(k.leaders_ms)));
     row("  every gateway ready again, ms", kill(&|k| ms(k.gateways_ms)));
     row("  leaders after the kill", kill(&|k| leaders(&k.leaders_after_kill)));
     row("  node back in the cluster, ms", kill(&|k| ms(k.node_back_ms)));
     row("  every member online again, ms", kill(&|k| ms(k.members_back_ms)));
     row("  leaders once it is back", kill(&|k| leaders(&k.leaders_after_return)));
-    row("  rebalance → balanced, ms", kill(&|k| {
-        k.rebalance.as_ref().map_or("not run".into(), |b| ms(b.balanced_ms))
-    }));
-    row("  leaders after the rebalance", kill(&|k| {
-        k.rebalance.as_ref().map_or("-".into(), |b| leaders(&b.leaders_after))
-    }));
+    row(
+        "  rebalance → balanced, ms",
+        kill(&|k| k.rebalance.as_ref().map_or("not run".into(), |b| ms(b.balanced_ms))),
+    );
+    row(
+        "  leaders after the rebalance",
+        kill(&|k| k.rebalance.as_ref().map_or("-".into(), |b| leaders(&b.leaders_after))),
+    );
     let restart = |f: &dyn Fn(&crate::cluster_scale::settings::FullRestart) -> String| -> Vec<String> {
         levels
             .iter()
             .map(|l| l.and_then(|l| l.restart.as_ref()).map_or("-".into(), f))
             .collect()
     };
-    row("full restart: stop every node, ms", restart(&|x| format!("{:.0}", x.halt_ms)));
+    row(
+        "full restart: stop every node, ms",
+        restart(&|x| format!("{:.0}", x.halt_ms)),
+    );
     row("  start → cluster answers, ms", restart(&|x| ms(x.broker_back_ms)));
     row("  start → every queue led, ms", restart(&|x| ms(x.leaders_ms)));
     row("  start → every gateway ready, ms", restart(&|x| ms(x.gateways_ms)));
-    row("  kept REPLYs: confirmed → drained (dup)", restart(&|x| {
-        format!("{} → {} ({})", x.kept, x.drained, x.duplicates)
-    }));
-    row("level wall time, s", cells(&|_, l| l.map_or("-".into(), |l| format!("{:.0}", l.level_s))));
+    row(
+        "  kept REPLYs: confirmed → drained (dup)",
+        restart(&|x| format!("{} → {} ({})", x.kept, x.drained, x.duplicates)),
+    );
+    row(
+        "level wall time, s",
+        cells(&|_, l| l.map_or("-".into(), |l| format!("{:.0}", l.level_s))),
+    );
     for l in &r.levels {
         let notes: Vec<String> = [
-            l.kill.as_ref().and_then(|k| k.not_recovered.clone()).map(|n| format!("node kill: {n}")),
+            l.kill
+                .as_ref()
+                .and_then(|k| k.not_recovered.clone())
+                .map(|n| format!("node kill: {n}")),
             l.kill
                 .as_ref()
                 .and_then(|k| k.rebalance.as_ref())
                 .and_then(|b| b.note.clone())
                 .map(|n| format!("rebalance: {n}")),
-            l.restart.as_ref().and_then(|x| x.not_recovered.clone()).map(|n| format!("full restart: {n}")),
+            l.restart
+                .as_ref()
+                .and_then(|x| x.not_recovered.clone())
+                .map(|n| format!("full restart: {n}")),
         ]
         .into_iter()
         .flatten()

@@ -31,7 +31,9 @@ fn rest(entities: usize, queues: usize, mem_mib: u64, free: u64) -> AtRest {
     AtRest {
         entities,
         quorum_queues: queues,
-        nodes: (1..=3).map(|i| node(&format!("n{i}"), mem_mib, 1_000 + 10 * queues as u64, queues as u64)).collect(),
+        nodes: (1..=3)
+            .map(|i| node(&format!("n{i}"), mem_mib, 1_000 + 10 * queues as u64, queues as u64))
+            .collect(),
         machine_available_mib: Some(free),
         cpu: None,
     }
@@ -102,19 +104,45 @@ fn leaders_count_per_node_and_a_dead_or_offline_leader_counts_as_none() {
         }))
     };
     let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
-    let qs = vec![q("a", &["a", "b", "c"]), q("b", &["a", "b"]), q("c", &["a", "b"]), q("", &[])];
+    let qs = vec![
+        q("a", &["a", "b", "c"]),
+        q("b", &["a", "b"]),
+        q("c", &["a", "b"]),
+        q("", &[]),
+    ];
     let l = leaders(&qs, &names, None);
-    assert_eq!(l, Leaders { per_node: vec![1, 1, 0], none: 2 });
+    assert_eq!(
+        l,
+        Leaders {
+            per_node: vec![1, 1, 0],
+            none: 2
+        }
+    );
     let l = leaders(&qs, &names, Some("a"));
-    assert_eq!(l, Leaders { per_node: vec![0, 1, 0], none: 3 });
+    assert_eq!(
+        l,
+        Leaders {
+            per_node: vec![0, 1, 0],
+            none: 3
+        }
+    );
     assert!(qs[0].whole() && !qs[1].whole());
     // A new leader writes the record's node at once; the statistics still name the dead one.
     let moved = QueueView::from_json(&json!({"name": "q", "node": "b", "leader": "a", "members": ["a", "b", "c"]}));
     assert_eq!(moved.leader(Some("a")), Some("b"));
     assert_eq!(moved.leader(None), Some("b"));
-    assert!(balanced(&Leaders { per_node: vec![333, 330, 340], none: 0 }));
-    assert!(!balanced(&Leaders { per_node: vec![500, 500, 0], none: 0 }));
-    assert!(!balanced(&Leaders { per_node: vec![333, 333, 333], none: 1 }));
+    assert!(balanced(&Leaders {
+        per_node: vec![333, 330, 340],
+        none: 0
+    }));
+    assert!(!balanced(&Leaders {
+        per_node: vec![500, 500, 0],
+        none: 0
+    }));
+    assert!(!balanced(&Leaders {
+        per_node: vec![333, 333, 333],
+        none: 1
+    }));
 }
 
 #[test]
@@ -147,7 +175,10 @@ fn a_level_the_measured_memory_says_will_not_fit_is_not_tried() {
     let r = result(vec![level(1000, 1100, 20_000, &idle)], idle.clone());
     let why = predicted_short(&r, 10_000, 2_048).expect("does not fit");
     assert!(why.contains("predicted"), "{why}");
-    assert!(predicted_short(&r, 2_000, 2_048).is_none(), "3,000 MiB more fits in 20,000");
+    assert!(
+        predicted_short(&r, 2_000, 2_048).is_none(),
+        "3,000 MiB more fits in 20,000"
+    );
     assert!(predicted_short(&result(vec![], idle), 10_000, 2_048).is_none());
 }
 
@@ -176,5 +207,9 @@ fn a_result_reads_back_from_its_json() {
     });
     let back: ClusterScaleResult = serde_json::from_value(serde_json::to_value(&r).expect("json")).expect("reads");
     assert_eq!(back.stopped, r.stopped);
-    assert!(lines(&back).join("\n").contains("stopped before level 5000 at 3210 entities"));
+    assert!(
+        lines(&back)
+            .join("\n")
+            .contains("stopped before level 5000 at 3210 entities")
+    );
 }
