@@ -5,7 +5,7 @@
 //! Why a module: the section's lines print [`crate::cluster_scale::settings`]'s types and nothing
 //! else; the extrapolation is arithmetic on measured levels, kept beside the lines that show it.
 
-use crate::cluster_scale::settings::{AtRest, ClusterScaleResult, Latencies, Leaders, Level};
+use crate::cluster_scale::settings::{AtRest, ClusterScaleResult, Latencies, Leaders, Level, balanced};
 
 const MIB: f64 = 1048576.0;
 
@@ -215,6 +215,10 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     row("  node back in the cluster, ms", kill(&|k| ms(k.node_back_ms)));
     row("  every member online again, ms", kill(&|k| ms(k.members_back_ms)));
     row("  leaders once it is back", kill(&|k| leaders(&k.leaders_after_return)));
+    row(
+        "  rebalance needed (unbalanced once back)",
+        kill(&|k| if balanced(&k.leaders_after_return) { "no" } else { "yes" }.to_string()),
+    );
     row(
         "  rebalance → balanced, ms",
         kill(&|k| k.rebalance.as_ref().map_or("not run".into(), |b| ms(b.balanced_ms))),
