@@ -123,11 +123,16 @@ pub(crate) fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let entry = entry?;
+        let listed = match std::fs::read_dir(&d) {
+            Ok(l) => l,
+            Err(e) if d == dir => return Err(e),
+            // A dir deleted while we walk (a queue's segments compacted): skip it.
+            Err(_) => continue,
+        };
+        for entry in listed {
+            let Ok(entry) = entry else { continue };
             let meta = match entry.path().symlink_metadata() {
                 Ok(m) => m,
-                // A segment file deleted while we walk (compaction): skip it.
                 Err(_) => continue,
             };
             total += meta.blocks() * 512;
