@@ -13,7 +13,7 @@ use anyhow::{Context as _, anyhow};
 use serde_json::{Value, json};
 
 use crate::cluster_scale::broker_view::BrokerView;
-use crate::cluster_scale::node_kill::{POLL, all_ready};
+use crate::cluster_scale::node_kill::{POLL, QUEUE_POLL, all_ready};
 use crate::cluster_scale::settings::FullRestart;
 use crate::paths::forward_pull::Pair;
 use crate::rig::hosts::Fleet;
@@ -58,17 +58,20 @@ pub(crate) async fn run(
     r.broker_back_ms = Some(since.elapsed().as_secs_f64() * 1e3);
     let mut leaders_ms = None;
     let mut gateways_ms = None;
+    let mut next_queue_look = Instant::now();
     while leaders_ms.is_none() || gateways_ms.is_none() {
         let look = since.elapsed().as_secs_f64() * 1e3;
         if gateways_ms.is_none() && all_ready(fleet, hosts).await.is_ok() {
             gateways_ms = Some(look);
         }
-        if leaders_ms.is_none()
-            && let Ok(q) = view.quorum_queues(vhost).await
-            && !q.is_empty()
-            && q.iter().all(|x| x.led(None))
-        {
-            leaders_ms = Some(look);
+        if leaders_ms.is_none() && Instant::now() >= next_queue_look {
+            next_queue_look = Instant::now() + QUEUE_POLL;
+            if let Ok(q) = view.quorum_queues(vhost).await
+                && !q.is_empty()
+                && q.iter().all(|x| x.led(None))
+            {
+                leaders_ms = Some(look);
+            }
         }
         if since.elapsed() > wait {
             break;

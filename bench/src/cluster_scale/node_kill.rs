@@ -16,8 +16,11 @@ use crate::cluster_scale::settings::{Leaders, NodeKill, Rebalance, balanced};
 use crate::rig::hosts::Fleet;
 use fleet_conformance::broker::Broker;
 
-/// How often recovery is looked at (a look at ten thousand queues takes longer than this).
+/// How often the gateways' readiness is looked at.
 pub(crate) const POLL: Duration = Duration::from_millis(250);
+/// How often the queues' leaders are looked at: a look at ten thousand queues is work for the
+/// broker that is recovering, and the management API's view of them lags up to a quorum tick.
+pub(crate) const QUEUE_POLL: Duration = Duration::from_secs(1);
 
 /// Whether every gateway of `hosts` answers `/readyz` 200; else the first that does not.
 pub(crate) async fn all_ready(fleet: &Fleet, hosts: &[String]) -> Result<(), String> {
@@ -59,7 +62,7 @@ async fn until_queues(
         if since.elapsed() > wait {
             return None;
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(QUEUE_POLL).await;
     }
 }
 
