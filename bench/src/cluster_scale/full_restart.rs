@@ -98,15 +98,18 @@ pub(crate) async fn run(
     Ok(r)
 }
 
-/// Drains the pair's main until `kept` distinct kept REPLYs of `tag` came or `wait` passed:
-/// (distinct, copies seen again).
+/// Drains the pair's main until `kept` distinct kept REPLYs of `tag` came, `wait` passed or 30 s
+/// brought nothing new: (distinct, copies seen again).
 async fn drain(pair: &Pair, tag: &str, kept: usize, wait: Duration) -> anyhow::Result<(usize, usize)> {
     let main = pair.main_mcp.handle();
     let prefix = format!("{tag} kept ");
     let mut seen = BTreeSet::new();
     let mut duplicates = 0;
     let deadline = Instant::now() + wait;
-    while seen.len() < kept && Instant::now() < deadline {
+    // Nothing new for this long: the rest is not coming.
+    let quiet = Duration::from_secs(30);
+    let mut progress = Instant::now();
+    while seen.len() < kept && Instant::now() < deadline && progress.elapsed() < quiet {
         let v = main
             .call("bridge_wait", json!({"timeout_s": 5}))
             .await
@@ -118,10 +121,12 @@ async fn drain(pair: &Pair, tag: &str, kept: usize, wait: Duration) -> anyhow::R
             .context("bridge_poll after the restart")?;
         messages.extend(polled["messages"].as_array().cloned().unwrap_or_default());
         for m in messages {
-            if let Some(text) = m["text"].as_str().filter(|t| t.starts_with(&prefix))
-                && !seen.insert(text.to_string())
-            {
-                duplicates += 1;
+            if let Some(text) = m["text"].as_str().filter(|t| t.starts_with(&prefix)) {
+                if seen.insert(text.to_string()) {
+                    progress = Instant::now();
+                } else {
+                    duplicates += 1;
+                }
             }
         }
     }
