@@ -35,7 +35,6 @@ pub(crate) struct BrokerView {
 /// (emitted once per quorum tick), whichever names a live, online node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct QueueView {
-    pub name: String,
     pub node: Option<String>,
     pub stats_leader: Option<String>,
     pub members: Vec<String>,
@@ -63,7 +62,6 @@ fn name_at(v: &Value, key: &str) -> Option<String> {
 impl QueueView {
     pub(crate) fn from_json(v: &Value) -> QueueView {
         QueueView {
-            name: v.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
             node: name_at(v, "node"),
             stats_leader: name_at(v, "leader"),
             members: strings(v, "members"),

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use super::broker_view::{QueueView, breakdown, leaders};
+use super::broker_view::{QueueView, breakdown, dir_bytes, leaders};
 use super::gateways::spread;
 use super::run::predicted_short;
 use super::settings::*;
@@ -212,4 +212,15 @@ fn a_result_reads_back_from_its_json() {
             .join("\n")
             .contains("stopped before level 5000 at 3210 entities")
     );
+}
+
+#[test]
+fn a_data_dir_is_sized_by_the_blocks_its_files_take() {
+    let dir = std::env::temp_dir().join(format!("fleet-bench-du-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(dir.join("quorum/a")).expect("dirs");
+    std::fs::write(dir.join("quorum/a/00000001.segment"), vec![7u8; 100_000]).expect("file");
+    let bytes = dir_bytes(&dir).expect("walked");
+    assert!(bytes >= 100_000, "{bytes}");
+    assert!(dir_bytes(&dir.join("nope")).is_err(), "a missing data dir is an error");
+    let _ = std::fs::remove_dir_all(&dir);
 }
