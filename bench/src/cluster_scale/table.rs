@@ -278,6 +278,18 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         )),
         None => out.push(format!("  every level asked for was measured ({:?})", r.requested)),
     }
+    if let Some(top) = r.levels.iter().max_by_key(|l| l.entities) {
+        let per_k = |x: Option<f64>| ms(x.map(|x| 1_000.0 * x / top.entities.max(1) as f64));
+        let kill_ready = top.kill.as_ref().and_then(|k| Some(k.gateways_ms?.max(k.leaders_ms?)));
+        out.push(format!(
+            "  per 1,000 entities at {} (measured ÷ entities): broker memory {:.0} MiB over the idle cluster, node kill \
+             → every queue led and gateway ready {} ms, full restart → gateways ready {} ms",
+            top.entities,
+            top.per_queue.mem_bytes * top.per_queue.queues as f64 / top.entities.max(1) as f64 * 1_000.0 / MIB,
+            per_k(kill_ready),
+            per_k(top.restart.as_ref().and_then(|x| x.gateways_ms)),
+        ));
+    }
     if r.levels.len() >= 2 {
         let mem = |l: &Level| Some(l.at_rest.mem_used() as f64 / MIB);
         let kill = |l: &Level| {
