@@ -52,6 +52,15 @@ impl Gateway {
             let checking = std::time::Instant::now();
             let verified = self.verify(&env, &d, &entity.gid, &entity.groups).await;
             self.metrics.observe(Stage::Verify, checking.elapsed());
+            if !d.acker.usable() {
+                // Its channel died while it was being verified (the sender's presence can take a
+                // while, [C-7]/[C-10]): the broker has requeued it and redelivers it on the next
+                // connection, in its place. Acting on this copy would record its msgId as seen
+                // and turn that redelivery into a "replay" — lost on the pull path, or out of
+                // order behind what came after it (measured: a broker restart mid-migration).
+                debug!("delivery died with its channel during verification; the broker redelivers it");
+                return;
+            }
             if let Err(why) = verified {
                 if matches!(why, Rejection::Expired { .. }) && env.kind.is_transient() {
                     // ASK-3: an expired ASK/ANSWER is acked and dropped, never surfaced.
