@@ -71,7 +71,7 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         .collect();
     let levels: Vec<Option<&Level>> = std::iter::once(None).chain(r.levels.iter().map(Some)).collect();
     let cells = |f: &dyn Fn(&AtRest, Option<&Level>) -> String| -> Vec<String> {
-        rests.iter().zip(&levels).map(|(a, l)| f(*a, *l)).collect()
+        rests.iter().zip(&levels).map(|(a, l)| f(a, *l)).collect()
     };
     row(
         "",
