@@ -37,7 +37,7 @@ fn lat(l: Option<&Latencies>) -> (String, String) {
 }
 
 /// A straight line through the two largest measured levels, evaluated at `x` (`None` with fewer
-/// than two levels or equal entity counts).
+/// than two levels, equal entity counts, or a line that falls under zero there).
 pub fn extrapolate(levels: &[Level], x: f64, y: impl Fn(&Level) -> Option<f64>) -> Option<f64> {
     let mut pts: Vec<(f64, f64)> = levels.iter().filter_map(|l| Some((l.entities as f64, y(l)?))).collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -47,7 +47,8 @@ pub fn extrapolate(levels: &[Level], x: f64, y: impl Fn(&Level) -> Option<f64>) 
     if (x2 - x1).abs() < f64::EPSILON {
         return None;
     }
-    Some(y1 + (y2 - y1) * (x - x1) / (x2 - x1))
+    // A line through two noisy points can fall under zero: no figure then.
+    Some(y1 + (y2 - y1) * (x - x1) / (x2 - x1)).filter(|y| *y >= 0.0)
 }
 
 /// The section as text.
@@ -58,7 +59,7 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         r.broker.spec, r.nodes, r.per_gateway, r.concurrency, r.heartbeat_ms, r.amqp_heartbeat_s
     )];
     out.push(format!(
-        "  RabbitMQ {} · disk: {} · memory: management API mem_used and the node's own breakdown · sampling: {}",
+        "  {} · disk: {} · memory: management API mem_used and the node's own breakdown · sampling: {}",
         r.broker.version, r.disk_source, r.sampling
     ));
     let w = 22;
@@ -239,7 +240,10 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     );
     row("  start → cluster answers, ms", restart(&|x| ms(x.broker_back_ms)));
     row("  start → every queue led, ms", restart(&|x| ms(x.leaders_ms)));
-    row("  start → every gateway ready, ms", restart(&|x| ms(x.gateways_ms)));
+    row(
+        "  start → gateways ready (1st look), ms",
+        restart(&|x| ms(x.gateways_ms)),
+    );
     row(
         "  kept REPLYs: confirmed → drained (dup)",
         restart(&|x| format!("{} → {} ({})", x.kept, x.drained, x.duplicates)),
