@@ -52,7 +52,10 @@ pub(crate) async fn run(
     r.halt_ms = t.elapsed().as_secs_f64() * 1e3;
     let since = Instant::now();
     if let Err(e) = broker.resume(vhost).await {
-        r.not_recovered = Some(format!("the cluster did not come back: {e:#}"));
+        // The provider's error carries the nodes' log tails: the first line says what happened.
+        let text = format!("{e:#}");
+        let first = text.lines().next().unwrap_or_default();
+        r.not_recovered = Some(format!("the cluster did not come back: {first}"));
         return Ok(r);
     }
     r.broker_back_ms = Some(since.elapsed().as_secs_f64() * 1e3);
