@@ -174,7 +174,9 @@ impl BrokerView {
 
     /// `GET path` from the first node that answers it.
     async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let mut last = None;
+        // Every node's failure is kept: the last alone (a killed node's refusal) hides why the
+        // live ones failed.
+        let mut failed: Vec<String> = Vec::new();
         for base in &self.bases {
             let url = format!("{base}{path}");
             let sent = self
@@ -187,11 +189,14 @@ impl BrokerView {
                 Ok(r) if r.status().is_success() => {
                     return r.json().await.with_context(|| format!("reading GET {url}"));
                 }
-                Ok(r) => last = Some(anyhow!("GET {url} answered {}", r.status())),
-                Err(e) => last = Some(anyhow!("GET {url}: {e}")),
+                Ok(r) => failed.push(format!("GET {url} answered {}", r.status())),
+                Err(e) => failed.push(format!("GET {url}: {e}")),
             }
         }
-        Err(last.unwrap_or_else(|| anyhow!("no management API to ask")))
+        if failed.is_empty() {
+            return Err(anyhow!("no management API to ask"));
+        }
+        Err(anyhow!("{}", failed.join("; ")))
     }
 
     /// Every node's figures (the nodes that run), with its data dir's size and its RSS.

@@ -66,6 +66,22 @@ async fn until_queues(
     }
 }
 
+/// One look at the quorum queues, looked at again until `wait` while the management API fails:
+/// with a node just killed or just back, every node's API can fail a look for a while (seen on
+/// the container cluster at 1,000 inboxes), which is no reason to end the level.
+async fn look_until(view: &BrokerView, vhost: &str, wait: Duration) -> anyhow::Result<Vec<QueueView>> {
+    let since = Instant::now();
+    loop {
+        match view.quorum_queues(vhost).await {
+            Ok(q) => return Ok(q),
+            Err(e) if since.elapsed() > wait => {
+                return Err(e.context(format!("the quorum queues could not be read for {wait:?}")));
+            }
+            Err(_) => tokio::time::sleep(QUEUE_POLL).await,
+        }
+    }
+}
+
 /// Kills the busiest node, times recovery, starts it again, times its return, and (`rebalance`)
 /// times a rebalance. `names` are the nodes' names by index; `hosts` every gateway.
 #[allow(clippy::too_many_arguments)]
@@ -99,9 +115,17 @@ pub(crate) async fn run(
             r.map(|()| since.elapsed())
         }
     };
-    let leaders_back = until_queues(view, vhost, since, wait, |q| {
-        !q.is_empty() && q.iter().all(|x| x.led(Some(dead.as_str())))
-    });
+    // Only looks taken once the kill has landed count: a look from before it sees every queue
+    // led and would time the recovery as 0 ms (seen on the container cluster).
+    let leaders_back = async {
+        while !seen.load(Ordering::SeqCst) {
+            tokio::time::sleep(POLL).await;
+        }
+        until_queues(view, vhost, since, wait, |q| {
+            !q.is_empty() && q.iter().all(|x| x.led(Some(dead.as_str())))
+        })
+        .await
+    };
     let gateways_back = async {
         loop {
             let look = since.elapsed();
@@ -125,7 +149,7 @@ pub(crate) async fn run(
     if gateways_ms.is_none() {
         missing.push("not every gateway was ready");
     }
-    k.leaders_after_kill = leaders(&view.quorum_queues(vhost).await?, names, Some(dead.as_str()));
+    k.leaders_after_kill = leaders(&look_until(view, vhost, wait).await?, names, Some(dead.as_str()));
     let start = Instant::now();
     broker
         .start_node(node)
@@ -144,7 +168,7 @@ pub(crate) async fn run(
     } else {
         missing.push("the management API lists no quorum queue members: their return was not timed");
     }
-    k.leaders_after_return = leaders(&view.quorum_queues(vhost).await?, names, None);
+    k.leaders_after_return = leaders(&look_until(view, vhost, wait).await?, names, None);
     if rebalance {
         // A rebalance that does not balance within two minutes is reported as such.
         let patience = (wait / 2).min(Duration::from_secs(120));
