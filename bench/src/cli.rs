@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::result::ClusterSettings;
-use crate::cluster_scale::settings::ScaleClusterSettings;
+use crate::cluster_scale::settings::{InboxType, ScaleClusterSettings};
 use crate::fleet::scale::ScaleSettings;
 use crate::fleet::sim_result::{FleetSettings, Form, Trust};
 use crate::migration::MigrationSettings;
@@ -210,6 +210,17 @@ pub struct BenchCli {
     /// Do not ask for a rebalance after the killed node is back.
     #[arg(long, requires = "scale")]
     pub scale_no_rebalance: bool,
+    /// The --scale nodes' quorum tick (`quorum_tick_interval`), ms: RabbitMQ's default 5000.
+    #[arg(long, default_value_t = 5_000, value_name = "MS")]
+    pub scale_quorum_tick_ms: u32,
+    /// How long a restarted --scale node may take to answer: a node recovers a member of every
+    /// quorum queue before it does.
+    #[arg(long, default_value_t = 600, value_name = "S")]
+    pub scale_boot_s: u64,
+    /// The --scale inboxes' type: quorum (SPEC §16), or classic to measure what classic inboxes
+    /// would save and lose on the same cluster.
+    #[arg(long, default_value = "quorum", value_name = "TYPE")]
+    pub scale_queue_type: String,
     /// Keep the suite's fast sampling on the --scale cluster (quorum tick 1 s, statistics 0.5 s)
     /// instead of RabbitMQ's defaults (5 s each), which the figures are meant to size.
     #[arg(long, requires = "scale")]
@@ -349,6 +360,9 @@ impl BenchCli {
                 recovery_wait: Duration::from_secs(self.scale_recovery_s.unwrap_or(q(120, 300) as u64)),
                 rebalance: !self.scale_no_rebalance,
                 rabbitmq_sampling: !self.scale_suite_sampling,
+                quorum_tick_ms: self.scale_quorum_tick_ms.max(100),
+                restart_boot: Duration::from_secs(self.scale_boot_s.max(1)),
+                queue_type: InboxType::parse(&self.scale_queue_type)?,
                 heartbeat_ms: self.heartbeat_ms,
                 amqp_heartbeat_s: self.amqp_heartbeat_s,
             })

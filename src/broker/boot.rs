@@ -21,7 +21,13 @@ pub(super) const URL_ATTACH: Duration = Duration::from_secs(30);
 /// own boot waits count apart): every node answers and sees every other.
 pub(super) const CLUSTER_BOOT: Duration = Duration::from_secs(120);
 /// Nominal deadline of a broker's boot after a restart.
-pub(super) const RESTART_BOOT: Duration = Duration::from_secs(90);
+const RESTART_BOOT: Duration = Duration::from_secs(90);
+
+/// Nominal deadline of a broker's (or one node's) boot after a restart: [`RESTART_BOOT`], or
+/// longer for nodes that hold a large fleet ([`super::own_nodes::run_as_large_fleet`]).
+pub(super) fn restart_boot() -> Duration {
+    super::own_nodes::restart_boot(RESTART_BOOT)
+}
 
 /// An AMQP 0-9-1 server answers the protocol header with `connection.start`, a method frame
 /// (frame type 1). A bare TCP connect is not enough: docker's port proxy accepts connections

@@ -30,7 +30,7 @@ use std::time::Duration;
 use nodes::{NodeState, Nodes};
 
 use super::Broker;
-use super::boot::RESTART_BOOT;
+use super::boot::restart_boot;
 use super::error::BrokerError;
 use super::provider::Provider;
 use super::spec::BrokerSpec;
@@ -136,7 +136,7 @@ impl Broker {
         let nodes = self.faultable(node, "start")?;
         let started = std::time::Instant::now();
         self.provider.start_node(&self.spec, node).await?;
-        self.wait_clustered(nodes, RESTART_BOOT).await?;
+        self.wait_clustered(nodes, restart_boot()).await?;
         tracing::info!(spec = %self.spec.label(), node, took = ?started.elapsed(), "broker node back in the cluster");
         Ok(())
     }
@@ -179,7 +179,7 @@ impl Broker {
         self.check_partitionable()?;
         let started = std::time::Instant::now();
         self.provider.heal_node(&self.spec, node).await?;
-        self.wait_clustered(nodes, RESTART_BOOT).await?;
+        self.wait_clustered(nodes, restart_boot()).await?;
         tracing::info!(spec = %self.spec.label(), node, took = ?started.elapsed(), "broker node reconnected");
         Ok(())
     }
@@ -281,7 +281,7 @@ impl Broker {
             }
         }
         let started = std::time::Instant::now();
-        self.wait_clustered(nodes, RESTART_BOOT).await?;
+        self.wait_clustered(nodes, restart_boot()).await?;
         if mended {
             tracing::info!(spec = %self.spec.label(), took = ?started.elapsed(), "cluster whole again");
         }

@@ -58,7 +58,7 @@ pub fn image_for(kind: BrokerKind) -> String {
 /// script itself, so every RabbitMQ image honours it; the script splits it on blanks, hence
 /// terms without spaces.
 ///
-/// After [`super::own_nodes::sample_at_rabbitmq_defaults`]: RabbitMQ's own intervals, written
+/// After [`super::own_nodes::run_as_large_fleet`]: RabbitMQ's own intervals, written
 /// out, and its default retention.
 pub fn rabbitmq_erl_args() -> String {
     let policies = RETENTION_POLICIES;

@@ -63,7 +63,7 @@ use cluster::nodes::Nodes;
 pub use error::BrokerError;
 pub use flavour::{DelayedExchange, Product, ServerIdentity};
 pub use management::{Binding, ConnectionInfo, ConsumerInfo, ExchangeInfo, Management, NodeInfo, Overview, QueueInfo};
-pub use own_nodes::sample_at_rabbitmq_defaults;
+pub use own_nodes::{LargeFleet, run_as_large_fleet};
 use provider::Provider;
 use sharing::{SHARE_WAIT, Users};
 pub use spec::{

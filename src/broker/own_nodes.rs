@@ -18,37 +18,71 @@ pub(crate) const QUORUM_TICK_MS: u32 = 1000;
 /// Queue statistics every 0.5 s (RabbitMQ's default: 5 s), for the same reason.
 pub(crate) const STATS_INTERVAL_MS: u32 = 500;
 
-/// Set by [`sample_at_rabbitmq_defaults`]: nodes started from then on sample at RabbitMQ's own
-/// defaults.
-static RABBITMQ_DEFAULTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// How the nodes a process starts from then on run, when a benchmark asks for more than the
+/// suite's throwaway nodes: see [`LargeFleet`].
+static LARGE_FLEET: std::sync::OnceLock<LargeFleet> = std::sync::OnceLock::new();
 
-/// Nodes this process starts from now on (process and container providers, single or cluster)
-/// sample at RabbitMQ's own defaults — quorum tick and queue statistics every 5 s, the
-/// management's default retention — instead of the suite's fast sampling above. For a benchmark
-/// that holds thousands of quorum queues (`fleet-bench --scale`): one tick per queue member per
-/// second and per-second samples of every queue are a load and a memory no operator runs with, so
-/// figures measured under them would not size a real cluster. The suite never calls this.
-pub fn sample_at_rabbitmq_defaults() {
-    RABBITMQ_DEFAULTS.store(true, std::sync::atomic::Ordering::SeqCst);
+/// Nodes that hold a fleet at full size (thousands of quorum queues), as an operator runs them,
+/// rather than the suite's throwaway nodes. Set once per process by [`run_as_large_fleet`]; only
+/// `fleet-bench --scale` does, the suite never.
+///
+/// Why: one tick per queue member per second and per-second samples of every queue are a load
+/// and a memory no operator runs with, so figures measured under the suite's fast sampling would
+/// not size a real cluster; and a node restarted under thousands of queues recovers a member of
+/// every one before it answers, which takes minutes, not the suite's restart deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LargeFleet {
+    /// Quorum tick (`quorum_tick_interval`), ms; RabbitMQ's default is 5,000.
+    pub quorum_tick_ms: u32,
+    /// Queue statistics (`collect_statistics_interval`), ms; RabbitMQ's default is 5,000.
+    pub stats_interval_ms: u32,
+    /// A node started again (after a kill or a whole-cluster stop) may take this long to answer,
+    /// nominal (scaled like every boot deadline).
+    pub restart_boot: std::time::Duration,
 }
 
-/// Whether [`sample_at_rabbitmq_defaults`] was called.
+impl Default for LargeFleet {
+    /// RabbitMQ's own intervals and default sample retention; ten minutes for a node to come back.
+    fn default() -> Self {
+        LargeFleet {
+            quorum_tick_ms: 5_000,
+            stats_interval_ms: 5_000,
+            restart_boot: std::time::Duration::from_secs(600),
+        }
+    }
+}
+
+/// Nodes this process starts from now on (process and container providers, single or cluster)
+/// run as `fleet` says, with the management's default sample retention. The first call wins; a
+/// later one with other settings is refused (nodes already started would disagree with it).
+pub fn run_as_large_fleet(fleet: LargeFleet) -> Result<(), String> {
+    let set = LARGE_FLEET.get_or_init(|| fleet);
+    if *set == fleet {
+        Ok(())
+    } else {
+        Err(format!("this process already runs its nodes as {set:?}"))
+    }
+}
+
+/// Whether [`run_as_large_fleet`] was called: the management keeps its default retention.
 pub(crate) fn at_rabbitmq_defaults() -> bool {
-    RABBITMQ_DEFAULTS.load(std::sync::atomic::Ordering::SeqCst)
+    LARGE_FLEET.get().is_some()
 }
 
 /// The quorum tick the next node starts with, ms.
 pub(crate) fn quorum_tick_ms() -> u32 {
-    if at_rabbitmq_defaults() { 5_000 } else { QUORUM_TICK_MS }
+    LARGE_FLEET.get().map_or(QUORUM_TICK_MS, |f| f.quorum_tick_ms)
 }
 
 /// The queue statistics interval the next node starts with, ms.
 pub(crate) fn stats_interval_ms() -> u32 {
-    if at_rabbitmq_defaults() {
-        5_000
-    } else {
-        STATS_INTERVAL_MS
-    }
+    LARGE_FLEET.get().map_or(STATS_INTERVAL_MS, |f| f.stats_interval_ms)
+}
+
+/// How long a restarted node may take to answer, nominal: the suite's `restart`, or a large
+/// fleet's own.
+pub(crate) fn restart_boot(restart: std::time::Duration) -> std::time::Duration {
+    LARGE_FLEET.get().map_or(restart, |f| f.restart_boot.max(restart))
 }
 
 /// The last `lines` lines of `text`.

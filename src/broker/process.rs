@@ -102,7 +102,7 @@ pub(crate) fn free_ports() -> Result<[u16; 3], BrokerError> {
 /// The broker's advanced (Erlang terms) config file: the retention policies of both management
 /// applications, which rabbitmq.conf cannot express as one-second samples everywhere, and the
 /// quorum queues' metrics tick ([`super::own_nodes::QUORUM_TICK_MS`]); RabbitMQ's own defaults
-/// after [`super::own_nodes::sample_at_rabbitmq_defaults`].
+/// after [`super::own_nodes::run_as_large_fleet`].
 fn advanced_config() -> String {
     let tick = quorum_tick_ms();
     if at_rabbitmq_defaults() {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::Broker;
-use super::boot::RESTART_BOOT;
+use super::boot::restart_boot;
 use super::error::BrokerError;
 use super::readiness;
 
@@ -60,7 +60,7 @@ impl Broker {
             &self.endpoint,
             self.cluster.as_ref(),
             &self.management,
-            RESTART_BOOT,
+            restart_boot(),
         )
         .await?;
         self.down.store(false, std::sync::atomic::Ordering::SeqCst);

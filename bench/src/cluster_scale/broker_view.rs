@@ -9,12 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
+
 use serde_json::Value;
 
-use crate::cluster_scale::settings::{Leaders, NodeFigures};
+use crate::cluster_scale::settings::{InboxType, Leaders, NodeFigures};
 use crate::rig::stats::process_memory;
 use fleet_conformance::broker::Broker;
 use fleet_conformance::broker::url::percent_encode;
@@ -28,6 +30,12 @@ pub(crate) struct BrokerView {
     password: String,
     /// The nodes are containers (their data dirs are read with `docker exec`).
     containers: bool,
+    /// The node that answered last: asked first next time, so a killed node (whose port a
+    /// container's forwarding may still accept, answering nothing until the client's timeout) is
+    /// asked only when the live ones fail.
+    preferred: AtomicUsize,
+    /// The inboxes' queue type (the management API's `type`).
+    inbox_type: InboxType,
 }
 
 /// One quorum queue's leader and members as the management API lists them: the queue record's
@@ -144,7 +152,7 @@ pub(crate) fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
 
 impl BrokerView {
     /// A reader of `broker`'s nodes' APIs, as its admin.
-    pub(crate) fn of(broker: &Broker) -> anyhow::Result<BrokerView> {
+    pub(crate) fn of(broker: &Broker, inbox_type: InboxType) -> anyhow::Result<BrokerView> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(3))
@@ -160,6 +168,8 @@ impl BrokerView {
             user: first.user.clone(),
             password: first.password.clone(),
             containers: broker.spec().label().starts_with("container:"),
+            preferred: AtomicUsize::new(0),
+            inbox_type,
         })
     }
 
@@ -177,8 +187,9 @@ impl BrokerView {
         // Every node's failure is kept: the last alone (a killed node's refusal) hides why the
         // live ones failed.
         let mut failed: Vec<String> = Vec::new();
-        for base in &self.bases {
-            let url = format!("{base}{path}");
+        let first = self.preferred.load(Ordering::Relaxed);
+        for i in (0..self.bases.len()).map(|k| (first + k) % self.bases.len()) {
+            let url = format!("{}{path}", self.bases[i]);
             let sent = self
                 .client
                 .get(&url)
@@ -187,6 +198,7 @@ impl BrokerView {
                 .await;
             match sent {
                 Ok(r) if r.status().is_success() => {
+                    self.preferred.store(i, Ordering::Relaxed);
                     return r.json().await.with_context(|| format!("reading GET {url}"));
                 }
                 Ok(r) => failed.push(format!("GET {url} answered {}", r.status())),
@@ -283,7 +295,8 @@ impl BrokerView {
         Some(kib * 1024)
     }
 
-    /// Every quorum queue of `vhost` with its leader and members.
+    /// Every queue of `vhost` of the inboxes' type with its leader and members (a classic queue:
+    /// its home node as leader, no members).
     pub(crate) async fn quorum_queues(&self, vhost: &str) -> anyhow::Result<Vec<QueueView>> {
         let path = format!(
             "/api/queues/{}?columns=name,type,node,leader,members,online",
@@ -293,7 +306,7 @@ impl BrokerView {
         let list = v.as_array().ok_or_else(|| anyhow!("{path} is not a list"))?;
         Ok(list
             .iter()
-            .filter(|q| q.get("type").and_then(Value::as_str) == Some("quorum"))
+            .filter(|q| q.get("type").and_then(Value::as_str) == Some(self.inbox_type.as_str()))
             .map(QueueView::from_json)
             .collect())
     }

@@ -80,7 +80,7 @@ impl Gateways {
         let tunables = BTreeMap::from([
             ("FLEET_HEARTBEAT_MS".to_string(), s.heartbeat_ms.to_string()),
             ("FLEET_AMQP_HEARTBEAT_S".to_string(), s.amqp_heartbeat_s.to_string()),
-            ("FLEET_QUEUE_TYPE".to_string(), "quorum".to_string()),
+            ("FLEET_QUEUE_TYPE".to_string(), s.queue_type.as_str().to_string()),
         ]);
         let first = urls.get(SENDER_HOST).cloned().unwrap_or_default();
         Gateways {

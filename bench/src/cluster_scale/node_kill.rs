@@ -84,6 +84,10 @@ async fn look_until(view: &BrokerView, vhost: &str, wait: Duration) -> anyhow::R
 
 /// Kills the busiest node, times recovery, starts it again, times its return, and (`rebalance`)
 /// times a rebalance. `names` are the nodes' names by index; `hosts` every gateway.
+///
+/// `classic`: the inboxes are classic queues, whose home node's death nothing else takes over:
+/// the kill is watched for that window only (how many inboxes are down, whether the gateways are
+/// ready), and after the node's start, until every inbox and every gateway is back. No rebalance.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     broker: &Broker,
@@ -94,7 +98,9 @@ pub(crate) async fn run(
     hosts: &[String],
     wait: Duration,
     rebalance: bool,
+    classic: Option<Duration>,
 ) -> anyhow::Result<NodeKill> {
+    let wait_after_kill = classic.map_or(wait, |w| w.min(wait));
     let before = view.quorum_queues(vhost).await?;
     let leaders_before = leaders(&before, names, None);
     let node = busiest(&leaders_before);
@@ -121,7 +127,7 @@ pub(crate) async fn run(
         while !seen.load(Ordering::SeqCst) {
             tokio::time::sleep(POLL).await;
         }
-        until_queues(view, vhost, since, wait, |q| {
+        until_queues(view, vhost, since, wait_after_kill, |q| {
             !q.is_empty() && q.iter().all(|x| x.led(Some(dead.as_str())))
         })
         .await
@@ -132,7 +138,7 @@ pub(crate) async fn run(
             if seen.load(Ordering::SeqCst) && all_ready(fleet, hosts).await.is_ok() {
                 return Some(look.as_secs_f64() * 1e3);
             }
-            if since.elapsed() > wait {
+            if since.elapsed() > wait_after_kill {
                 return None;
             }
             tokio::time::sleep(POLL).await;
@@ -143,19 +149,43 @@ pub(crate) async fn run(
     k.leaders_ms = leaders_ms;
     k.gateways_ms = gateways_ms;
     let mut missing = Vec::new();
-    if leaders_ms.is_none() {
+    if leaders_ms.is_none() && classic.is_none() {
         missing.push("not every quorum queue had a leader on a live node");
     }
-    if gateways_ms.is_none() {
+    if gateways_ms.is_none() && classic.is_none() {
         missing.push("not every gateway was ready");
     }
-    k.leaders_after_kill = leaders(&look_until(view, vhost, wait).await?, names, Some(dead.as_str()));
+    let after_kill = look_until(view, vhost, wait).await?;
+    if classic.is_some() {
+        k.inboxes_down = Some(after_kill.iter().filter(|q| !q.led(Some(dead.as_str()))).count());
+    }
+    k.leaders_after_kill = leaders(&after_kill, names, Some(dead.as_str()));
     let start = Instant::now();
     broker
         .start_node(node)
         .await
         .with_context(|| format!("starting node {node} again"))?;
     k.node_back_ms = Some(start.elapsed().as_secs_f64() * 1e3);
+    if classic.is_some() {
+        let (inboxes, gateways) = tokio::join!(
+            until_queues(view, vhost, start, wait, |q| !q.is_empty()
+                && q.iter().all(|x| x.led(None))),
+            until_ready(fleet, hosts, start, wait)
+        );
+        k.inboxes_back_ms = inboxes;
+        k.gateways_after_return_ms = gateways;
+        if inboxes.is_none() {
+            missing.push("not every classic inbox was available after its node came back");
+        }
+        if gateways.is_none() {
+            missing.push("not every gateway was ready after the node came back");
+        }
+        k.leaders_after_return = leaders(&look_until(view, vhost, wait).await?, names, None);
+        if !missing.is_empty() {
+            k.not_recovered = Some(format!("{} within {} s", missing.join("; "), wait.as_secs()));
+        }
+        return Ok(k);
+    }
     // A management API that lists no members cannot say when they are back: not waited for.
     if before.iter().any(|q| !q.members.is_empty()) {
         k.members_back_ms = until_queues(view, vhost, start, wait, |q| {
@@ -178,6 +208,20 @@ pub(crate) async fn run(
         k.not_recovered = Some(format!("{} within {} s", missing.join("; "), wait.as_secs()));
     }
     Ok(k)
+}
+
+/// Polls until every gateway of `hosts` is ready, from `since`, within `wait`: the time it first was.
+async fn until_ready(fleet: &Fleet, hosts: &[String], since: Instant, wait: Duration) -> Option<f64> {
+    loop {
+        let look = since.elapsed();
+        if all_ready(fleet, hosts).await.is_ok() {
+            return Some(look.as_secs_f64() * 1e3);
+        }
+        if since.elapsed() > wait {
+            return None;
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// `POST /api/rebalance/queues`, then the time until the leaders are [`balanced`].

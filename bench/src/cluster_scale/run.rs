@@ -19,7 +19,7 @@ use crate::cluster_scale::level::{self, On};
 use crate::cluster_scale::settings::{ClusterScaleResult, ScaleClusterSettings, Stopped};
 use crate::paths::forward_pull::{self as paths, SENDER_HOST, WORKER_HOST};
 use crate::rig::BrokerInfo;
-use fleet_conformance::broker::{Broker, BrokerSpec};
+use fleet_conformance::broker::{Broker, BrokerSpec, LargeFleet};
 
 /// Runs the section on its own cluster (started and stopped here); `partial` is where the result
 /// so far is written after each level.
@@ -31,8 +31,14 @@ pub async fn run(
     partial: &Path,
 ) -> anyhow::Result<ClusterScaleResult> {
     if s.rabbitmq_sampling {
-        // Figures that size a real cluster: the broker's own tick and statistics intervals.
-        fleet_conformance::broker::sample_at_rabbitmq_defaults();
+        // Figures that size a real cluster: the broker's own statistics intervals, the tick asked
+        // for, and a restart deadline a node recovering thousands of queues can meet.
+        fleet_conformance::broker::run_as_large_fleet(LargeFleet {
+            quorum_tick_ms: s.quorum_tick_ms,
+            restart_boot: s.restart_boot,
+            ..LargeFleet::default()
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
     }
     let spec = BrokerSpec::parse(&s.broker)?;
     eprintln!("fleet-bench: scale: starting broker {} …", spec.label());
@@ -69,12 +75,20 @@ pub async fn run(
 }
 
 /// How the nodes sample, in words.
-fn sampling(s: &ScaleClusterSettings) -> &'static str {
+fn sampling(s: &ScaleClusterSettings) -> String {
     if s.rabbitmq_sampling {
-        "RabbitMQ's defaults: quorum tick and queue statistics every 5 s, default retention (the management \
-         API's leaders lag up to one tick)"
+        format!(
+            "RabbitMQ's defaults: queue statistics every 5 s, default retention; quorum tick {} ms{} (the \
+             management API's leaders lag up to one tick)",
+            s.quorum_tick_ms,
+            if s.quorum_tick_ms == 5_000 {
+                ", the default"
+            } else {
+                ", not the default 5000"
+            }
+        )
     } else {
-        "the suite's: quorum tick 1 s, queue statistics 0.5 s, 1 s samples kept 605 s"
+        "the suite's: quorum tick 1 s, queue statistics 0.5 s, 1 s samples kept 605 s".to_string()
     }
 }
 
@@ -117,7 +131,7 @@ async fn levels(
     s: &ScaleClusterSettings,
     partial: &Path,
 ) -> anyhow::Result<ClusterScaleResult> {
-    let view = BrokerView::of(broker)?;
+    let view = BrokerView::of(broker, s.queue_type)?;
     let names = view.names().await.context("the nodes' names")?;
     let on = On {
         broker,
@@ -151,7 +165,8 @@ async fn levels(
         heartbeat_ms: s.heartbeat_ms,
         amqp_heartbeat_s: s.amqp_heartbeat_s,
         disk_source: view.disk_source().to_string(),
-        sampling: sampling(s).to_string(),
+        sampling: sampling(s),
+        queue_type: s.queue_type,
         idle,
         idle_latency,
         levels: Vec::new(),

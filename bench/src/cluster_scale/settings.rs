@@ -47,6 +47,42 @@ pub struct ScaleClusterSettings {
     /// The nodes sample at RabbitMQ's defaults (quorum tick and statistics every 5 s, default
     /// retention) rather than the suite's fast sampling.
     pub rabbitmq_sampling: bool,
+    /// The nodes' `quorum_tick_interval`, ms, with RabbitMQ's sampling (its default: 5,000).
+    pub quorum_tick_ms: u32,
+    /// How long a restarted node may take to answer (a whole-cluster restart recovers a member of
+    /// every queue before a node answers).
+    pub restart_boot: Duration,
+    /// The inboxes' queue type: SPEC §16's `quorum`, or `classic` to measure what a fleet would
+    /// save (and lose) with classic inboxes on the same cluster.
+    pub queue_type: InboxType,
+}
+
+/// What every entity gateway's `FLEET_QUEUE_TYPE` says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InboxType {
+    #[default]
+    Quorum,
+    Classic,
+}
+
+impl InboxType {
+    /// The `FLEET_QUEUE_TYPE` value, and the management API's queue `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InboxType::Quorum => "quorum",
+            InboxType::Classic => "classic",
+        }
+    }
+
+    /// `quorum` or `classic`.
+    pub fn parse(s: &str) -> Result<InboxType, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "quorum" => Ok(InboxType::Quorum),
+            "classic" => Ok(InboxType::Classic),
+            other => Err(format!("--scale-queue-type {other}: expected quorum or classic")),
+        }
+    }
 }
 
 /// What `--scale` measured.
@@ -65,6 +101,9 @@ pub struct ClusterScaleResult {
     /// How the nodes sampled (RabbitMQ's defaults, or the suite's fast sampling).
     #[serde(default)]
     pub sampling: String,
+    /// The inboxes' queue type.
+    #[serde(default)]
+    pub queue_type: InboxType,
     /// The cluster with only the latency pair's two gateways on it (no level yet).
     pub idle: AtRest,
     /// A brief and a reply through the idle cluster.
@@ -80,7 +119,9 @@ pub struct ClusterScaleResult {
 pub struct AtRest {
     /// Entities registered on the level's gateways (the latency pair's two not counted).
     pub entities: usize,
-    /// Quorum queues in the run's vhost (inboxes, every gateway's `control.<host>`, `bridge.dlq`).
+    /// Queues of the run's inbox type in its vhost (inboxes, every gateway's `control.<host>`,
+    /// `bridge.dlq`). Named for SPEC §16's quorum inboxes; with `--scale-queue-type classic`, the
+    /// classic ones.
     pub quorum_queues: usize,
     pub nodes: Vec<NodeFigures>,
     /// The machine's available memory (`/proc/meminfo` MemAvailable), MiB.
@@ -195,6 +236,16 @@ pub struct NodeKill {
     pub members_back_ms: Option<f64>,
     /// Leaders once the node is back, before any rebalance: whether one is needed.
     pub leaders_after_return: Leaders,
+    /// Classic inboxes: those not available (home node dead) at the end of the kill's window.
+    #[serde(default)]
+    pub inboxes_down: Option<usize>,
+    /// Classic inboxes: start → every inbox available again (its home node back), ms.
+    #[serde(default)]
+    pub inboxes_back_ms: Option<f64>,
+    /// Start → every gateway answers `/readyz` 200 again (classic inboxes: those whose home node
+    /// died come back only with it), ms.
+    #[serde(default)]
+    pub gateways_after_return_ms: Option<f64>,
     pub rebalance: Option<Rebalance>,
     /// What did not recover within the wait, if anything.
     pub not_recovered: Option<String>,

@@ -80,6 +80,7 @@ fn result(levels: Vec<Level>, idle: AtRest) -> ClusterScaleResult {
         amqp_heartbeat_s: 10,
         disk_source: "walked".into(),
         sampling: "defaults".into(),
+        queue_type: Default::default(),
         idle,
         idle_latency: None,
         levels,

@@ -20,7 +20,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::super::boot::{CONTAINER_BOOT, RESTART_BOOT};
+use super::super::boot::{CONTAINER_BOOT, restart_boot};
 use super::super::container::{
     AMQP_PORT, AMQPS_PORT, HTTP_PORT, TLS_DIR_IN_CONTAINER, container_tls_files, missing_image_hint, port_clash_text,
     rabbitmq_erl_args,
@@ -517,7 +517,7 @@ impl RunningCluster {
         let n = self.node(node)?;
         docker("start", &["start", &n.name]).await?;
         self.states.set(node, NodeState::Up);
-        wait_booted(self, &[node], RESTART_BOOT).await
+        wait_booted(self, &[node], restart_boot()).await
     }
 
     /// `docker network disconnect`: the node loses every link to the others (and its published

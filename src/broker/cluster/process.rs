@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::super::boot::{PROCESS_BOOT, RESTART_BOOT};
+use super::super::boot::{PROCESS_BOOT, restart_boot};
 use super::super::error::BrokerError;
 use super::super::process::{self as single, Node, NodeSpec};
 use super::super::tls_listener::TlsListener;
@@ -208,7 +208,7 @@ impl RunningCluster {
             n.start_again()?;
         }
         self.states.set(node, NodeState::Up);
-        wait_booted(self, &[node], RESTART_BOOT).await
+        wait_booted(self, &[node], restart_boot()).await
     }
 
     /// Stops every node cleanly: all but one together, then that one (node 0 unless it was
