@@ -43,6 +43,7 @@ pub(crate) struct BrokerView {
 /// (emitted once per quorum tick), whichever names a live, online node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct QueueView {
+    pub name: String,
     pub node: Option<String>,
     pub stats_leader: Option<String>,
     pub members: Vec<String>,
@@ -70,6 +71,7 @@ fn name_at(v: &Value, key: &str) -> Option<String> {
 impl QueueView {
     pub(crate) fn from_json(v: &Value) -> QueueView {
         QueueView {
+            name: name_at(v, "name").unwrap_or_default(),
             node: name_at(v, "node"),
             stats_leader: name_at(v, "leader"),
             members: strings(v, "members"),

@@ -137,6 +137,7 @@ pub(crate) async fn run(
             s.recovery_wait,
             s.rebalance && s.queue_type == InboxType::Quorum,
             classic_window(s),
+            &pair.main_mcp.handle(),
         )
         .await
         .context("the node kill")?;

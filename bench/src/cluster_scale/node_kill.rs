@@ -15,6 +15,7 @@ use crate::cluster_scale::broker_view::{BrokerView, QueueView, leaders};
 use crate::cluster_scale::settings::{Leaders, NodeKill, Rebalance, balanced};
 use crate::rig::hosts::Fleet;
 use fleet_conformance::broker::Broker;
+use fleet_conformance::mcp::McpHandle;
 
 /// How often the gateways' readiness is looked at.
 pub(crate) const POLL: Duration = Duration::from_millis(250);
@@ -99,6 +100,7 @@ pub(crate) async fn run(
     wait: Duration,
     rebalance: bool,
     classic: Option<Duration>,
+    sender: &McpHandle,
 ) -> anyhow::Result<NodeKill> {
     let wait_after_kill = classic.map_or(wait, |w| w.min(wait));
     let before = view.quorum_queues(vhost).await?;
@@ -157,7 +159,14 @@ pub(crate) async fn run(
     }
     let after_kill = look_until(view, vhost, wait).await?;
     if classic.is_some() {
-        k.inboxes_down = Some(after_kill.iter().filter(|q| !q.led(Some(dead.as_str()))).count());
+        let down: Vec<&QueueView> = after_kill.iter().filter(|q| !q.led(Some(dead.as_str()))).collect();
+        k.inboxes_down = Some(down.len());
+        let gid = down
+            .iter()
+            .find_map(|q| q.name.strip_prefix("agent.")?.strip_suffix(".inbox.v2"));
+        if let Some(gid) = gid {
+            k.down_send = Some(send_to_down(sender, gid).await);
+        }
     }
     k.leaders_after_kill = leaders(&after_kill, names, Some(dead.as_str()));
     let start = Instant::now();
@@ -208,6 +217,22 @@ pub(crate) async fn run(
         k.not_recovered = Some(format!("{} within {} s", missing.join("; "), wait.as_secs()));
     }
     Ok(k)
+}
+
+/// One brief to `gid`, whose inbox is down: the sender's answer and how long it took.
+async fn send_to_down(sender: &McpHandle, gid: &str) -> String {
+    let t0 = Instant::now();
+    let answer = sender
+        .call(
+            "bridge_send",
+            serde_json::json!({"to": gid, "text": "scale: a brief to an inbox whose node is down", "wait_reply": false}),
+        )
+        .await;
+    let took = t0.elapsed().as_secs_f64() * 1e3;
+    match answer {
+        Ok(v) => format!("{v} after {took:.0} ms"),
+        Err(e) => format!("the call failed after {took:.0} ms: {e:#}"),
+    }
 }
 
 /// Polls until every gateway of `hosts` is ready, from `since`, within `wait`: the time it first was.

@@ -193,6 +193,7 @@ async fn levels(
                 level,
                 reached: gateways.entities(),
                 why,
+                at_reached: None,
             });
             break;
         }
@@ -211,16 +212,34 @@ async fn levels(
                         level: next,
                         reached: gateways.entities(),
                         why,
+                        at_reached: None,
                     });
                     break;
                 }
             }
             Err(short) => {
                 eprintln!("fleet-bench: scale: level {level} stopped: {}", short.why);
+                let measured = r.levels.last().map_or(0, |l| l.entities);
+                // What the machine held where it stopped, when that is more than the last level.
+                let at_reached = if gateways.entities() > measured {
+                    match level::at_rest(&on, gateways, gateways.entities(), level::rest_window(s)).await {
+                        Ok(rest) => Some(rest),
+                        Err(e) => {
+                            eprintln!(
+                                "fleet-bench: scale: the cluster at {} entities could not be read: {e:#}",
+                                gateways.entities()
+                            );
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
                 r.stopped = Some(Stopped {
                     level,
                     reached: short.reached,
                     why: short.why,
+                    at_reached,
                 });
                 write_partial(partial, &r);
                 break;

@@ -115,7 +115,7 @@ pub struct ClusterScaleResult {
 }
 
 /// The cluster at rest: what each node holds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AtRest {
     /// Entities registered on the level's gateways (the latency pair's two not counted).
     pub entities: usize,
@@ -132,7 +132,7 @@ pub struct AtRest {
 }
 
 /// CPU at rest, over a window: what the queues cost when nothing flows but presence.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RestCpu {
     pub window_s: f64,
     /// Every broker node together, % of one core (process provider; `None` for containers).
@@ -144,7 +144,7 @@ pub struct RestCpu {
 }
 
 /// One node as its management API describes it (`/api/nodes/<name>?memory=true`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeFigures {
     pub name: String,
     /// Node index (0-based, the provider's order).
@@ -239,6 +239,10 @@ pub struct NodeKill {
     /// Classic inboxes: those not available (home node dead) at the end of the kill's window.
     #[serde(default)]
     pub inboxes_down: Option<usize>,
+    /// Classic inboxes: a brief sent (`bridge_send` from the latency pair's main) to an entity
+    /// whose inbox went down with the node, during the kill: what the sender was told, and when.
+    #[serde(default)]
+    pub down_send: Option<String>,
     /// Classic inboxes: start → every inbox available again (its home node back), ms.
     #[serde(default)]
     pub inboxes_back_ms: Option<f64>,
@@ -287,6 +291,10 @@ pub struct Stopped {
     /// Entities registered when it stopped.
     pub reached: usize,
     pub why: String,
+    /// The cluster at rest with the entities reached, when the level stopped while registering
+    /// and the cluster still answered: what the machine held where it stopped.
+    #[serde(default)]
+    pub at_reached: Option<AtRest>,
 }
 
 /// Whether `leaders` is balanced: every node leads at least 80 % of its even share (less one).

@@ -5,7 +5,7 @@
 //! Why a module: the section's lines print [`crate::cluster_scale::settings`]'s types and nothing
 //! else; the extrapolation is arithmetic on measured levels, kept beside the lines that show it.
 
-use crate::cluster_scale::settings::{AtRest, ClusterScaleResult, Latencies, Leaders, Level, balanced};
+use crate::cluster_scale::settings::{AtRest, ClusterScaleResult, InboxType, Latencies, Leaders, Level, balanced};
 
 const MIB: f64 = 1048576.0;
 
@@ -54,9 +54,15 @@ pub fn extrapolate(levels: &[Level], x: f64, y: impl Fn(&Level) -> Option<f64>) 
 /// The section as text.
 pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     let mut out = vec![format!(
-        "cluster at full size (issue 47): {} · {} nodes · quorum inboxes, ≤ {} entities per gateway, {} \
+        "cluster at full size (issue 47): {} · {} nodes · {} inboxes, ≤ {} entities per gateway, {} \
          registrations in flight · H = {} ms, AMQP heartbeat {} s",
-        r.broker.spec, r.nodes, r.per_gateway, r.concurrency, r.heartbeat_ms, r.amqp_heartbeat_s
+        r.broker.spec,
+        r.nodes,
+        r.queue_type.as_str(),
+        r.per_gateway,
+        r.concurrency,
+        r.heartbeat_ms,
+        r.amqp_heartbeat_s
     )];
     out.push(format!(
         "  {} · disk: {} · memory: management API mem_used and the node's own breakdown · sampling: {}",
@@ -82,7 +88,7 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         }),
     );
     row(
-        "gateways (entity) · quorum queues",
+        "gateways (entity) · inbox-type queues",
         cells(&|a, l| format!("{} · {}", l.map_or(0, |l| l.gateways), a.quorum_queues)),
     );
     row(
@@ -215,6 +221,17 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     row("  leaders after the kill", kill(&|k| leaders(&k.leaders_after_kill)));
     row("  node back in the cluster, ms", kill(&|k| ms(k.node_back_ms)));
     row("  every member online again, ms", kill(&|k| ms(k.members_back_ms)));
+    if r.queue_type == InboxType::Classic {
+        row(
+            "  classic inboxes down (home node dead)",
+            kill(&|k| k.inboxes_down.map_or("-".into(), |n| n.to_string())),
+        );
+        row("  start → every inbox available, ms", kill(&|k| ms(k.inboxes_back_ms)));
+        row(
+            "  start → every gateway ready, ms",
+            kill(&|k| ms(k.gateways_after_return_ms)),
+        );
+    }
     row("  leaders once it is back", kill(&|k| leaders(&k.leaders_after_return)));
     row(
         "  rebalance needed (unbalanced once back)",
@@ -260,6 +277,10 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
                 .map(|n| format!("node kill: {n}")),
             l.kill
                 .as_ref()
+                .and_then(|k| k.down_send.clone())
+                .map(|n| format!("node kill: a brief to an entity whose classic inbox was down: {n}")),
+            l.kill
+                .as_ref()
                 .and_then(|k| k.rebalance.as_ref())
                 .and_then(|b| b.note.clone())
                 .map(|n| format!("rebalance: {n}")),
@@ -276,10 +297,23 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         }
     }
     match &r.stopped {
-        Some(s) => out.push(format!(
-            "  stopped before level {} at {} entities: {}",
-            s.level, s.reached, s.why
-        )),
+        Some(s) => {
+            out.push(format!(
+                "  stopped before level {} at {} entities: {}",
+                s.level, s.reached, s.why
+            ));
+            if let Some(a) = &s.at_reached {
+                out.push(format!(
+                    "  where it stopped ({} entities, {} queues of the inbox type): broker memory {:.0} MiB (all nodes), \
+                     CPU at rest: brokers {} · gateways {}, % of one core",
+                    a.entities,
+                    a.quorum_queues,
+                    a.mem_used() as f64 / MIB,
+                    a.cpu.as_ref().and_then(|c| c.broker_pct).map_or("-".into(), |b| format!("{b:.0}")),
+                    a.cpu.as_ref().map_or("-".into(), |c| format!("{:.0}", c.gateways_pct)),
+                ));
+            }
+        }
         None => out.push(format!("  every level asked for was measured ({:?})", r.requested)),
     }
     if let Some(top) = r.levels.iter().max_by_key(|l| l.entities) {

@@ -205,6 +205,7 @@ fn a_result_reads_back_from_its_json() {
         level: 5000,
         reached: 3210,
         why: "the declare rate collapsed".into(),
+        at_reached: None,
     });
     let back: ClusterScaleResult = serde_json::from_value(serde_json::to_value(&r).expect("json")).expect("reads");
     assert_eq!(back.stopped, r.stopped);
