@@ -326,6 +326,16 @@ impl FakeHerdr {
         self.shared.state().panes.iter().map(|p| p.id.clone()).collect()
     }
 
+    /// From now on requests are answered but not kept in [`FakeHerdr::calls`]: for a benchmark
+    /// that runs thousands of agents for an hour, whose gateways read every agent's status every
+    /// few seconds (kept, those reads grew the benchmark by gigabytes). Inputs
+    /// ([`FakeHerdr::inputs`]) and created panes are still kept. Scenarios never call this.
+    pub fn forget_calls(&self) {
+        let mut state = self.shared.state();
+        state.forget_calls = true;
+        state.calls = Vec::new();
+    }
+
     /// Every request received, in arrival order, with the response sent (if any yet).
     pub fn calls(&self) -> Vec<Call> {
         self.shared.state().calls.clone()

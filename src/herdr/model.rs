@@ -19,6 +19,8 @@ pub(super) struct State {
     pub(super) tabs: Vec<Tab>,
     pub(super) panes: Vec<Pane>,
     pub(super) calls: Vec<Call>,
+    /// Set by [`super::FakeHerdr::forget_calls`]: requests are answered but not kept.
+    pub(super) forget_calls: bool,
     pub(super) created: Vec<CreatedPane>,
     pub(super) closed_inputs: BTreeMap<String, Vec<InputRecord>>,
     pub(super) faults: HashSet<Fault>,

@@ -7,6 +7,7 @@
 //! once; its time, and that nothing confirmed is lost, are the other half of sizing a cluster.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
@@ -51,35 +52,54 @@ pub(crate) async fn run(
     broker.halt(vhost).await.context("stopping every node")?;
     r.halt_ms = t.elapsed().as_secs_f64() * 1e3;
     let since = Instant::now();
-    if let Err(e) = broker.resume(vhost).await {
-        // The provider's error carries the nodes' log tails: the first line says what happened.
-        let text = format!("{e:#}");
-        let first = text.lines().next().unwrap_or_default();
-        r.not_recovered = Some(format!("the cluster did not come back: {first}"));
-        return Ok(r);
-    }
-    r.broker_back_ms = Some(since.elapsed().as_secs_f64() * 1e3);
-    let mut leaders_ms = None;
-    let mut gateways_ms = None;
-    let mut next_queue_look = Instant::now();
-    while leaders_ms.is_none() || gateways_ms.is_none() {
-        let look = since.elapsed().as_secs_f64() * 1e3;
-        if gateways_ms.is_none() && all_ready(fleet, hosts).await.is_ok() {
-            gateways_ms = Some(look);
-        }
-        if leaders_ms.is_none() && Instant::now() >= next_queue_look {
-            next_queue_look = Instant::now() + QUEUE_POLL;
-            if let Ok(q) = view.quorum_queues(vhost).await
-                && !q.is_empty()
-                && q.iter().all(|x| x.led(None))
-            {
-                leaders_ms = Some(look);
+    // The gateways and the queues are looked at while the nodes start, not only once the whole
+    // cluster answers: a gateway on the first node back may be ready long before the last node.
+    let resumed = AtomicBool::new(false);
+    let failed = AtomicBool::new(false);
+    let watching = async {
+        let mut leaders_ms = None;
+        let mut gateways_ms = None;
+        let mut next_queue_look = Instant::now();
+        while leaders_ms.is_none() || gateways_ms.is_none() {
+            let look = since.elapsed().as_secs_f64() * 1e3;
+            if gateways_ms.is_none() && all_ready(fleet, hosts).await.is_ok() {
+                gateways_ms = Some(look);
             }
+            if leaders_ms.is_none() && Instant::now() >= next_queue_look {
+                next_queue_look = Instant::now() + QUEUE_POLL;
+                if let Ok(q) = view.quorum_queues(vhost).await
+                    && !q.is_empty()
+                    && q.iter().all(|x| x.led(None))
+                {
+                    leaders_ms = Some(look);
+                }
+            }
+            // The nodes' own boot deadline bounds the wait until they answer; `wait` counts after.
+            if failed.load(Ordering::SeqCst) || (resumed.load(Ordering::SeqCst) && since.elapsed() > wait) {
+                break;
+            }
+            tokio::time::sleep(POLL).await;
         }
-        if since.elapsed() > wait {
-            break;
+        (leaders_ms, gateways_ms)
+    };
+    let resuming = async {
+        let r = broker.resume(vhost).await;
+        failed.store(r.is_err(), Ordering::SeqCst);
+        resumed.store(true, Ordering::SeqCst);
+        r.map(|()| since.elapsed().as_secs_f64() * 1e3)
+    };
+    // The watch ends once both are seen, `wait` after the nodes answered, or at once when they
+    // did not come back.
+    let (back, (leaders_ms, gateways_ms)) = tokio::join!(resuming, watching);
+    match back {
+        Ok(ms) => r.broker_back_ms = Some(ms),
+        Err(e) => {
+            // The provider's error carries the nodes' log tails: the first line says what happened.
+            let text = format!("{e:#}");
+            let first = text.lines().next().unwrap_or_default();
+            r.not_recovered = Some(format!("the cluster did not come back: {first}"));
+            return Ok(r);
         }
-        tokio::time::sleep(POLL).await;
     }
     r.leaders_ms = leaders_ms;
     r.gateways_ms = gateways_ms;

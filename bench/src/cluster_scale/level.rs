@@ -146,6 +146,10 @@ pub(crate) async fn run(
             kill.leaders_ms.map_or("-".into(), |x| format!("{x:.0}")),
             kill.gateways_ms.map_or("-".into(), |x| format!("{x:.0}"))
         );
+        if kill.node_back_ms.is_none() {
+            // The killed node did not come back: no whole-cluster restart on a broken cluster.
+            return anyhow::Ok((rest, per_queue, lat, kill, None));
+        }
         let tag = format!("L{level}");
         let restart = full_restart::run(
             on.broker,
@@ -166,7 +170,7 @@ pub(crate) async fn run(
             restart.drained,
             restart.kept
         );
-        anyhow::Ok((rest, per_queue, lat, kill, restart))
+        anyhow::Ok((rest, per_queue, lat, kill, Some(restart)))
     }
     .await;
     let (rest, per_queue, lat, kill, restart) = measured.map_err(|e| Short {
@@ -184,7 +188,7 @@ pub(crate) async fn run(
         per_queue,
         latency: Some(lat),
         kill: Some(kill),
-        restart: Some(restart),
+        restart,
         level_s: started.elapsed().as_secs_f64(),
     })
 }

@@ -170,10 +170,17 @@ pub(crate) async fn run(
     }
     k.leaders_after_kill = leaders(&after_kill, names, Some(dead.as_str()));
     let start = Instant::now();
-    broker
-        .start_node(node)
-        .await
-        .with_context(|| format!("starting node {node} again"))?;
+    if let Err(e) = broker.start_node(node).await {
+        // What the kill measured is kept; the level ends here (the cluster is not whole).
+        let text = format!("{e:#}");
+        missing.push("the node did not come back");
+        k.not_recovered = Some(format!(
+            "{} — starting node {node} again: {}",
+            missing.join("; "),
+            text.lines().next().unwrap_or_default()
+        ));
+        return Ok(k);
+    }
     k.node_back_ms = Some(start.elapsed().as_secs_f64() * 1e3);
     if classic.is_some() {
         let (inboxes, gateways) = tokio::join!(

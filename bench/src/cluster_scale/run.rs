@@ -203,7 +203,13 @@ async fn levels(
                     .restart
                     .as_ref()
                     .filter(|x| x.broker_back_ms.is_none())
-                    .and_then(|x| x.not_recovered.clone());
+                    .and_then(|x| x.not_recovered.clone())
+                    .or_else(|| {
+                        l.kill
+                            .as_ref()
+                            .filter(|k| k.node_back_ms.is_none())
+                            .and_then(|k| k.not_recovered.clone())
+                    });
                 r.levels.push(l);
                 write_partial(partial, &r);
                 if let Some(why) = lost {
