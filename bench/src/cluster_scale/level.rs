@@ -87,7 +87,7 @@ async fn listed(on: &On<'_>, at_least: usize, wait: Duration) -> anyhow::Result<
         }
         if since.elapsed() > wait {
             anyhow::bail!(
-                "the management API listed {n} quorum queues, {at_least} expected, after {} s",
+                "the management API listed {n} inbox-type queues, {at_least} expected, after {} s",
                 wait.as_secs()
             );
         }
@@ -118,7 +118,7 @@ pub(crate) async fn run(
         let rest = at_rest(on, gw, gw.entities(), rest_window(s)).await?;
         let per_queue = PerQueue::of(idle, &rest);
         eprintln!(
-            "fleet-bench: scale: level {level}: {} quorum queues, {:.1} MiB broker memory ({:.0} KiB per queue added)",
+            "fleet-bench: scale: level {level}: {} inbox-type queues, {:.1} MiB broker memory ({:.0} KiB per queue added)",
             rest.quorum_queues,
             rest.mem_used() as f64 / 1048576.0,
             per_queue.mem_bytes / 1024.0

@@ -148,7 +148,7 @@ async fn levels(
         .context("no latency pair")?;
     let idle = level::at_rest(&on, gateways, 0, level::rest_window(s)).await?;
     eprintln!(
-        "fleet-bench: scale: idle cluster: {} quorum queues, {:.1} MiB broker memory; latency …",
+        "fleet-bench: scale: idle cluster: {} inbox-type queues, {:.1} MiB broker memory; latency …",
         idle.quorum_queues,
         idle.mem_used() as f64 / 1048576.0
     );
