@@ -246,3 +246,25 @@ async fn a_cwd_that_does_not_exist_falls_back_to_home() {
     assert_eq!(answer["result"]["root_pane"]["cwd"], json!(home), "{answer}");
     assert_eq!(h.created_panes()[0].cwd, home);
 }
+
+#[tokio::test]
+async fn a_server_told_to_forget_calls_still_answers_and_keeps_panes_and_inputs() {
+    let (h, _dir) = fake().await;
+    let answer = rpc(
+        &h,
+        "workspace.create",
+        json!({"focus": false, "label": "fleet", "env": {}}),
+    )
+    .await;
+    assert_eq!(result_type(&answer), "workspace_created");
+    assert_eq!(h.calls().len(), 1, "calls are kept until told otherwise");
+
+    h.forget_calls();
+    assert!(h.calls().is_empty(), "the log kept so far is dropped");
+    let pane = h.add_agent_pane("claude", AgentStatus::Idle);
+    let answer = send(&h, &pane, "a brief").await;
+    assert!(answer.get("result").is_some(), "answered as before: {answer}");
+    assert_eq!(h.inputs(&pane), vec!["a brief".to_string()], "inputs are still kept");
+    assert_eq!(h.created_panes().len(), 1, "created panes are still kept");
+    assert!(h.calls().is_empty(), "nothing new was kept");
+}
