@@ -217,10 +217,14 @@ pub struct BenchCli {
     /// quorum queue before it does.
     #[arg(long, default_value_t = 600, value_name = "S")]
     pub scale_boot_s: u64,
-    /// The --scale inboxes' type: quorum (SPEC §16), or classic to measure what classic inboxes
-    /// would save and lose on the same cluster.
+    /// The --scale inboxes' type: quorum (SPEC §16), classic to measure what classic inboxes
+    /// would save and lose on the same cluster, or mixed (proposal P1: mains quorum, workers
+    /// classic, through the reference gateway's FLEET_WORKER_QUEUE_TYPE, which is not SPEC).
     #[arg(long, default_value = "quorum", value_name = "TYPE")]
     pub scale_queue_type: String,
+    /// Mains per --scale entity gateway; the others are workers.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub scale_mains_per_gateway: usize,
     /// Keep the suite's fast sampling on the --scale cluster (quorum tick 1 s, statistics 0.5 s)
     /// instead of RabbitMQ's defaults (5 s each), which the figures are meant to size.
     #[arg(long, requires = "scale")]
@@ -363,6 +367,7 @@ impl BenchCli {
                 quorum_tick_ms: self.scale_quorum_tick_ms.max(100),
                 restart_boot: Duration::from_secs(self.scale_boot_s.max(1)),
                 queue_type: InboxType::parse(&self.scale_queue_type)?,
+                mains_per_gateway: self.scale_mains_per_gateway.max(1),
                 heartbeat_ms: self.heartbeat_ms,
                 amqp_heartbeat_s: self.amqp_heartbeat_s,
             })

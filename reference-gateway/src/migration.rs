@@ -444,11 +444,11 @@ impl Gateway {
     /// declared now, before its consumer starts (MIG-3). A remote parent's inbox is its gateway's.
     async fn prepare_move(&self, w: &Entity, parent: &str) -> Result<(), String> {
         let ch = self.channel().await.map_err(|e| format!("{e:#}"))?;
-        topology::declare_inbox(&ch, &self.cfg.queue_args(), &w.gid, &w.groups)
+        topology::declare_inbox(&ch, &self.cfg.inbox_args(w.role == Role::Worker), &w.gid, &w.groups)
             .await
             .map_err(|e| format!("declaring {}: {e}", topology::inbox_queue(&w.gid)))?;
         if let Some(p) = self.entity(parent) {
-            topology::declare_inbox(&ch, &self.cfg.queue_args(), &p.gid, &p.groups)
+            topology::declare_inbox(&ch, &self.cfg.inbox_args(p.role == Role::Worker), &p.gid, &p.groups)
                 .await
                 .map_err(|e| format!("declaring {}: {e}", topology::inbox_queue(&p.gid)))?;
         }

@@ -308,7 +308,11 @@ impl BrokerView {
         let list = v.as_array().ok_or_else(|| anyhow!("{path} is not a list"))?;
         Ok(list
             .iter()
-            .filter(|q| q.get("type").and_then(Value::as_str) == Some(self.inbox_type.as_str()))
+            .filter(|q| {
+                q.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| self.inbox_type.lists(t))
+            })
             .map(QueueView::from_json)
             .collect())
     }

@@ -16,7 +16,7 @@ use futures_util::StreamExt as _;
 
 use crate::cluster::runs::url_list;
 use crate::cluster_scale::broker_view::available_mib;
-use crate::cluster_scale::settings::ScaleClusterSettings;
+use crate::cluster_scale::settings::{InboxType, ScaleClusterSettings};
 use crate::paths::forward_pull::{SENDER_HOST, WORKER_HOST};
 use crate::rig::hosts::Fleet;
 use fleet_conformance::broker::Broker;
@@ -80,8 +80,18 @@ impl Gateways {
         let tunables = BTreeMap::from([
             ("FLEET_HEARTBEAT_MS".to_string(), s.heartbeat_ms.to_string()),
             ("FLEET_AMQP_HEARTBEAT_S".to_string(), s.amqp_heartbeat_s.to_string()),
-            ("FLEET_QUEUE_TYPE".to_string(), s.queue_type.as_str().to_string()),
         ]);
+        let mut tunables = tunables;
+        match s.queue_type {
+            InboxType::Mixed => {
+                // Proposal P1 (docs/CLUSTER-SIZING.md): the reference gateway's own, not-SPEC knob.
+                tunables.insert("FLEET_QUEUE_TYPE".into(), "quorum".into());
+                tunables.insert("FLEET_WORKER_QUEUE_TYPE".into(), "classic".into());
+            }
+            t => {
+                tunables.insert("FLEET_QUEUE_TYPE".into(), t.as_str().into());
+            }
+        }
         let first = urls.get(SENDER_HOST).cloned().unwrap_or_default();
         Gateways {
             fleet: Fleet::new(dir.to_path_buf(), first, gateway_cmd.to_string(), tunables, &names),
@@ -161,9 +171,12 @@ impl Gateways {
             })
             .collect();
         let mut jobs = Vec::new();
+        // Every `every`-th registration is a main (besides each gateway's first): the fleet's
+        // ratio of mains to workers, which decides how many quorum inboxes a mixed run has.
+        let every = (self.per_gateway / s.mains_per_gateway.max(1)).max(1);
         while queues.iter().any(|(_, n)| *n > 0) {
             for (host, n) in queues.iter_mut().filter(|(_, n)| *n > 0) {
-                jobs.push(host.clone());
+                jobs.push((host.clone(), s.mains_per_gateway > 1 && jobs.len() % every == every - 1));
                 *n -= 1;
             }
         }
@@ -171,11 +184,15 @@ impl Gateways {
         let fleet = &self.fleet;
         let mains = &self.mains;
         let mut added = futures_util::stream::iter(jobs)
-            .map(|host| async move {
-                let parent = mains.get(&host).cloned();
-                let r = fleet
-                    .add(&host, "worker", parent.as_deref(), InputReaction::WorksBriefly)
-                    .await;
+            .map(|(host, main)| async move {
+                let r = if main {
+                    fleet.add(&host, "main", None, InputReaction::StartWorking).await
+                } else {
+                    let parent = mains.get(&host).cloned();
+                    fleet
+                        .add(&host, "worker", parent.as_deref(), InputReaction::WorksBriefly)
+                        .await
+                };
                 (host, r)
             })
             .buffer_unordered(s.concurrency.max(1));

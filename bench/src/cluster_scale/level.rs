@@ -11,7 +11,7 @@ use anyhow::Context as _;
 
 use crate::cluster_scale::broker_view::{BrokerView, available_mib};
 use crate::cluster_scale::gateways::{Gateways, Short};
-use crate::cluster_scale::settings::{AtRest, InboxType, Level, PerQueue, RestCpu, ScaleClusterSettings};
+use crate::cluster_scale::settings::{AtRest, Level, PerQueue, RestCpu, ScaleClusterSettings};
 use crate::cluster_scale::{full_restart, latency, node_kill};
 use crate::paths::forward_pull::Pair;
 use crate::rig::stats::{self, CpuProbe};
@@ -135,7 +135,7 @@ pub(crate) async fn run(
             &gw.fleet,
             &hosts,
             s.recovery_wait,
-            s.rebalance && s.queue_type == InboxType::Quorum,
+            s.rebalance && !s.queue_type.has_classic(),
             classic_window(s),
             &pair.main_mcp.handle(),
         )
@@ -197,6 +197,7 @@ pub(crate) async fn run(
 /// CLU-5(c)'s bound (2H plus two AMQP heartbeats), long enough to see what comes back without the
 /// node and what does not. `None` for quorum inboxes (watched until they recover).
 fn classic_window(s: &ScaleClusterSettings) -> Option<Duration> {
-    (s.queue_type == InboxType::Classic)
+    s.queue_type
+        .has_classic()
         .then(|| 2 * (2 * Duration::from_millis(s.heartbeat_ms) + 2 * Duration::from_secs(s.amqp_heartbeat_s)))
 }

@@ -167,6 +167,7 @@ async fn levels(
         disk_source: view.disk_source().to_string(),
         sampling: sampling(s),
         queue_type: s.queue_type,
+        mains_per_gateway: s.mains_per_gateway,
         idle,
         idle_latency,
         levels: Vec::new(),

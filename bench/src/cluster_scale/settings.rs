@@ -55,6 +55,8 @@ pub struct ScaleClusterSettings {
     /// The inboxes' queue type: SPEC §16's `quorum`, or `classic` to measure what a fleet would
     /// save (and lose) with classic inboxes on the same cluster.
     pub queue_type: InboxType,
+    /// Mains per entity gateway (the rest are workers, each gateway's first main their parent).
+    pub mains_per_gateway: usize,
 }
 
 /// What every entity gateway's `FLEET_QUEUE_TYPE` says.
@@ -64,23 +66,41 @@ pub enum InboxType {
     #[default]
     Quorum,
     Classic,
+    /// Proposal P1: mains' inboxes (and the host queues) quorum, workers' classic — the
+    /// reference gateway's `FLEET_WORKER_QUEUE_TYPE`, which is not SPEC.
+    Mixed,
 }
 
 impl InboxType {
-    /// The `FLEET_QUEUE_TYPE` value, and the management API's queue `type`.
+    /// The `FLEET_QUEUE_TYPE` value (and the management API's queue `type`); `mixed` for both.
     pub fn as_str(self) -> &'static str {
         match self {
             InboxType::Quorum => "quorum",
             InboxType::Classic => "classic",
+            InboxType::Mixed => "mixed",
         }
     }
 
-    /// `quorum` or `classic`.
+    /// Whether a queue the management API lists with `type` is one of the run's inboxes' kind.
+    pub fn lists(self, queue_type: &str) -> bool {
+        match self {
+            InboxType::Mixed => queue_type == "quorum" || queue_type == "classic",
+            t => queue_type == t.as_str(),
+        }
+    }
+
+    /// Whether some inboxes are classic: nothing takes a dead node's classic queues over.
+    pub fn has_classic(self) -> bool {
+        self != InboxType::Quorum
+    }
+
+    /// `quorum`, `classic` or `mixed`.
     pub fn parse(s: &str) -> Result<InboxType, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "quorum" => Ok(InboxType::Quorum),
             "classic" => Ok(InboxType::Classic),
-            other => Err(format!("--scale-queue-type {other}: expected quorum or classic")),
+            "mixed" => Ok(InboxType::Mixed),
+            other => Err(format!("--scale-queue-type {other}: expected quorum, classic or mixed")),
         }
     }
 }
@@ -104,6 +124,9 @@ pub struct ClusterScaleResult {
     /// The inboxes' queue type.
     #[serde(default)]
     pub queue_type: InboxType,
+    /// Mains per entity gateway (the rest workers).
+    #[serde(default)]
+    pub mains_per_gateway: usize,
     /// The cluster with only the latency pair's two gateways on it (no level yet).
     pub idle: AtRest,
     /// A brief and a reply through the idle cluster.

@@ -5,7 +5,7 @@
 //! Why a module: the section's lines print [`crate::cluster_scale::settings`]'s types and nothing
 //! else; the extrapolation is arithmetic on measured levels, kept beside the lines that show it.
 
-use crate::cluster_scale::settings::{AtRest, ClusterScaleResult, InboxType, Latencies, Leaders, Level, balanced};
+use crate::cluster_scale::settings::{AtRest, ClusterScaleResult, Latencies, Leaders, Level, balanced};
 
 const MIB: f64 = 1048576.0;
 
@@ -54,11 +54,12 @@ pub fn extrapolate(levels: &[Level], x: f64, y: impl Fn(&Level) -> Option<f64>) 
 /// The section as text.
 pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     let mut out = vec![format!(
-        "cluster at full size (issue 47): {} · {} nodes · {} inboxes, ≤ {} entities per gateway, {} \
+        "cluster at full size (issue 47): {} · {} nodes · {} inboxes, {} main(s) and ≤ {} entities per gateway, {} \
          registrations in flight · H = {} ms, AMQP heartbeat {} s",
         r.broker.spec,
         r.nodes,
         r.queue_type.as_str(),
+        r.mains_per_gateway.max(1),
         r.per_gateway,
         r.concurrency,
         r.heartbeat_ms,
@@ -221,7 +222,7 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     row("  leaders after the kill", kill(&|k| leaders(&k.leaders_after_kill)));
     row("  node back in the cluster, ms", kill(&|k| ms(k.node_back_ms)));
     row("  every member online again, ms", kill(&|k| ms(k.members_back_ms)));
-    if r.queue_type == InboxType::Classic {
+    if r.queue_type.has_classic() {
         row(
             "  classic inboxes down (home node dead)",
             kill(&|k| k.inboxes_down.map_or("-".into(), |n| n.to_string())),

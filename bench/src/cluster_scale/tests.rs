@@ -81,6 +81,7 @@ fn result(levels: Vec<Level>, idle: AtRest) -> ClusterScaleResult {
         disk_source: "walked".into(),
         sampling: "defaults".into(),
         queue_type: Default::default(),
+        mains_per_gateway: 1,
         idle,
         idle_latency: None,
         levels,

@@ -28,6 +28,10 @@ impl Config {
         let broker = broker_config(&src)?;
         let queue_type = parse_queue_type(src.get("FLEET_QUEUE_TYPE"))?;
         let queue_args = queue_args(&src, queue_type)?;
+        let worker_queue_type = match src.get("FLEET_WORKER_QUEUE_TYPE").filter(|v| !v.trim().is_empty()) {
+            Some(raw) => Some(parse_type("FLEET_WORKER_QUEUE_TYPE", &raw)?),
+            None => None,
+        };
         let listen_raw = src.required("FLEET_LISTEN")?;
         let listen: SocketAddr = listen_raw.parse().map_err(|e| ConfigError::Invalid {
             var: "FLEET_LISTEN",
@@ -61,6 +65,7 @@ impl Config {
             host_id,
             broker,
             queue_type,
+            worker_queue_type,
             signing_key_file: src.required("FLEET_SIGNING_KEY_FILE")?.into(),
             peers_file: src.required("FLEET_PEERS_FILE")?.into(),
             trust_ca_file: src.path("FLEET_TRUST_CA_FILE"),
@@ -100,6 +105,16 @@ impl Config {
         Ok(cfg)
     }
 
+    /// What an entity's inbox is declared with: [`Config::queue_args`], of the worker type
+    /// (`FLEET_WORKER_QUEUE_TYPE`, not SPEC) for a worker's inbox when that is set.
+    pub fn inbox_args(&self, worker: bool) -> QueueArgs {
+        let mut args = self.queue_args();
+        if let Some(t) = self.worker_queue_type.filter(|_| worker) {
+            args.queue_type = t;
+        }
+        args
+    }
+
     /// What the queue declarations depend on ([`QueueArgs`]).
     pub fn queue_args(&self) -> QueueArgs {
         QueueArgs {
@@ -131,6 +146,12 @@ impl Config {
         line("FLEET_HOST_ID", self.host_id.clone());
         line("FLEET_AMQP_URL", self.broker.masked());
         line("FLEET_QUEUE_TYPE", self.queue_type.as_str().into());
+        if let Some(t) = self.worker_queue_type {
+            line(
+                "FLEET_WORKER_QUEUE_TYPE",
+                format!("{} (reference only, not SPEC §16)", t.as_str()),
+            );
+        }
         if self.broker.is_tls() {
             let roots = match &self.broker.tls_ca {
                 Some(r) => format!("{} ({} certificate(s))", r.path.display(), r.count),
@@ -267,10 +288,18 @@ fn parse_amqp_urls(raw: &str) -> Result<Vec<String>, ConfigError> {
 /// `FLEET_QUEUE_TYPE`: `classic` (also when blank or unset) or `quorum`; nothing else.
 fn parse_queue_type(raw: Option<String>) -> Result<QueueType, ConfigError> {
     match raw.as_deref().map(str::trim) {
-        None | Some("") | Some("classic") => Ok(QueueType::Classic),
-        Some("quorum") => Ok(QueueType::Quorum),
-        Some(other) => Err(ConfigError::Invalid {
-            var: "FLEET_QUEUE_TYPE",
+        None | Some("") => Ok(QueueType::Classic),
+        Some(other) => parse_type("FLEET_QUEUE_TYPE", other),
+    }
+}
+
+/// `classic` or `quorum` for `var`; nothing else.
+fn parse_type(var: &'static str, raw: &str) -> Result<QueueType, ConfigError> {
+    match raw.trim() {
+        "classic" => Ok(QueueType::Classic),
+        "quorum" => Ok(QueueType::Quorum),
+        other => Err(ConfigError::Invalid {
+            var,
             reason: format!("{other:?} is neither \"classic\" nor \"quorum\""),
         }),
     }
@@ -497,6 +526,35 @@ mod tests {
             c.describe()
                 .contains(&format!("FLEET_QUEUE_TYPE = {}\n", want.as_str()))
         );
+    }
+
+    #[rstest]
+    #[case(None, QueueType::Quorum)]
+    #[case(Some(""), QueueType::Quorum)]
+    #[case(Some("classic"), QueueType::Classic)]
+    #[case(Some("quorum"), QueueType::Quorum)]
+    fn workers_inboxes_take_the_worker_type_when_one_is_set(#[case] value: Option<&str>, #[case] worker: QueueType) {
+        let mut env = base();
+        env.insert("FLEET_QUEUE_TYPE".into(), "quorum".into());
+        if let Some(v) = value {
+            env.insert("FLEET_WORKER_QUEUE_TYPE".into(), v.into());
+        }
+        let c = Config::from_sources(env, None).expect("valid");
+        assert_eq!(c.inbox_args(true).queue_type, worker, "a worker's inbox");
+        assert_eq!(c.inbox_args(false).queue_type, QueueType::Quorum, "a main's inbox");
+        assert_eq!(c.queue_args().queue_type, QueueType::Quorum, "control and dlq");
+        assert_eq!(
+            c.describe().contains("FLEET_WORKER_QUEUE_TYPE"),
+            value.is_some_and(|v| !v.is_empty())
+        );
+    }
+
+    #[test]
+    fn a_bad_worker_queue_type_names_the_field() {
+        let mut env = base();
+        env.insert("FLEET_WORKER_QUEUE_TYPE".into(), "stream".into());
+        let err = Config::from_sources(env, None).expect_err("rejected").to_string();
+        assert!(err.contains("FLEET_WORKER_QUEUE_TYPE"), "{err}");
     }
 
     #[rstest]

@@ -145,6 +145,11 @@ pub struct Config {
     pub broker: BrokerConfig,
     /// `FLEET_QUEUE_TYPE` (CLU-2): `classic` (default) or `quorum`.
     pub queue_type: QueueType,
+    /// `FLEET_WORKER_QUEUE_TYPE` — reference only, **not SPEC** (CLU-2 declares every inbox of
+    /// `queue_type`): the type of workers' inboxes when set, for measuring proposal P1 of
+    /// `docs/CLUSTER-SIZING.md` (quorum for mains, orchestrators and the host queues; classic for
+    /// workers). Unset: `queue_type`.
+    pub worker_queue_type: Option<QueueType>,
     pub signing_key_file: PathBuf,
     pub peers_file: PathBuf,
     /// SPEC §18 (`membership`), each optional: trusted CA keys, this host's certificate, the KRL.

@@ -18,7 +18,7 @@ use tracing::{error, info, warn};
 
 use super::{EntityHealth, Gateway};
 use crate::config::QueueType;
-use crate::registry::Entity;
+use crate::registry::{Entity, Role};
 use crate::topology;
 
 impl Gateway {
@@ -99,7 +99,7 @@ impl Gateway {
 
     async fn try_attach_entity(self: &Arc<Self>, e: &Entity) -> anyhow::Result<()> {
         use anyhow::Context as _;
-        let args = self.cfg.queue_args();
+        let args = self.cfg.inbox_args(e.role == Role::Worker);
         let queue = topology::inbox_queue(&e.gid);
         if args.queue_type == QueueType::Quorum && self.conversion_unfinished(&queue).await? {
             return Err(InboxRefusal::Converting { queue }.into());
