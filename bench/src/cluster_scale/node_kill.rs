@@ -135,16 +135,10 @@ pub(crate) async fn run(
         .await
     };
     let gateways_back = async {
-        loop {
-            let look = since.elapsed();
-            if seen.load(Ordering::SeqCst) && all_ready(fleet, hosts).await.is_ok() {
-                return Some(look.as_secs_f64() * 1e3);
-            }
-            if since.elapsed() > wait_after_kill {
-                return None;
-            }
+        while !seen.load(Ordering::SeqCst) {
             tokio::time::sleep(POLL).await;
         }
+        until_ready(fleet, hosts, since, wait_after_kill).await
     };
     let (killed, leaders_ms, gateways_ms) = tokio::join!(killing, leaders_back, gateways_back);
     k.kill_seen_ms = killed.with_context(|| format!("killing node {node}"))?.as_secs_f64() * 1e3;
