@@ -281,13 +281,23 @@ fn probe_ready(listen: std::net::SocketAddr) -> anyhow::Result<()> {
     }
 }
 
+/// Queues converted on one connection: each conversion's lookups cost the connection a few of its
+/// 2,047 channel ids for good (see `gateway/side.rs`), so a long list is worked through on several.
+const QUEUES_PER_CONNECTION: usize = 200;
+
 /// `convert-inboxes`: one line per queue on stdout, as each finishes; an error if any failed.
 async fn convert_inboxes(config: Option<&std::path::Path>, queues: &[String]) -> anyhow::Result<()> {
     use fleet_gateway::convert;
     let (broker, args) = Config::load_for_conversion(config).context("invalid configuration")?;
-    let conn = convert::connect(&broker).await?;
+    let mut conn = convert::connect(&broker).await?;
     let mut failed = 0;
-    for queue in queues {
+    for (i, queue) in queues.iter().enumerate() {
+        if i > 0 && i % QUEUES_PER_CONNECTION == 0 {
+            // lapin keeps the id of every channel the broker closed (a conversion's lookups are
+            // 404s and 406s on purpose): a fresh connection before the old one runs out.
+            let _ = conn.close(200, "done".into()).await;
+            conn = convert::connect(&broker).await?;
+        }
         let report = convert::convert_one(&conn, &args, queue).await;
         println!("{report}");
         if report.result.is_err() {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use lapin::options::BasicRejectOptions;
-use lapin::{Channel, Connection, ConnectionProperties};
+use lapin::{Connection, ConnectionProperties};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -157,6 +157,9 @@ impl Gateway {
             .await
             .context("opening the confirm-mode publish channel (PUB-1)")?;
         *self.conn.write().await = Some(conn.clone());
+        // Opened now, with the main one, so the gateway's connections are the same after every
+        // setup (CLU-5(c) counts them); replaced later as its channel ids run out (`side.rs`).
+        self.side_link().await?;
         self.areas.connected(self, &conn).await?;
         for e in self.entities() {
             self.attach_entity(&e).await;
@@ -164,11 +167,6 @@ impl Gateway {
         self.areas.inboxes_attached(self, conn.clone());
         self.spawn_maintenance(conn.clone());
         Ok(conn)
-    }
-
-    /// A fresh channel on the current connection.
-    pub async fn channel(&self) -> anyhow::Result<Channel> {
-        Ok(self.current_connection().await?.create_channel().await?)
     }
 
     /// The current main connection (an error while there is none).
@@ -246,6 +244,11 @@ impl Gateway {
             while conn.status().connected() {
                 tick.tick().await;
                 gw.sweep().await;
+                // A side connection lost alone (its node is the main one's, so this is rare) is
+                // opened again here, not at the next lookup: the gateway's connections stay whole.
+                if let Err(e) = gw.side_link().await {
+                    warn!(error = %format!("{e:#}"), "cannot open the side connection");
+                }
                 for gid in gw.local.failed_due(std::time::Instant::now()) {
                     if let Some(e) = gw.entity(&gid) {
                         // A retry's refusal is expected (lapin's ERROR about the closed channel

@@ -17,7 +17,7 @@ use lapin::{Channel, Connection};
 use tracing::{error, info, warn};
 
 use super::{EntityHealth, Gateway};
-use crate::config::QueueType;
+use crate::config::{QueueArgs, QueueType};
 use crate::registry::{Entity, Role};
 use crate::topology;
 
@@ -38,7 +38,14 @@ impl Gateway {
             n => n,
         };
         if self.local.inboxes_on(0) + MAIN_CHANNELS_KEPT < limit {
-            return Ok((main.create_channel().await?, 0));
+            match main.create_channel().await {
+                Ok(ch) => return Ok((ch, 0)),
+                // Ids the broker's closes took (`side.rs`): the inboxes go to extra connections.
+                Err(e) if matches!(e.kind(), lapin::ErrorKind::ChannelsLimitReached) => {
+                    warn!("the main connection has no channel id left; inbox channels go to an extra connection");
+                }
+                Err(e) => return Err(e).context("opening an inbox channel on the main connection"),
+            }
         }
         let links: Vec<Arc<Connection>> = self.inbox_links.lock().map(|l| l.clone()).unwrap_or_default();
         for (i, link) in links.iter().enumerate() {
@@ -104,37 +111,13 @@ impl Gateway {
         if args.queue_type == QueueType::Quorum && self.conversion_unfinished(&queue).await? {
             return Err(InboxRefusal::Converting { queue }.into());
         }
+        self.declare_and_look(e, &args, &queue).await?;
         let (ch, link) = self.inbox_channel().await?;
         ch.basic_qos(self.cfg.prefetch, BasicQosOptions::default())
             .await
             .context("basic.qos")?;
-        if let Err(err) = topology::declare_inbox(&ch, &args, &e.gid, &e.groups).await {
-            if topology::amqp_code(&err) == Some(406) {
-                // TOP-5 / CLU-7: the 406 closed the channel; the gateway stays up and serves the
-                // other entities.
-                return Err(InboxRefusal::Mismatch {
-                    queue,
-                    queue_type: args.queue_type,
-                    broker: err.to_string(),
-                }
-                .into());
-            }
-            return Err(anyhow::Error::new(err).context(format!("declaring {queue}")));
-        }
         let what = if args.queue_type == QueueType::Quorum {
-            // CLU-3: CON-2 by passive declare, right before the consume. A consumer that slips
-            // in between is a standby the broker delivers nothing to while this one lives.
-            match topology::peek(&ch, &queue)
-                .await
-                .with_context(|| format!("passive declare of {queue} (CLU-3)"))?
-            {
-                Some((_, consumers)) if consumers > 0 => {
-                    let _ = ch.close(200, "inbox held by another gateway".into()).await;
-                    return Err(InboxRefusal::Held { queue, consumers }.into());
-                }
-                Some(_) => format!("consuming {queue} (CLU-3: single active consumer)"),
-                None => anyhow::bail!("{queue} vanished right after its declaration"),
-            }
+            format!("consuming {queue} (CLU-3: single active consumer)")
         } else {
             format!("consuming {queue} exclusively (CON-2)")
         };
@@ -164,6 +147,42 @@ impl Gateway {
             }
         });
         Ok(())
+    }
+
+    /// TOP-2 and CON-2 before the consume, on a side channel (`side.rs`: the broker's refusal
+    /// closes that channel and costs the main connection no channel id, however often it is
+    /// retried): declares the inbox and its bindings (TOP-5 / CLU-7: a 406 is a refusal naming
+    /// the queue), then looks by passive declare whether another gateway consumes it (CLU-3:
+    /// a consumer that slips in between is a standby the broker delivers nothing to while this
+    /// one lives; on a classic inbox, the exclusive consume is refused with 403 then).
+    async fn declare_and_look(&self, e: &Entity, args: &QueueArgs, queue: &str) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        let ch = self.channel().await?;
+        if let Err(err) = topology::declare_inbox(&ch, args, &e.gid, &e.groups).await {
+            if topology::amqp_code(&err) == Some(406) {
+                // The 406 closed the side channel; the gateway stays up and serves the others.
+                return Err(InboxRefusal::Mismatch {
+                    queue: queue.to_string(),
+                    queue_type: args.queue_type,
+                    broker: err.to_string(),
+                }
+                .into());
+            }
+            return Err(anyhow::Error::new(err).context(format!("declaring {queue}")));
+        }
+        let found = topology::peek(&ch, queue)
+            .await
+            .with_context(|| format!("passive declare of {queue} (CON-2)"))?;
+        let _ = ch.close(200, "inbox declared".into()).await;
+        match found {
+            Some((_, consumers)) if consumers > 0 => Err(InboxRefusal::Held {
+                queue: queue.to_string(),
+                consumers,
+            }
+            .into()),
+            Some(_) => Ok(()),
+            None => anyhow::bail!("{queue} vanished right after its declaration"),
+        }
     }
 
     /// CLU-7: whether `<queue>.converting` exists, i.e. a conversion of `queue` started and has
@@ -252,10 +271,8 @@ pub enum Attached {
 /// queue (CONTRACT §5) and, where the operator can act, what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum InboxRefusal {
-    /// CLU-3: the passive declare found a consumer: another gateway holds the inbox (CON-2).
-    #[error(
-        "{queue} already has {consumers} consumer(s): another gateway holds this inbox (CON-2, CLU-3); not consuming it"
-    )]
+    /// CON-2 (CLU-3): the passive declare found a consumer: another gateway holds the inbox.
+    #[error("{queue} already has {consumers} consumer(s): another gateway holds this inbox (CON-2); not consuming it")]
     Held { queue: String, consumers: u32 },
     /// TOP-5 / CLU-7: the broker holds the inbox with other arguments (406).
     #[error("{}", mismatch_text(queue, *queue_type, broker))]

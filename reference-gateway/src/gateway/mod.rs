@@ -37,10 +37,12 @@ use crate::verify::{Rejection, SeenSet};
 
 mod connection;
 mod inboxes;
+mod side;
 mod stall;
 mod stop;
 
 pub use inboxes::{Attached, InboxRefusal, MAIN_CHANNELS_KEPT};
+pub use side::SideChannel;
 
 pub use crate::entity_state::EntityHealth;
 use crate::entity_state::EntityStates;
@@ -70,6 +72,10 @@ pub struct Gateway {
     /// Extra connections that carry inbox channels once the main one is full (see
     /// [`Gateway::inbox_channel`]); they live and die with the main connection.
     inbox_links: Mutex<Vec<Arc<Connection>>>,
+    /// The side connection of the short-lived channels (`side.rs`), replaced before its channel
+    /// ids run out; `side_count` numbers them.
+    side: tokio::sync::Mutex<Option<Arc<side::SideLink>>>,
+    side_count: AtomicUsize,
     /// The roster, control and DLQ consumers' channels of the current connection: closed before
     /// it (see `stop.rs`).
     service_channels: Mutex<Vec<Channel>>,
@@ -150,6 +156,8 @@ impl Gateway {
             conn: RwLock::new(None),
             node: AtomicUsize::new(0),
             inbox_links: Mutex::new(Vec::new()),
+            side: tokio::sync::Mutex::new(None),
+            side_count: AtomicUsize::new(0),
             service_channels: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
             local: EntityStates::default(),

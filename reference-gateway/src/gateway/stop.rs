@@ -72,6 +72,8 @@ impl Gateway {
         if let Some(conn) = self.conn.write().await.take() {
             let _ = tokio::time::timeout(bound, conn.close(200, "bye".into())).await;
         }
+        // After the main one is gone, so no lookup opens another side connection behind it.
+        self.close_side(bound).await;
     }
 }
 

@@ -20,7 +20,7 @@ pub(crate) struct Gateway {
 }
 
 impl Gateway {
-    fn start(dir: &Path, host: &str, state: &str, url: &str) -> Gateway {
+    pub(crate) fn start(dir: &Path, host: &str, state: &str, url: &str) -> Gateway {
         let listen = free_port();
         let log = dir.join(format!("{host}-{state}-{listen}.log"));
         let out = std::fs::File::create(&log).expect("log");
@@ -44,7 +44,7 @@ impl Gateway {
         Gateway { child, listen, log }
     }
 
-    fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+    pub(crate) fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.listen)) else {
             return (0, String::new());
         };
@@ -67,12 +67,12 @@ impl Gateway {
         (code, body)
     }
 
-    fn readyz(&self) -> (u16, String) {
+    pub(crate) fn readyz(&self) -> (u16, String) {
         self.http("GET", "/readyz", "")
     }
 
     /// Waits until `/readyz` answers (any status), then until `want` or the deadline.
-    fn wait_ready(&self, want: u16, secs: u64) -> (u16, String) {
+    pub(crate) fn wait_ready(&self, want: u16, secs: u64) -> (u16, String) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let r = self.readyz();
@@ -83,7 +83,7 @@ impl Gateway {
         }
     }
 
-    fn register_main(&self, gid: &str) -> (u16, String) {
+    pub(crate) fn register_main(&self, gid: &str) -> (u16, String) {
         self.http(
             "POST",
             "/v1/entities",
@@ -91,15 +91,15 @@ impl Gateway {
         )
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn alive(&mut self) -> bool {
+    pub(crate) fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         sigterm(&self.child);
         let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline && self.alive() {

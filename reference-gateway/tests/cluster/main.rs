@@ -18,11 +18,13 @@
 //! node of Debian's `rabbitmq-server` (`/usr/lib/rabbitmq/bin/rabbitmq-server`, installed by
 //! `scripts/setup`) in a temp dir and stops it at the end.
 //!
-//! Files by what they test: [`gateways`] (the gateway in quorum mode: CLU-2, CLU-3, CLU-7) and
+//! Files by what they test: [`gateways`] (the gateway in quorum mode: CLU-2, CLU-3, CLU-7),
+//! [`channel_ids`] (refusals retried by the thousand cost the gateway no channel it needs) and
 //! [`conversion`] (`convert-inboxes`); with their support, [`broker`] (a throwaway node and
 //! looks at what it holds) and [`messages`] (test messages, publishing and draining them).
 
 mod broker;
+mod channel_ids;
 mod conversion;
 mod gateways;
 mod messages;
@@ -30,6 +32,7 @@ mod messages;
 use std::path::Path;
 
 use broker::{Node, SERVER, connect};
+use channel_ids::refusals_retried;
 use conversion::{conversion, kills, resumes};
 use gateways::gateways;
 
@@ -58,5 +61,6 @@ fn cluster_profile_on_a_real_broker() {
         resumes(&url).await;
         kills(&url).await;
         gateways(&url).await;
+        refusals_retried(&url).await;
     });
 }
