@@ -3,7 +3,9 @@
 //! attach the inboxes, then wait for a loss and start again with backoff on the next node.
 //!
 //! Apart from the inbox consumers ([`super::inboxes`]) because this is the one connection's
-//! sequence, while those are one consumer per entity, attached and re-attached on their own.
+//! sequence, while those are one consumer per entity, attached and re-attached on their own. The
+//! side connection of the short-lived channels ([`super::side`]) is opened, replaced and closed
+//! here too, with the main one.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,7 +17,7 @@ use lapin::{Connection, ConnectionProperties};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use super::{EntityHealth, Gateway};
+use super::{EntityHealth, Gateway, side};
 use crate::config::QueueType;
 use crate::topology;
 
@@ -275,6 +277,54 @@ impl Gateway {
             if let Err(e) = h.acker.reject(BasicRejectOptions { requeue: false }).await {
                 warn!(error = %e, "sweeper reject failed");
             }
+        }
+    }
+}
+
+impl Gateway {
+    /// A fresh short-lived channel for a lookup, a declaration or a delete: on the side
+    /// connection, never on the main one (`side.rs` says why). An error while not connected.
+    pub async fn channel(&self) -> anyhow::Result<side::SideChannel> {
+        self.side_link().await?.channel().await
+    }
+
+    /// The side connection to hand out the next channel: the current one while it is usable,
+    /// else a new one to the main connection's node (the old one closes with its last channel).
+    pub(super) async fn side_link(&self) -> anyhow::Result<Arc<side::SideLink>> {
+        use anyhow::Context as _;
+        let mut side = self.side.lock().await;
+        if let Some(link) = side.as_ref()
+            && link.usable()
+        {
+            return Ok(Arc::clone(link));
+        }
+        if self.conn.read().await.is_none() {
+            anyhow::bail!("not connected to the broker");
+        }
+        let number = self.side_count.fetch_add(1, Ordering::SeqCst) + 1;
+        let conn = self
+            .open_connection(
+                format!("fleet-gateway {} side", self.cfg.host_id),
+                self.node.load(Ordering::SeqCst),
+            )
+            .await
+            .with_context(|| format!("opening side connection #{number}"))?;
+        let link = Arc::new(side::SideLink::new(conn, number));
+        if let Some(old) = side.replace(Arc::clone(&link)) {
+            info!(
+                number,
+                replaced = old.number(),
+                "side connection opened (the previous one had used its channel ids or was lost)"
+            );
+        }
+        Ok(link)
+    }
+
+    /// Closes the side connection with the main one (a stop, a loss, a failed setup).
+    pub(super) async fn close_side(&self, bound: std::time::Duration) {
+        let link = self.side.lock().await.take();
+        if let Some(link) = link {
+            let _ = tokio::time::timeout(bound, link.close()).await;
         }
     }
 }

@@ -16,9 +16,10 @@
 //! and the old one is closed when its last channel is dropped ([`SideChannel`] holds it). The
 //! main connection keeps its ids for what lives long: the publisher, the consumers.
 //!
-//! It is opened with the main connection, to the same node, and lives and dies with it; a side
-//! connection lost alone is opened again by the next channel asked for (nothing is consumed on it,
-//! so its loss loses nothing).
+//! It is opened with the main connection, to the same node, and lives and dies with it
+//! (`connection.rs`: `Gateway::side_link`, `Gateway::channel`); a side connection lost alone is
+//! opened again at the next maintenance tick or channel asked for (nothing is consumed on it, so
+//! its loss loses nothing).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -27,8 +28,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::Context as _;
 use lapin::{Channel, Connection};
 use tracing::{debug, info};
-
-use super::Gateway;
 
 /// Ids kept free below the broker's `channel_max`: the channels still open on a side connection
 /// when it is replaced (several lookups run at once) need none of the ids it has left.
@@ -121,52 +120,5 @@ impl Deref for SideChannel {
 
     fn deref(&self) -> &Channel {
         &self.ch
-    }
-}
-
-impl Gateway {
-    /// A fresh short-lived channel for a lookup, a declaration or a delete: on the side
-    /// connection, never on the main one (see the module's doc). An error while not connected.
-    pub async fn channel(&self) -> anyhow::Result<SideChannel> {
-        self.side_link().await?.channel().await
-    }
-
-    /// The side connection to hand out the next channel: the current one while it is usable,
-    /// else a new one to the main connection's node (the old one closes with its last channel).
-    pub(super) async fn side_link(&self) -> anyhow::Result<Arc<SideLink>> {
-        let mut side = self.side.lock().await;
-        if let Some(link) = side.as_ref()
-            && link.usable()
-        {
-            return Ok(Arc::clone(link));
-        }
-        if self.conn.read().await.is_none() {
-            anyhow::bail!("not connected to the broker");
-        }
-        let number = self.side_count.fetch_add(1, Ordering::SeqCst) + 1;
-        let conn = self
-            .open_connection(
-                format!("fleet-gateway {} side", self.cfg.host_id),
-                self.node.load(Ordering::SeqCst),
-            )
-            .await
-            .with_context(|| format!("opening side connection #{number}"))?;
-        let link = Arc::new(SideLink::new(conn, number));
-        if let Some(old) = side.replace(Arc::clone(&link)) {
-            info!(
-                number,
-                replaced = old.number(),
-                "side connection opened (the previous one had used its channel ids or was lost)"
-            );
-        }
-        Ok(link)
-    }
-
-    /// Closes the side connection with the main one (a stop, a loss, a failed setup).
-    pub(super) async fn close_side(&self, bound: std::time::Duration) {
-        let link = self.side.lock().await.take();
-        if let Some(link) = link {
-            let _ = tokio::time::timeout(bound, link.close()).await;
-        }
     }
 }
