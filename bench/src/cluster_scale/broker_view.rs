@@ -317,6 +317,45 @@ impl BrokerView {
             .collect())
     }
 
+    /// How many messages in `bridge.dlq` of `vhost` hold `needle` in their body (looked at up to
+    /// `max` + 100 of them, requeued: the look takes nothing away).
+    pub(crate) async fn dead_lettered(&self, vhost: &str, needle: &str, max: usize) -> anyhow::Result<usize> {
+        let first = self.preferred.load(Ordering::Relaxed) % self.bases.len().max(1);
+        let base = self
+            .bases
+            .get(first)
+            .ok_or_else(|| anyhow!("no management API to ask"))?;
+        let url = format!("{base}/api/queues/{}/bridge.dlq/get", percent_encode(vhost));
+        let body = serde_json::json!({
+            "count": max + 100,
+            "ackmode": "ack_requeue_true",
+            "encoding": "auto",
+            "truncate": 100_000,
+        });
+        let got: Value = self
+            .client
+            .post(&url)
+            .basic_auth(&self.user, Some(&self.password))
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| format!("POST {url}"))?
+            .error_for_status()
+            .with_context(|| format!("POST {url}"))?
+            .json()
+            .await
+            .with_context(|| format!("reading POST {url}"))?;
+        let list = got.as_array().ok_or_else(|| anyhow!("POST {url} answered no list"))?;
+        Ok(list
+            .iter()
+            .filter(|m| {
+                m.get("payload")
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| p.contains(needle))
+            })
+            .count())
+    }
+
     /// `POST /api/rebalance/queues` (asynchronous: the leaders move afterwards).
     pub(crate) async fn rebalance(&self) -> anyhow::Result<()> {
         let mut last = None;

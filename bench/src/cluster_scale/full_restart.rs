@@ -106,6 +106,13 @@ pub(crate) async fn run(
     let (drained, duplicates) = drain(pair, tag, kept, wait).await?;
     r.drained = drained;
     r.duplicates = duplicates;
+    if drained < kept {
+        // Lost, or rejected on arrival? A REPLY a gateway rejected lies in bridge.dlq.
+        match view.dead_lettered(vhost, &format!("{tag} kept "), kept).await {
+            Ok(n) => r.dead_lettered = Some(n),
+            Err(e) => eprintln!("fleet-bench: scale: cannot look into bridge.dlq: {e:#}"),
+        }
+    }
     if gateways_ms.is_none() || leaders_ms.is_none() {
         r.not_recovered = Some(format!(
             "within {} s: gateways {}, leaders {}",

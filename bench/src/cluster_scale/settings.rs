@@ -303,6 +303,10 @@ pub struct FullRestart {
     /// Kept REPLYs the main drained after the restart (distinct), and copies seen twice.
     pub drained: usize,
     pub duplicates: usize,
+    /// Of the kept REPLYs not drained, how many lie in `bridge.dlq` (a receiving gateway rejected
+    /// them: its log says which check); `None` when none was missing or the look failed.
+    #[serde(default)]
+    pub dead_lettered: Option<usize>,
     pub not_recovered: Option<String>,
 }
 

@@ -264,7 +264,10 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     );
     row(
         "  kept REPLYs: confirmed → drained (dup)",
-        restart(&|x| format!("{} → {} ({})", x.kept, x.drained, x.duplicates)),
+        restart(&|x| match x.dead_lettered {
+            Some(d) => format!("{} → {} ({}; {d} in bridge.dlq)", x.kept, x.drained, x.duplicates),
+            None => format!("{} → {} ({})", x.kept, x.drained, x.duplicates),
+        }),
     );
     row(
         "level wall time, s",
