@@ -248,7 +248,9 @@ impl Gateway {
                 gw.sweep().await;
                 // A side connection lost alone (its node is the main one's, so this is rare) is
                 // opened again here, not at the next lookup: the gateway's connections stay whole.
-                if let Err(e) = gw.side_link().await {
+                if conn.status().connected()
+                    && let Err(e) = gw.side_link().await
+                {
                     warn!(error = %format!("{e:#}"), "cannot open the side connection");
                 }
                 for gid in gw.local.failed_due(std::time::Instant::now()) {
@@ -298,7 +300,7 @@ impl Gateway {
         {
             return Ok(Arc::clone(link));
         }
-        if self.conn.read().await.is_none() {
+        if !self.conn.read().await.as_ref().is_some_and(|c| c.status().connected()) {
             anyhow::bail!("not connected to the broker");
         }
         let number = self.side_count.fetch_add(1, Ordering::SeqCst) + 1;
