@@ -286,8 +286,41 @@ impl Gateway {
 impl Gateway {
     /// A fresh short-lived channel for a lookup, a declaration or a delete: on the side
     /// connection, never on the main one (`side.rs` says why). An error while not connected.
+    ///
+    /// Never waits on a side connection being opened (another lookup is opening it, or the last
+    /// attempt failed moments ago): the channel is then opened on the main connection, so a
+    /// broker that takes no new connection slows no lookup down (`SideChannel::on_main`).
     pub async fn channel(&self) -> anyhow::Result<side::SideChannel> {
-        self.side_link().await?.channel().await
+        let ready = match self.side.try_lock() {
+            Ok(side) => side.as_ref().filter(|l| l.usable()).cloned(),
+            Err(_) => None,
+        };
+        let link = match ready {
+            Some(link) => Some(link),
+            None if self.side_cooling_down() => None,
+            None => match self.side.try_lock() {
+                Ok(guard) => {
+                    drop(guard);
+                    self.side_link().await.ok()
+                }
+                Err(_) => None,
+            },
+        };
+        match link {
+            Some(link) => link.channel().await,
+            None => {
+                let main = self.current_connection().await?;
+                Ok(side::SideChannel::on_main(main.create_channel().await?))
+            }
+        }
+    }
+
+    /// Whether a side connection failed to open less than [`SIDE_RETRY`] ago.
+    fn side_cooling_down(&self) -> bool {
+        self.side_failed
+            .lock()
+            .map(|at| at.is_some_and(|t| t.elapsed() < SIDE_RETRY))
+            .unwrap_or(false)
     }
 
     /// The side connection to hand out the next channel: the current one while it is usable,
@@ -310,8 +343,11 @@ impl Gateway {
                 self.node.load(Ordering::SeqCst),
             )
             .await
-            .with_context(|| format!("opening side connection #{number}"))?;
-        let link = Arc::new(side::SideLink::new(conn, number));
+            .with_context(|| format!("opening side connection #{number}"));
+        if let Ok(mut at) = self.side_failed.lock() {
+            *at = conn.is_err().then(std::time::Instant::now);
+        }
+        let link = Arc::new(side::SideLink::new(conn?, number));
         if let Some(old) = side.replace(Arc::clone(&link)) {
             info!(
                 number,
@@ -330,3 +366,7 @@ impl Gateway {
         }
     }
 }
+
+/// How long lookups use the main connection after a side connection failed to open, before the
+/// next attempt (the maintenance tick tries too).
+const SIDE_RETRY: Duration = Duration::from_secs(5);

@@ -76,6 +76,8 @@ pub struct Gateway {
     /// ids run out; `side_count` numbers them.
     side: tokio::sync::Mutex<Option<Arc<side::SideLink>>>,
     side_count: AtomicUsize,
+    /// When a side connection last failed to open (lookups use the main one for a while).
+    side_failed: Mutex<Option<std::time::Instant>>,
     /// The roster, control and DLQ consumers' channels of the current connection: closed before
     /// it (see `stop.rs`).
     service_channels: Mutex<Vec<Channel>>,
@@ -158,6 +160,7 @@ impl Gateway {
             inbox_links: Mutex::new(Vec::new()),
             side: tokio::sync::Mutex::new(None),
             side_count: AtomicUsize::new(0),
+            side_failed: Mutex::new(None),
             service_channels: Mutex::new(Vec::new()),
             ready: AtomicBool::new(false),
             local: EntityStates::default(),

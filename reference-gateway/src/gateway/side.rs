@@ -72,7 +72,7 @@ impl SideLink {
             .with_context(|| format!("opening a channel on side connection #{}", self.number))?;
         Ok(SideChannel {
             ch,
-            _link: Arc::clone(self),
+            _link: Some(Arc::clone(self)),
         })
     }
 
@@ -112,7 +112,19 @@ impl Drop for SideLink {
 /// Derefs to the lapin [`Channel`].
 pub struct SideChannel {
     ch: Channel,
-    _link: Arc<SideLink>,
+    /// `None`: the channel is on the main connection ([`SideChannel::on_main`]).
+    _link: Option<Arc<SideLink>>,
+}
+
+impl SideChannel {
+    /// A channel on the main connection, for when no side connection can be had: a broker that
+    /// takes no new connection (RabbitMQ 3.10 holds every new one before its handshake once its
+    /// file handle cache has no handle left to give: measured near 10,000 quorum queues with
+    /// `ulimit -n` 20,000, `docs/CLUSTER-SIZING.md`), or one being opened right now by another
+    /// lookup. Costs the main connection an id if the broker closes it, which is rare enough.
+    pub(super) fn on_main(ch: Channel) -> SideChannel {
+        SideChannel { ch, _link: None }
+    }
 }
 
 impl Deref for SideChannel {
