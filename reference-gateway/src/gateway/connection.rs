@@ -161,7 +161,9 @@ impl Gateway {
         *self.conn.write().await = Some(conn.clone());
         // Opened now, with the main one, so the gateway's connections are the same after every
         // setup (CLU-5(c) counts them); replaced later as its channel ids run out (`side.rs`).
-        self.side_link().await?;
+        // Not a condition of the setup: without it the lookups use the main connection, and the
+        // maintenance tick tries again (`side_link` says at WARN why it could not be opened).
+        let _ = self.side_link().await;
         self.areas.connected(self, &conn).await?;
         for e in self.entities() {
             self.attach_entity(&e).await;
@@ -248,10 +250,8 @@ impl Gateway {
                 gw.sweep().await;
                 // A side connection lost alone (its node is the main one's, so this is rare) is
                 // opened again here, not at the next lookup: the gateway's connections stay whole.
-                if conn.status().connected()
-                    && let Err(e) = gw.side_link().await
-                {
-                    warn!(error = %format!("{e:#}"), "cannot open the side connection");
+                if conn.status().connected() && !gw.side_cooling_down() {
+                    let _ = gw.side_link().await;
                 }
                 for gid in gw.local.failed_due(std::time::Instant::now()) {
                     if let Some(e) = gw.entity(&gid) {
@@ -288,8 +288,9 @@ impl Gateway {
     /// connection, never on the main one (`side.rs` says why). An error while not connected.
     ///
     /// Never waits on a side connection being opened (another lookup is opening it, or the last
-    /// attempt failed moments ago): the channel is then opened on the main connection, so a
-    /// broker that takes no new connection slows no lookup down (`SideChannel::on_main`).
+    /// attempt failed: the maintenance tick tries again): the channel is then opened on the main
+    /// connection, so a broker that takes no new connection slows no lookup down
+    /// (`SideChannel::on_main`).
     pub async fn channel(&self) -> anyhow::Result<side::SideChannel> {
         let ready = match self.side.try_lock() {
             Ok(side) => side.as_ref().filter(|l| l.usable()).cloned(),
@@ -297,7 +298,9 @@ impl Gateway {
         };
         let link = match ready {
             Some(link) => Some(link),
-            None if self.side_cooling_down() => None,
+            // Failing to open: the maintenance tick tries again (every [`SIDE_RETRY`]), never a
+            // lookup, which would wait out the connect timeout.
+            None if self.side_failing() => None,
             None => match self.side.try_lock() {
                 Ok(guard) => {
                     drop(guard);
@@ -313,6 +316,11 @@ impl Gateway {
                 Ok(side::SideChannel::on_main(main.create_channel().await?))
             }
         }
+    }
+
+    /// Whether the last attempt to open a side connection failed.
+    fn side_failing(&self) -> bool {
+        self.side_failed.lock().map(|at| at.is_some()).unwrap_or(false)
     }
 
     /// Whether a side connection failed to open less than [`SIDE_RETRY`] ago.
@@ -345,6 +353,15 @@ impl Gateway {
             .await
             .with_context(|| format!("opening side connection #{number}"));
         if let Ok(mut at) = self.side_failed.lock() {
+            match &conn {
+                // Said at WARN when it starts failing, then at DEBUG every retry (every 5 s).
+                Err(e) if at.is_none() => {
+                    warn!(error = %format!("{e:#}"), "cannot open the side connection; lookups use the main connection meanwhile");
+                }
+                Err(e) => tracing::debug!(error = %format!("{e:#}"), "side connection still cannot be opened"),
+                Ok(_) if at.is_some() => info!(number, "side connection opened after earlier failures"),
+                Ok(_) => {}
+            }
             *at = conn.is_err().then(std::time::Instant::now);
         }
         let link = Arc::new(side::SideLink::new(conn?, number));
@@ -367,6 +384,6 @@ impl Gateway {
     }
 }
 
-/// How long lookups use the main connection after a side connection failed to open, before the
-/// next attempt (the maintenance tick tries too).
+/// How often the maintenance tick tries again to open a side connection that failed to open
+/// (lookups use the main connection meanwhile).
 const SIDE_RETRY: Duration = Duration::from_secs(5);

@@ -41,6 +41,9 @@ pub(crate) struct Node {
     pub(crate) child: Child,
     pub(crate) url: String,
     pub(crate) dir: PathBuf,
+    /// The node's Erlang name and AMQP port (for `rabbitmqctl` and other logins).
+    pub(crate) name: String,
+    pub(crate) port: u16,
 }
 
 impl Node {
@@ -54,9 +57,10 @@ impl Node {
         std::fs::write(dir.join("enabled_plugins"), "[].\n").expect("plugins");
         std::fs::write(dir.join("rabbitmq.conf"), "loopback_users = none\n").expect("conf");
         let log = std::fs::File::create(dir.join("server.out")).expect("log");
+        let name = format!("fleetclu{}@localhost", std::process::id());
         let child = Command::new(SERVER)
             .env("HOME", dir.join("home"))
-            .env("RABBITMQ_NODENAME", format!("fleetclu{}@localhost", std::process::id()))
+            .env("RABBITMQ_NODENAME", &name)
             .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
             .env("RABBITMQ_NODE_PORT", port.to_string())
             .env("RABBITMQ_DIST_PORT", dist.to_string())
@@ -78,6 +82,8 @@ impl Node {
             child,
             url: format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
             dir,
+            name,
+            port,
         }
     }
 }

@@ -19,7 +19,8 @@
 //! `scripts/setup`) in a temp dir and stops it at the end.
 //!
 //! Files by what they test: [`gateways`] (the gateway in quorum mode: CLU-2, CLU-3, CLU-7),
-//! [`channel_ids`] (refusals retried by the thousand cost the gateway no channel it needs) and
+//! [`channel_ids`] (refusals retried by the thousand cost the gateway no channel it needs),
+//! [`side_fallback`] (a side connection the broker refuses: lookups on the main one) and
 //! [`conversion`] (`convert-inboxes`); with their support, [`broker`] (a throwaway node and
 //! looks at what it holds) and [`messages`] (test messages, publishing and draining them).
 
@@ -28,6 +29,7 @@ mod channel_ids;
 mod conversion;
 mod gateways;
 mod messages;
+mod side_fallback;
 
 use std::path::Path;
 
@@ -35,11 +37,12 @@ use broker::{Node, SERVER, connect};
 use channel_ids::refusals_retried;
 use conversion::{conversion, kills, resumes};
 use gateways::gateways;
+use side_fallback::side_refused;
 
 #[test]
 #[ignore = "needs RabbitMQ (FLEET_TEST_AMQP_URL, or Debian's rabbitmq-server to start one)"]
 fn cluster_profile_on_a_real_broker() {
-    let node;
+    let mut node = None;
     let url = match std::env::var("FLEET_TEST_AMQP_URL") {
         Ok(u) if !u.is_empty() => u,
         _ => {
@@ -47,8 +50,10 @@ fn cluster_profile_on_a_real_broker() {
                 Path::new(SERVER).exists(),
                 "set FLEET_TEST_AMQP_URL or install rabbitmq-server (scripts/setup)"
             );
-            node = Node::start();
-            node.url.clone()
+            let started = Node::start();
+            let url = started.url.clone();
+            node = Some(started);
+            url
         }
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -62,5 +67,10 @@ fn cluster_profile_on_a_real_broker() {
         kills(&url).await;
         gateways(&url).await;
         refusals_retried(&url).await;
+        match &node {
+            Some(node) => side_refused(node).await,
+            // Needs rabbitmqctl on the node (a per-user connection limit): said, not passed.
+            None => eprintln!("side connection refused: NOT RUN (needs the throwaway node, not FLEET_TEST_AMQP_URL)"),
+        }
     });
 }
