@@ -292,22 +292,19 @@ impl Gateway {
     /// connection, so a broker that takes no new connection slows no lookup down
     /// (`SideChannel::on_main`).
     pub async fn channel(&self) -> anyhow::Result<side::SideChannel> {
-        let ready = match self.side.try_lock() {
-            Ok(side) => side.as_ref().filter(|l| l.usable()).cloned(),
-            Err(_) => None,
-        };
-        let link = match ready {
-            Some(link) => Some(link),
-            // Failing to open: the maintenance tick tries again (every [`SIDE_RETRY`]), never a
-            // lookup, which would wait out the connect timeout.
-            None if self.side_failing() => None,
-            None => match self.side.try_lock() {
-                Ok(guard) => {
-                    drop(guard);
+        let link = match self.side.try_lock() {
+            Ok(side) => match side.as_ref().filter(|l| l.usable()) {
+                Some(link) => Some(Arc::clone(link)),
+                // Failing to open: the maintenance tick tries again (every [`SIDE_RETRY`]), never
+                // a lookup, which would wait out the connect timeout.
+                None if self.side_failing() => None,
+                None => {
+                    drop(side);
                     self.side_link().await.ok()
                 }
-                Err(_) => None,
             },
+            // Another lookup is opening it.
+            Err(_) => None,
         };
         match link {
             Some(link) => link.channel().await,
