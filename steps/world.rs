@@ -159,6 +159,10 @@ pub struct Notes {
     pub sigterm: BTreeMap<String, (Option<std::process::ExitStatus>, u64, usize)>,
     /// Lengths of generated legacy queues, by pane (migration.feature).
     pub legacy_generated: BTreeMap<String, usize>,
+    /// The arguments the broker recorded for each seeded legacy queue, by queue name, read right
+    /// after the probe's own plain declare: RabbitMQ 4.x records `x-queue-type` there where 3.10
+    /// records nothing, so "never redeclared" compares with this, not with an empty table.
+    pub legacy_arguments: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     /// The watch of a main's inbox against a legacy queue across a boot (MIG-3): how many
     /// samples it took, or the first sample that broke the order.
     pub move_watch: Option<tokio::task::JoinHandle<anyhow::Result<u64>>>,

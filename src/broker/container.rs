@@ -2,8 +2,9 @@
 //!
 //! Exists because a container is the one way to run both RabbitMQ and LavinMQ the same way on any
 //! machine with docker. The image is taken as found locally and pulled only when it is missing;
-//! on machines without a registry, `scripts/setup` builds `fleet-rabbitmq:3.10-debian` from
-//! Debian packages and `FLEET_RABBITMQ_IMAGE` names it. Ports are published on 127.0.0.1 only, on
+//! on machines without a registry, `scripts/setup` builds `fleet-rabbitmq:3.10-debian` and
+//! `fleet-rabbitmq:4.0-debian` from Debian packages, and a spec naming a version
+//! (`container:rabbitmq@4.0`) or `FLEET_RABBITMQ_IMAGE` picks one. Ports are published on 127.0.0.1 only, on
 //! free host ports the suite picks and pins: docker would pick new ones when the container is
 //! started again, and a restart (`RunningContainer::halt`, `docker stop`, then
 //! `RunningContainer::resume`, `docker start` of the same container, its data kept in the
@@ -21,7 +22,7 @@ use tokio::io::AsyncWriteExt as _;
 
 use super::error::{BrokerError, DockerEnd, DockerFailure};
 use super::own_nodes::{RETENTION_POLICIES, at_rabbitmq_defaults, quorum_tick_ms, stats_interval_ms, tail};
-use super::spec::BrokerKind;
+use super::spec::{BrokerKind, BrokerSpec};
 use super::tls_listener::TlsListener;
 use super::url::Endpoint;
 use crate::timing::scaled;
@@ -30,19 +31,38 @@ use crate::timing::scaled;
 pub const RABBITMQ_IMAGE_VAR: &str = "FLEET_RABBITMQ_IMAGE";
 /// Environment variable naming the LavinMQ image.
 pub const LAVINMQ_IMAGE_VAR: &str = "FLEET_LAVINMQ_IMAGE";
-/// The official RabbitMQ image, the default where a registry is reachable.
-pub const DEFAULT_RABBITMQ_IMAGE: &str = "rabbitmq:3.13-management";
+/// The official RabbitMQ image, the default where a registry is reachable: the newest version the
+/// suite proves (scripts/test runs the whole suite on 4.0).
+pub const DEFAULT_RABBITMQ_IMAGE: &str = "rabbitmq:4.0-management";
 /// The official LavinMQ image.
 pub const DEFAULT_LAVINMQ_IMAGE: &str = "cloudamqp/lavinmq:2.5";
-/// The image `scripts/setup` builds from Debian packages.
-pub const LOCAL_RABBITMQ_IMAGE: &str = "fleet-rabbitmq:3.10-debian";
+/// The image `scripts/setup` builds from Debian packages, of the version users run.
+pub const LOCAL_RABBITMQ_IMAGE: &str = "fleet-rabbitmq:4.0-debian";
 
 pub(crate) const AMQP_PORT: u16 = 5672;
 pub(crate) const HTTP_PORT: u16 = 15672;
 
-/// The image for a broker kind: the environment's choice or the official image.
-pub fn image_for(kind: BrokerKind) -> String {
-    let (var, default) = match kind {
+/// The image for a broker spec. A spec naming a version (`container:rabbitmq@4.0`) gets the
+/// image `scripts/build-images` makes of it when this machine has it (`fleet-rabbitmq:4.0-debian`),
+/// else the official one (`rabbitmq:4.0-management`, `cloudamqp/lavinmq:2.5`); without a version,
+/// the environment's choice (`FLEET_RABBITMQ_IMAGE`, `FLEET_LAVINMQ_IMAGE`) or the official
+/// default. Whichever it is, the broker must then report the named version
+/// ([`super::Broker::start`]).
+pub fn image_for(spec: &BrokerSpec) -> String {
+    if let Some(v) = spec.version {
+        return match spec.kind {
+            BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => {
+                let local = format!("fleet-rabbitmq:{v}-debian");
+                if image_present(&local) {
+                    local
+                } else {
+                    format!("rabbitmq:{v}-management")
+                }
+            }
+            BrokerKind::LavinMq => format!("cloudamqp/lavinmq:{v}"),
+        };
+    }
+    let (var, default) = match spec.kind {
         BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => (RABBITMQ_IMAGE_VAR, DEFAULT_RABBITMQ_IMAGE),
         BrokerKind::LavinMq => (LAVINMQ_IMAGE_VAR, DEFAULT_LAVINMQ_IMAGE),
     };
@@ -50,6 +70,31 @@ pub fn image_for(kind: BrokerKind) -> String {
         .ok()
         .filter(|v| !v.trim().is_empty())
         .unwrap_or_else(|| default.to_string())
+}
+
+/// Whether docker has `image` locally (a quick `docker image inspect`; no docker: no).
+fn image_present(image: &str) -> bool {
+    std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Where a broker of the named version comes from, for a message about a mismatch.
+pub(crate) fn version_hint(spec: &BrokerSpec) -> String {
+    let v = spec.version.map(|v| v.to_string()).unwrap_or_default();
+    match (spec.provider, spec.kind) {
+        (super::ProviderKind::Container, BrokerKind::LavinMq) => format!("the image cloudamqp/lavinmq:{v}"),
+        (super::ProviderKind::Container, _) => format!(
+            "scripts/build-images --rabbitmq {v} builds fleet-rabbitmq:{v}-debian; elsewhere rabbitmq:{v}-management is pulled"
+        ),
+        (super::ProviderKind::Process, _) => {
+            "the process provider runs the rabbitmq-server installed on this machine".into()
+        }
+        (super::ProviderKind::Url, _) => "the url provider attaches to FLEET_BROKER_URL as it is".into(),
+    }
 }
 
 /// Extra Erlang arguments for RabbitMQ containers: queue statistics every 0.5 s and management
@@ -78,9 +123,9 @@ pub fn rabbitmq_erl_args() -> String {
 pub(crate) fn missing_image_hint(kind: BrokerKind) -> String {
     match kind {
         BrokerKind::RabbitMq | BrokerKind::RabbitMqCluster => format!(
-            "run scripts/setup to build the image {LOCAL_RABBITMQ_IMAGE} from Debian packages and set \
-             {RABBITMQ_IMAGE_VAR}={LOCAL_RABBITMQ_IMAGE}, or set {RABBITMQ_IMAGE_VAR} to another local \
-             RabbitMQ image (or use the broker process:{kind})"
+            "run scripts/setup to build the images fleet-rabbitmq:3.10-debian and {LOCAL_RABBITMQ_IMAGE} from \
+             Debian packages and name a version (container:{kind}@4.0), or set {RABBITMQ_IMAGE_VAR} to another \
+             local RabbitMQ image (or use the broker process:{kind})"
         ),
         BrokerKind::LavinMq => format!(
             "set {LAVINMQ_IMAGE_VAR} to a LavinMQ image present locally, or run LavinMQ yourself and \

@@ -55,6 +55,7 @@ mod sharing;
 mod spec;
 mod tls_listener;
 pub mod url;
+mod version;
 
 use std::fmt;
 
@@ -71,6 +72,7 @@ pub use spec::{
 };
 pub use tls_listener::TlsListener;
 pub use url::Endpoint;
+pub use version::BrokerVersion;
 
 /// A running broker shared by all scenarios of a run.
 pub struct Broker {
@@ -109,7 +111,7 @@ impl Broker {
     /// error says what to do.
     pub async fn start(spec: &BrokerSpec) -> Result<Broker, BrokerError> {
         let image = match spec.provider {
-            ProviderKind::Container => Some(container::image_for(spec.kind)),
+            ProviderKind::Container => Some(container::image_for(spec)),
             _ => None,
         };
         Broker::start_with_image(spec, image).await
@@ -136,6 +138,22 @@ impl Broker {
                     _ => (Product::from_name(&overview.product), overview.label()),
                 };
                 tracing::info!(spec = %spec.label(), %version, took = ?started.elapsed(), "broker ready");
+                if let Some(named) = spec.version
+                    && !named.matches(&version)
+                {
+                    // A verdict must rest on the version the run named, never on another one.
+                    if let Err(stop) = provider.stop().await {
+                        tracing::warn!(error = %stop, "could not clean up the broker of another version");
+                    }
+                    return Err(BrokerError::InvalidSpec {
+                        spec: spec.label(),
+                        reason: format!(
+                            "RabbitMQ/LavinMQ {named} was named, but the broker started says it is {version}; \
+                             name the version it is, or give the provider one of {named} ({})",
+                            container::version_hint(spec)
+                        ),
+                    });
+                }
                 if product != spec.kind.product() {
                     // Steps follow what the broker says it is, not what the run named.
                     tracing::warn!(spec = %spec.label(), %version, "the broker reports another product than the one named");
@@ -176,7 +194,7 @@ impl Broker {
         let cluster = spec.kind.is_cluster();
         Ok(match spec.provider {
             ProviderKind::Container => {
-                let image = image.unwrap_or_else(|| container::image_for(spec.kind));
+                let image = image.unwrap_or_else(|| container::image_for(spec));
                 if cluster {
                     let c = cluster::container::start(&image).await?;
                     let endpoints = c.endpoints().to_vec();

@@ -1,6 +1,7 @@
 //! Which brokers a run asks for: `FLEET_E2E_BROKERS` entries (`container:rabbitmq`,
-//! `url:lavinmq`, `process:rabbitmq-cluster`, …) parsed into a [`BrokerSpec`] — product and shape
-//! ([`BrokerKind`]: one node, or a RabbitMQ cluster of three) and provider ([`ProviderKind`]) — and
+//! `url:lavinmq`, `process:rabbitmq-cluster`, `container:rabbitmq@4.0`, …) parsed into a
+//! [`BrokerSpec`] — product and shape ([`BrokerKind`]: one node, or a RabbitMQ cluster of three),
+//! provider ([`ProviderKind`]) and, optionally, the version the broker must be ([`BrokerVersion`]) — and
 //! what a spec cannot do (restart, TLS, lose or cut off a node, be a cluster at all), so the runner
 //! leaves those scenarios out and says why instead of failing them.
 
@@ -10,6 +11,7 @@ use std::str::FromStr;
 use super::error::BrokerError;
 use super::flavour::Product;
 use super::url;
+use super::version::BrokerVersion;
 
 /// Which broker product, as one node or as a cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,18 +124,26 @@ impl fmt::Display for ProviderKind {
 pub struct BrokerSpec {
     pub provider: ProviderKind,
     pub kind: BrokerKind,
+    /// The release series the broker must report (`@4.0`); for the container provider it also
+    /// picks the image ([`super::container::image_for`]).
+    pub version: Option<BrokerVersion>,
 }
 
 impl BrokerSpec {
     /// Parses one entry: `rabbitmq`, `lavinmq`, `rabbitmq-cluster` (container is the default
     /// provider), `container:rabbitmq`, `container:lavinmq`, `process:rabbitmq`, `url:rabbitmq`,
-    /// `url:lavinmq`, and `rabbitmq-cluster` after any of the three providers. Case and
-    /// surrounding blanks do not matter.
+    /// `url:lavinmq`, and `rabbitmq-cluster` after any of the three providers, each optionally
+    /// followed by `@MAJOR.MINOR` (`container:rabbitmq@4.0`). Case and surrounding blanks do not
+    /// matter.
     pub fn parse(s: &str) -> Result<Self, BrokerError> {
-        let entry = s.trim().to_ascii_lowercase();
+        let lowered = s.trim().to_ascii_lowercase();
         let invalid = |reason: String| BrokerError::InvalidSpec {
             spec: s.trim().to_string(),
             reason,
+        };
+        let (entry, version) = match lowered.split_once('@') {
+            Some((e, v)) => (e.trim().to_string(), Some(BrokerVersion::parse(v).map_err(invalid)?)),
+            None => (lowered.clone(), None),
         };
         let (provider, kind) = match entry.split_once(':') {
             Some((p, k)) => (p.trim(), k.trim()),
@@ -171,7 +181,11 @@ impl BrokerSpec {
                     .into(),
             ));
         }
-        Ok(BrokerSpec { provider, kind })
+        Ok(BrokerSpec {
+            provider,
+            kind,
+            version,
+        })
     }
 
     /// Parses a comma-separated list; blank entries are skipped, an empty list or a broker named
@@ -274,15 +288,19 @@ impl BrokerSpec {
         self.provider.cannot_partition()
     }
 
-    /// `provider:kind`, e.g. `container:rabbitmq`.
+    /// `provider:kind[@version]`, e.g. `container:rabbitmq` or `container:rabbitmq@4.0`.
     pub fn label(&self) -> String {
-        format!("{}:{}", self.provider, self.kind)
+        self.to_string()
     }
 }
 
 impl fmt::Display for BrokerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.provider, self.kind)
+        write!(f, "{}:{}", self.provider, self.kind)?;
+        match self.version {
+            Some(v) => write!(f, "@{v}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -313,7 +331,32 @@ mod tests {
     #[case("process:rabbitmq-cluster", ProviderKind::Process, BrokerKind::RabbitMqCluster)]
     #[case("url:RabbitMQ-Cluster", ProviderKind::Url, BrokerKind::RabbitMqCluster)]
     fn specs_parse(#[case] s: &str, #[case] provider: ProviderKind, #[case] kind: BrokerKind) {
-        assert_eq!(BrokerSpec::parse(s).expect("valid"), BrokerSpec { provider, kind });
+        assert_eq!(
+            BrokerSpec::parse(s).expect("valid"),
+            BrokerSpec {
+                provider,
+                kind,
+                version: None
+            }
+        );
+    }
+
+    #[rstest]
+    #[case("container:rabbitmq@4.0", "container:rabbitmq@4.0", "4.0")]
+    #[case("rabbitmq@3.10", "container:rabbitmq@3.10", "3.10")]
+    #[case(" process:RabbitMQ-Cluster @ 4.0", "process:rabbitmq-cluster@4.0", "4.0")]
+    #[case("url:lavinmq@2.5", "url:lavinmq@2.5", "2.5")]
+    fn versions_are_named_after_an_at(#[case] s: &str, #[case] label: &str, #[case] version: &str) {
+        let spec = BrokerSpec::parse(s).expect("valid");
+        assert_eq!(spec.label(), label);
+        assert_eq!(spec.version.map(|v| v.to_string()).as_deref(), Some(version));
+    }
+
+    #[test]
+    fn two_versions_of_one_broker_are_two_entries() {
+        let specs = BrokerSpec::parse_list("container:rabbitmq@3.10,container:rabbitmq@4.0").expect("valid");
+        assert_eq!(specs.len(), 2);
+        assert!(BrokerSpec::parse_list("rabbitmq@4.0,container:rabbitmq@4.0").is_err());
     }
 
     #[rstest]
@@ -354,6 +397,9 @@ mod tests {
     #[case(":rabbitmq")]
     #[case("process:lavinmq-cluster")]
     #[case("rabbitmq-clusters")]
+    #[case("rabbitmq@4")]
+    #[case("rabbitmq@latest")]
+    #[case("rabbitmq@")]
     #[case("")]
     fn bad_specs_are_refused(#[case] s: &str) {
         assert!(BrokerSpec::parse(s).is_err(), "{s:?}");
