@@ -201,12 +201,20 @@ pub fn is_probe_noise(meta: &tracing::Metadata<'_>) -> bool {
 
 /// TOP-1 (optional part): `bridge.delay`. Returns whether the broker has the exchange type.
 ///
-/// RabbitMQ answers an unknown exchange type with a *connection* error (503 COMMAND_INVALID), so
-/// the attempt runs on a throwaway connection of its own ([`is_probe_noise`] for its log). Where
-/// the declare succeeds, the channel is closed (and its close-ok awaited) before the connection:
-/// closing the connection with the channel still open made LavinMQ close that channel while
-/// lapin was already closing it, which lapin logged at ERROR (`invalid channel state: Closing
-/// (channel.close)`) on every start.
+/// RabbitMQ 3.10 answers an unknown exchange type with a *connection* error (503 COMMAND_INVALID),
+/// 4.0 with a *channel* error (406 PRECONDITION_FAILED), so the attempt runs on a throwaway
+/// connection of its own ([`is_probe_noise`] for its log). Where the declare succeeds, the channel
+/// is closed (and its close-ok awaited) before the connection: closing the connection with the
+/// channel still open made LavinMQ close that channel while lapin was already closing it, which
+/// lapin logged at ERROR (`invalid channel state: Closing (channel.close)`) on every start.
+///
+/// Where only the channel was refused (4.0), lapin removes it from its table in a task of its own
+/// once it has sent `channel.close-ok`; closing the connection before that task ran made lapin
+/// remove the channel a second time and log `Connection error error=invalid channel: 1` at ERROR
+/// just *after* the probe's window (once in ~500 starts on 4.0.5, issue 57). So the probe first
+/// waits for the refused channel to be closed, then makes one more round trip on the connection
+/// (a channel opened and closed: lapin's queue has run the removal by then), and only then closes
+/// the connection.
 pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_timeout: std::time::Duration) -> bool {
     let _running = ProbeRunning::start();
     let connecting = crate::tls::connect(url, ca, lapin::ConnectionProperties::default());
@@ -220,8 +228,12 @@ pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_ti
     let ok = match conn.create_channel().await {
         Ok(ch) => {
             let ok = try_declare_delay(&ch).await;
-            if ok && let Err(e) = ch.close(200, "probe done".into()).await {
-                tracing::debug!(error = %e, "closing the bridge.delay probe's channel");
+            if ok {
+                if let Err(e) = ch.close(200, "probe done".into()).await {
+                    tracing::debug!(error = %e, "closing the bridge.delay probe's channel");
+                }
+            } else if conn.status().connected() {
+                settle_refused_channel(&conn, &ch).await;
             }
             ok
         }
@@ -249,6 +261,34 @@ pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_ti
         }
     }
     ok
+}
+
+/// After a channel-level refusal on a connection that stays open (RabbitMQ 4.x): waits, at most
+/// a moment, until lapin has the channel closed, then makes one round trip on the connection (a
+/// channel opened and closed), by which time lapin has dropped the refused channel from its table
+/// and closing the connection cannot make it drop the channel twice ([`declare_delay`]).
+async fn settle_refused_channel(conn: &lapin::Connection, refused: &Channel) {
+    let closed = async {
+        // Neither opening, open nor closing: closed (or errored with its connection).
+        while refused.status().connected() || refused.status().closing() || refused.status().initializing() {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    };
+    if tokio::time::timeout(std::time::Duration::from_secs(2), closed)
+        .await
+        .is_err()
+    {
+        tracing::debug!("the refused bridge.delay probe channel was not closed within 2 s");
+        return;
+    }
+    match conn.create_channel().await {
+        Ok(ch) => {
+            if let Err(e) = ch.close(200, "probe done".into()).await {
+                tracing::debug!(error = %e, "closing the bridge.delay probe's second channel");
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "the bridge.delay probe's second channel"),
+    }
 }
 
 async fn try_declare_delay(ch: &Channel) -> bool {

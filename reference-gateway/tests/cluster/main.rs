@@ -20,13 +20,15 @@
 //!
 //! Files by what they test: [`gateways`] (the gateway in quorum mode: CLU-2, CLU-3, CLU-7),
 //! [`channel_ids`] (refusals retried by the thousand cost the gateway no channel it needs),
-//! [`side_fallback`] (a side connection the broker refuses: lookups on the main one) and
-//! [`conversion`] (`convert-inboxes`); with their support, [`broker`] (a throwaway node and
+//! [`side_fallback`] (a side connection the broker refuses: lookups on the main one),
+//! [`delay_probe`] (the `bridge.delay` probe leaves no lapin ERROR; `FLEET_TEST_DELAY_PROBES`
+//! rounds, default 200) and [`conversion`] (`convert-inboxes`); with their support, [`broker`] (a throwaway node and
 //! looks at what it holds) and [`messages`] (test messages, publishing and draining them).
 
 mod broker;
 mod channel_ids;
 mod conversion;
+mod delay_probe;
 mod gateways;
 mod messages;
 mod side_fallback;
@@ -36,6 +38,7 @@ use std::path::Path;
 use broker::{Node, SERVER, connect};
 use channel_ids::refusals_retried;
 use conversion::{conversion, kills, resumes};
+use delay_probe::delay_probe_leaves_no_error;
 use gateways::gateways;
 use side_fallback::side_refused;
 
@@ -62,6 +65,15 @@ fn cluster_profile_on_a_real_broker() {
         .expect("runtime");
     rt.block_on(async {
         let _ = connect(&url).await;
+        let rounds = std::env::var("FLEET_TEST_DELAY_PROBES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200);
+        assert_eq!(
+            delay_probe_leaves_no_error(&url, rounds).await,
+            0,
+            "lapin ERROR lines after bridge.delay probes"
+        );
         conversion(&url).await;
         resumes(&url).await;
         kills(&url).await;
