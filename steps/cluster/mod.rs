@@ -39,6 +39,7 @@ mod convert;
 mod convert_interrupted;
 mod convert_step1;
 mod queue_form;
+mod returns;
 mod stall;
 mod state;
 mod tags;
