@@ -2,8 +2,10 @@
 Feature: Envelope security — hostile messages are rejected, dead-lettered and never acted on (SPEC §2–3)
 
   The wire probe holds the key of the trusted host "probe" (pinned in every gateway's peers file)
-  and an untrusted key "mallory". It announces a fake entity "p1" on host "probe" with a signed
-  presence, so each crafted message below carries exactly the one defect its row names. Every
+  and an untrusted key "mallory". It announces host "probe" and a fake entity "p1" on it with
+  signed presences, and host "c" (trusted, no entity), so each crafted message below carries
+  exactly the one defect its row names; both hosts are heard from, so no gateway holds a message
+  claiming them for [C-25]. Every
   gateway must reject such a message to bridge.dlx (x-death reason "rejected"), log at WARN the
   check that failed, never inject it, hold it or report FAILED about it, and keep serving: a valid
   message published right after it is still accepted (queues are FIFO, so that also proves the
@@ -17,6 +19,7 @@ Feature: Envelope security — hostile messages are rejected, dead-lettered and 
     And "w1" is idle
     And the probe watches the wire
     And the probe announces "p1" on host "probe"
+    And the probe announces the gateway of host "c"
 
   @SIG-5 @SIG-6
   Scenario Outline: <message> sent to <to> is rejected the SIG-5 way

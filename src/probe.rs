@@ -206,6 +206,23 @@ impl Probe {
         Ok(env)
     }
 
+    /// Publishes a signed `_gateway` PRESENCE (`up`) of `key`'s host, as a gateway of SPEC §8 sends
+    /// with every heartbeat (no `presence-batch`: its entities keep their own presence). A gateway
+    /// judges a `from` as not living on a host ([C-25]) only once that host's `_gateway` presence
+    /// arrived after its own (re)connect; a host the probe plays must send one, as a real one does.
+    pub async fn announce_gateway(&self, key: &HostKey, ttl: Duration) -> Result<Envelope, ProbeError> {
+        let ttl_ms = ttl.as_millis() as u64;
+        let body = serde_json::json!({
+            "state": "up", "role": "gateway", "groups": [], "agentStatus": "unknown", "ttlMs": ttl_ms,
+            "profiles": [],
+        })
+        .to_string()
+        .into_bytes();
+        let (msg, env) = presence_message(key, "_gateway", &body, ttl_ms);
+        self.publish(&msg).await?;
+        Ok(env)
+    }
+
     /// Publishes `n` signed PRESENCE (`up`) messages for `n` fresh fake entities on `key`'s host,
     /// pipelined (all sent, then every confirm awaited): a backlog of ordinary presence for every
     /// roster queue, as a large fleet makes. Returns how many were confirmed.

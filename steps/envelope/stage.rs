@@ -44,8 +44,19 @@ async fn probe_watches(w: &mut FleetWorld) -> anyhow::Result<()> {
 async fn announces(w: &mut FleetWorld, name: String, host: String) -> anyhow::Result<()> {
     let gid = new_uuid();
     let k = key(w, &host)?;
+    // The host's own `_gateway` presence first, as a real host sends it ([C-25]).
+    w.probe().await?.announce_gateway(&k, FAKE_TTL).await?;
     w.probe().await?.announce(&k, &gid, "worker", FAKE_TTL).await?;
     until_listed(w, &gid, &host).await?;
     w.wire.fakes.insert(name, gid);
+    Ok(())
+}
+
+/// A host the probe holds the key of, heard from by every gateway: its signed `_gateway` presence
+/// ([C-25]: only then is a message claiming that host judged against its entities).
+#[given(expr = "the probe announces the gateway of host {string}")]
+async fn announces_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let k = key(w, &host)?;
+    w.probe().await?.announce_gateway(&k, FAKE_TTL).await?;
     Ok(())
 }

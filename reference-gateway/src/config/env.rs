@@ -85,6 +85,7 @@ impl Config {
             inbox_expires: queue_args.inbox_expires,
             dlq_max_length: queue_args.dlq_max_length,
             clock_skew: src.millis("FLEET_CLOCK_SKEW_MS", 30_000)?,
+            unknown_host_hold: std::time::Duration::from_secs(src.number("FLEET_UNKNOWN_HOST_HOLD_S", 120u64)?),
             max_body_bytes: src.number("FLEET_MAX_BODY_BYTES", 1_048_576)?,
             nudge_initial: src.millis("FLEET_NUDGE_INITIAL_MS", 5_000)?,
             nudge_max: src.millis("FLEET_NUDGE_MAX_MS", 300_000)?,
@@ -183,6 +184,10 @@ impl Config {
         line("FLEET_INBOX_EXPIRES_MS", self.inbox_expires.as_millis().to_string());
         line("FLEET_DLQ_MAX_LENGTH", self.dlq_max_length.to_string());
         line("FLEET_CLOCK_SKEW_MS", self.clock_skew.as_millis().to_string());
+        line(
+            "FLEET_UNKNOWN_HOST_HOLD_S",
+            self.unknown_host_hold.as_secs().to_string(),
+        );
         line("FLEET_MAX_BODY_BYTES", self.max_body_bytes.to_string());
         line("FLEET_AMQP_HEARTBEAT_S", self.broker.amqp_heartbeat_s.to_string());
         line("FLEET_NUDGE_INITIAL_MS", self.nudge_initial.as_millis().to_string());

@@ -172,6 +172,9 @@ pub struct Config {
     pub inbox_expires: Duration,
     pub dlq_max_length: u32,
     pub clock_skew: Duration,
+    /// [C-25] `FLEET_UNKNOWN_HOST_HOLD_S`: how long after its (re)connect a message from a host not
+    /// heard from since is held before [C-7] judges it.
+    pub unknown_host_hold: Duration,
     /// Largest accepted message body; bigger ones are rejected before any signature work.
     pub max_body_bytes: usize,
     pub nudge_initial: Duration,

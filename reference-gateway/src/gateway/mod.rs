@@ -89,6 +89,8 @@ pub struct Gateway {
     pub setup_error: Mutex<Option<String>>,
     /// When the roster consumer of the current connection started (PRS-2 warm-up).
     pub(crate) roster_since: Mutex<Option<tokio::time::Instant>>,
+    /// [C-25]: the hosts whose `_gateway` presence arrived since the current connection.
+    pub(crate) hosts_heard: crate::grace::HostsHeard,
     /// Set first by a graceful stop (SIGTERM): pending injects fail as `stopped` at once.
     pub(crate) stopping: watch::Sender<bool>,
     /// Injects between their ack and their reported outcome; a graceful stop waits for them.
@@ -167,6 +169,7 @@ impl Gateway {
             shutdown_tx,
             setup_error: Mutex::new(None),
             roster_since: Mutex::new(None),
+            hosts_heard: Default::default(),
             stopping: watch::channel(false).0,
             inflight_injects: std::sync::atomic::AtomicUsize::new(0),
             refreshing_statuses: AtomicBool::new(false),

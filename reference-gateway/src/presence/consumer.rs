@@ -29,6 +29,7 @@ impl Gateway {
         if let Ok(mut t) = self.roster_since.lock() {
             *t = Some(now);
         }
+        self.hosts_heard.reset(now);
         self.roster_sync.reset(now);
         self.consume_each(ch, &q, "roster", crate::gateway::CONSUME_PREFETCH, |gw, d| async move {
             gw.on_presence(d).await
@@ -54,6 +55,9 @@ impl Gateway {
         let key = d.routing_key.as_str();
         match self.take_presence(&env, &d.data, key) {
             Ok(()) => {
+                if env.from == GATEWAY_FROM && env.host != self.cfg.host_id {
+                    self.hosts_heard.heard(&env.host);
+                }
                 let _ = d.acker.ack(BasicAckOptions::default()).await;
             }
             Err(Rejection::Signature(SigError::UnknownHost(_))) if env.from != GATEWAY_FROM => {
