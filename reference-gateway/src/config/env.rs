@@ -92,6 +92,7 @@ impl Config {
             log_format,
             legacy_panes: parse_legacy_panes(&src.get("FLEET_LEGACY_PANES").unwrap_or_default())?,
             presence_batch: parse_switch("FLEET_PRESENCE_BATCH", src.get("FLEET_PRESENCE_BATCH"), true)?,
+            delay_exchange: parse_switch("FLEET_DELAY_EXCHANGE", src.get("FLEET_DELAY_EXCHANGE"), true)?,
             confirm_stall: match src.get("FLEET_CONFIRM_STALL_MS") {
                 Some(_) => Some(src.millis("FLEET_CONFIRM_STALL_MS", 4_000)?),
                 None => None,
@@ -202,6 +203,10 @@ impl Config {
         line(
             "FLEET_PRESENCE_BATCH",
             if self.presence_batch { "on" } else { "off" }.into(),
+        );
+        line(
+            "FLEET_DELAY_EXCHANGE",
+            if self.delay_exchange { "on" } else { "off" }.into(),
         );
         out
     }

@@ -189,6 +189,12 @@ pub struct Config {
     /// makes it a per-entity gateway of SPEC §8 only — what a mixed fleet's old gateway does, so
     /// the suite can play one with the reference (PRB-4).
     pub presence_batch: bool,
+    /// `FLEET_DELAY_EXCHANGE` (`on`, the default, or `off`; reference only, not SPEC): whether the
+    /// gateway tries to declare the optional `bridge.delay` (TOP-1). A broker without the
+    /// x-delayed-message type refuses the declare, and RabbitMQ logs every refusal at ERROR (one
+    /// line per gateway start, 3.10 and 4.x alike); an operator who knows the plugin is absent
+    /// turns the attempt off.
+    pub delay_exchange: bool,
     /// `FLEET_CONFIRM_STALL_MS`: with several nodes, confirms stalled this long while another node
     /// answers is a lost connection (`gateway/stall.rs`). Unset: off (opt-in, see the README's
     /// design notes: on RabbitMQ 3.10 the move comes early but the confirms do not).

@@ -149,10 +149,17 @@ impl Gateway {
             };
             return Err(anyhow::Error::new(e).context(format!("declaring the core topology (TOP-1){hint}")));
         }
-        if topology::declare_delay(&url, self.cfg.broker.tls_ca.as_ref(), self.cfg.broker.connect_timeout()).await {
+        if !self.cfg.delay_exchange {
+            info!("bridge.delay not asked for (FLEET_DELAY_EXCHANGE=off)");
+        } else if topology::declare_delay(&url, self.cfg.broker.tls_ca.as_ref(), self.cfg.broker.connect_timeout())
+            .await
+        {
             info!("bridge.delay declared");
         } else {
-            info!("the broker has no x-delayed-message exchange type; carrying on without bridge.delay");
+            info!(
+                "the broker has no x-delayed-message exchange type; carrying on without bridge.delay \
+                 (the broker logged its refusal at ERROR; FLEET_DELAY_EXCHANGE=off asks no more)"
+            );
         }
         self.publisher
             .attach(&conn)
