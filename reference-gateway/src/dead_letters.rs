@@ -35,39 +35,30 @@ use crate::metrics::Metrics;
 use crate::publish::Outgoing;
 use crate::topology::{DLQ, MSG_EXCHANGE, inbox_gid};
 
+/// A message's most recent `x-death` entry (RabbitMQ puts it first).
+fn last_death(headers: Option<&FieldTable>) -> Option<&FieldTable> {
+    let AMQPValue::FieldArray(arr) = headers?.inner().get("x-death")? else {
+        return None;
+    };
+    match arr.as_slice().first()? {
+        AMQPValue::FieldTable(entry) => Some(entry),
+        _ => None,
+    }
+}
+
 /// The `reason` of a message's most recent `x-death` entry.
 pub fn death_reason(headers: Option<&FieldTable>) -> Option<String> {
-    let deaths = headers?.inner().get("x-death")?;
-    let AMQPValue::FieldArray(arr) = deaths else {
-        return None;
-    };
-    let AMQPValue::FieldTable(first) = arr.as_slice().first()? else {
-        return None;
-    };
-    header_string(first.inner().get("reason")?)
+    header_string(last_death(headers)?.inner().get("reason")?)
 }
 
 /// The queue a message's most recent `x-death` entry says it died in.
 pub fn death_queue(headers: Option<&FieldTable>) -> Option<String> {
-    let deaths = headers?.inner().get("x-death")?;
-    let AMQPValue::FieldArray(arr) = deaths else {
-        return None;
-    };
-    let AMQPValue::FieldTable(first) = arr.as_slice().first()? else {
-        return None;
-    };
-    header_string(first.inner().get("queue")?)
+    header_string(last_death(headers)?.inner().get("queue")?)
 }
 
 /// The routing keys a message's most recent `x-death` entry says it was first published with.
 pub fn death_routing_keys(headers: Option<&FieldTable>) -> Vec<String> {
-    let Some(AMQPValue::FieldArray(arr)) = headers.and_then(|h| h.inner().get("x-death")) else {
-        return Vec::new();
-    };
-    let Some(AMQPValue::FieldTable(first)) = arr.as_slice().first() else {
-        return Vec::new();
-    };
-    match first.inner().get("routing-keys") {
+    match last_death(headers).and_then(|d| d.inner().get("routing-keys")) {
         Some(AMQPValue::FieldArray(keys)) => keys.as_slice().iter().filter_map(header_string).collect(),
         _ => Vec::new(),
     }
