@@ -158,7 +158,7 @@ impl Gateway {
         } else {
             info!(
                 "the broker has no x-delayed-message exchange type; carrying on without bridge.delay \
-                 (the broker logged its refusal at ERROR; FLEET_DELAY_EXCHANGE=off asks no more)"
+                 (the broker logs that refusal as an error; FLEET_DELAY_EXCHANGE=off asks no more)"
             );
         }
         self.publisher
