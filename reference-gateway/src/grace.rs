@@ -43,6 +43,10 @@ impl Gateway {
     /// `_gateway` presence (at most until `FLEET_UNKNOWN_HOST_HOLD_S` after the (re)connect), then
     /// one heartbeat more. True as soon as `known()` holds.
     async fn await_host_heard(&self, host: &str, known: &impl Fn() -> bool) -> bool {
+        // This gateway's own host needs no hearing: its entities are its own.
+        if host == self.cfg.host_id {
+            return false;
+        }
         let Some(since) = self.hosts_heard.since() else {
             return false;
         };
