@@ -229,10 +229,8 @@ pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_ti
     let ok = match conn.create_channel().await {
         Ok(ch) => {
             let ok = try_declare_delay(&ch).await;
-            if ok {
-                if let Err(e) = ch.close(200, "probe done".into()).await {
-                    tracing::debug!(error = %e, "closing the bridge.delay probe's channel");
-                }
+            if ok && let Err(e) = ch.close(200, "probe done".into()).await {
+                tracing::debug!(error = %e, "closing the bridge.delay probe's channel");
             }
             refused_channel = !ok;
             ok
