@@ -38,6 +38,7 @@ pub mod forward;
 pub mod gateway;
 pub mod grace;
 pub mod herdr;
+pub mod hosts_heard;
 pub mod ids;
 pub mod inbox;
 pub mod mcp;

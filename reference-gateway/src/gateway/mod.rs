@@ -90,7 +90,7 @@ pub struct Gateway {
     /// When the roster consumer of the current connection started (PRS-2 warm-up).
     pub(crate) roster_since: Mutex<Option<tokio::time::Instant>>,
     /// [C-25]: the hosts whose `_gateway` presence arrived since the current connection.
-    pub(crate) hosts_heard: crate::grace::HostsHeard,
+    pub(crate) hosts_heard: crate::hosts_heard::HostsHeard,
     /// Set first by a graceful stop (SIGTERM): pending injects fail as `stopped` at once.
     pub(crate) stopping: watch::Sender<bool>,
     /// Injects between their ack and their reported outcome; a graceful stop waits for them.
