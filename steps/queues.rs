@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
-use cucumber::then;
+use cucumber::{given, then};
 use fleet_conformance::broker::flavour::PrefetchBound;
 use fleet_conformance::broker::management::QueueInfo;
 use fleet_conformance::names::inbox;
@@ -43,6 +43,9 @@ async fn queue_until(
     Ok(q)
 }
 
+#[given(
+    regex = r#"^(?:within (\d+) seconds )?the inbox of "([^"]+)" holds (\d+) ready and (\d+) unacknowledged messages?$"#
+)]
 #[then(
     regex = r#"^(?:within (\d+) seconds )?the inbox of "([^"]+)" holds (\d+) ready and (\d+) unacknowledged messages?$"#
 )]

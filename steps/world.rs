@@ -202,6 +202,16 @@ pub struct RestartNotes {
     /// When the broker last came back (Unix ms): what a gateway publishes after it is "after the
     /// restart" on the wire ([C-19]).
     pub back_at_ms: Option<u64>,
+    /// When the broker was last asked to start again (the suite's clock, before the start): no
+    /// gateway can have reconnected before it ([C-25]'s hold counts from the reconnect).
+    pub resuming_at: Option<std::time::Instant>,
+    /// The gateways' [C-25] hold as handed to them (`FLEET_UNKNOWN_HOST_HOLD_S`).
+    pub hold: Option<std::time::Duration>,
+    /// Confirmed REPLYs kept in a main's inbox across the restart: (text, msgId).
+    pub kept: Vec<(String, String)>,
+    /// The durable copy of `bridge.dlx`: its queue, and each copy taken with the suite's clock at
+    /// the look that found it.
+    pub dead_copy: Option<(String, Vec<(std::time::Instant, fleet_conformance::probe::Captured)>)>,
 }
 
 /// A tool call running in the background (a blocking `bridge_send`, a `bridge_wait`).

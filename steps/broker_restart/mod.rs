@@ -19,7 +19,8 @@
 //!
 //! The steps, by what they do around the restart: [`outage`] (the broker to itself, down and back,
 //! and the gateways' readiness meanwhile), [`briefs`] (briefs in flight: timed sends and injects),
-//! [`replies`] (held replies drained once), [`migration`] (a move interrupted by the restart) and
+//! [`replies`] (held replies drained once), [`site`] (a whole site back in any order, [C-25]),
+//! [`migration`] (a move interrupted by the restart) and
 //! [`durability`] (what gateways publish and declare survives it: the durable copy of the wire,
 //! persistent messages, durable queues).
 
@@ -28,6 +29,7 @@ mod durability;
 mod migration;
 mod outage;
 mod replies;
+mod site;
 
 pub(crate) use briefs::TIMED;
 pub(crate) use replies::{describe, drain_until};

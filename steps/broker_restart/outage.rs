@@ -130,6 +130,7 @@ pub(super) async fn come_back(w: &mut FleetWorld) -> anyhow::Result<()> {
     let suite = w.suite()?;
     let vhost = vhost_of(w)?;
     let started = Instant::now();
+    w.notes.restart.resuming_at = Some(started);
     suite
         .broker
         .resume(&vhost)
