@@ -80,7 +80,9 @@ async fn look(w: &mut FleetWorld) -> anyhow::Result<Instant> {
         .dead_copy
         .as_ref()
         .map(|(q, _)| q.clone())
-        .ok_or_else(|| anyhow!("no dead-letter copy: add \"the probe keeps a durable copy of what is dead-lettered\""))?;
+        .ok_or_else(|| {
+            anyhow!("no dead-letter copy: add \"the probe keeps a durable copy of what is dead-lettered\"")
+        })?;
     let started = Instant::now();
     let bound = scaled(Duration::from_secs(10));
     let fetched = tokio::time::timeout(bound, async {
@@ -116,7 +118,9 @@ fn kept_dead(w: &FleetWorld) -> Vec<(String, Instant, Captured)> {
 }
 
 fn texts(dead: &[(String, Instant, Captured)]) -> Vec<String> {
-    dead.iter().map(|(t, _, c)| format!("{t:?} (x-death from {:?})", c.death_queue())).collect()
+    dead.iter()
+        .map(|(t, _, c)| format!("{t:?} (x-death from {:?})", c.death_queue()))
+        .collect()
 }
 
 #[then(expr = "no kept reply is dead-lettered while {int} heartbeats pass")]
