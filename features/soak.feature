@@ -33,7 +33,10 @@ Feature: Soak — at most once into workers and at least once into mains, under 
   a time, each brought back and the cluster whole before the next (a quorum needs 2 of 3): it kills
   a node that holds gateway connections (node-kill) or the node leading the main's inbox
   (leader-kill) and starts it again, and, on the container provider only, cuts a node off the
-  others and heals it (partition; CLU-5, CLU-6). The broker restart stops and starts every node
+  others and heals it (partition; CLU-5, CLU-6). Once per round it takes the whole site down
+  (site: every gateway SIGKILLed and every node stopped together, then the broker and each gateway
+  back at seeded offsets within 60 s, stretched; [C-25]: the gateways get an unknown-host hold of
+  120 s, stretched alike), and `site` may be asked for anywhere in FLEET_SOAK_NEMESIS. The broker restart stops and starts every node
   together. The scenario has the cluster to itself and leaves it whole. Every gateway is given
   every node, each through a link of its own, its list rotated per host (CONTRACT §11): the cut
   strike still cuts every connection between gateways and broker at once, while a node strike

@@ -75,7 +75,7 @@ impl Areas for SpecAreas {
             // Held to the end: no heartbeat follows these `down`s (see `departures`).
             let mut departed = gw.departures.lock().await;
             departed.depart_all();
-            gw.announce_entities_down().await;
+            gw.announce_all_down().await;
             let body = gw.gateway_presence("down", None);
             let _ = gw.announce(crate::envelope::GATEWAY_FROM, &body).await;
             drop(departed);

@@ -212,6 +212,12 @@ fn keygen(out: PathBuf, host: Option<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// SIGTERM → exit (CONTRACT §1's grace is 10 s): what the whole stop may take.
+const STOP_BUDGET: Duration = Duration::from_millis(9_500);
+/// Of it, the graceful part (consumers closed, injects ended, presence `down`s published); the
+/// channels and connections are closed in what is left.
+const GRACEFUL_PART: Duration = Duration::from_secs(7);
+
 async fn serve(cfg: Config) -> anyhow::Result<()> {
     let gw = Gateway::new(cfg.clone(), fleet_gateway::areas::SpecAreas::all())?;
     // Without TCP_NODELAY an answer on a kept-alive connection waits for the client's delayed ACK
@@ -245,11 +251,21 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         tokio::spawn(async move { gw.run().await })
     };
     wait_for_signal().await;
+    let stop = tokio::time::Instant::now();
     tracing::info!("shutting down");
-    gw.graceful_stop(Duration::from_secs(10)).await;
+    // CONTRACT §1: SIGTERM → exit within 10 s. One budget for every step, so the later ones are
+    // not granted time the earlier ones already spent.
+    let deadline = stop + STOP_BUDGET;
+    gw.graceful_stop(GRACEFUL_PART).await;
     gw.begin_shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(5), runner).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), http).await;
+    let t = tokio::time::Instant::now();
+    let _ = tokio::time::timeout_at(deadline - Duration::from_millis(500), runner).await;
+    tracing::info!(
+        took_ms = t.elapsed().as_millis() as u64,
+        "stop: channels and connections closed"
+    );
+    let _ = tokio::time::timeout_at(deadline, http).await;
+    tracing::info!(took_ms = stop.elapsed().as_millis() as u64, "stopped");
     Ok(())
 }
 

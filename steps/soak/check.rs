@@ -97,6 +97,16 @@ pub(super) fn unknown_by_nemesis(s: &SoakState, bound: Duration, after: Duration
                     bound.as_secs_f64()
                 ),
             ),
+            // Every gateway and the broker away together for up to a minute: everything in flight
+            // then outlives the callers' bound.
+            Strike::SiteRestart => (
+                true,
+                format!(
+                    "the whole site was down and came back over up to {:.0} s: an operation in flight then outlives the callers' bound ({:.0} s) and ends unknown whatever the gateways do ([C-16])",
+                    longest.as_secs_f64(),
+                    bound.as_secs_f64()
+                ),
+            ),
             Strike::NodeKill | Strike::LeaderKill | Strike::Partition
                 if !counts.is_empty() && counts.keys().all(|t| *t == "bridge_send") =>
             (

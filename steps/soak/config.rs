@@ -40,9 +40,10 @@ pub(super) const DEFAULT_CYCLE: [Strike; 9] = [
 /// `FLEET_SOAK_NEMESIS` says otherwise: today's gateway and link strikes and the broker restart
 /// (every node, together), with a node strike between two of them: a node killed twice, the
 /// main's inbox leader killed twice and a node cut off once per round (container provider only:
-/// off, and said so, on the process provider). Node strikes never overlap: each ends with the
-/// cluster whole.
-pub(super) const CLUSTER_CYCLE: [Strike; 14] = [
+/// off, and said so, on the process provider), and the whole site once per round: every gateway
+/// and every node down together, back in a random order (issue 58, [C-25]). Node strikes never
+/// overlap: each ends with the cluster whole.
+pub(super) const CLUSTER_CYCLE: [Strike; 15] = [
     Strike::Kill,
     Strike::NodeKill,
     Strike::Pause,
@@ -55,6 +56,7 @@ pub(super) const CLUSTER_CYCLE: [Strike; 14] = [
     Strike::NodeKill,
     Strike::Kill,
     Strike::Close,
+    Strike::SiteRestart,
     Strike::LeaderKill,
     Strike::Cut,
 ];

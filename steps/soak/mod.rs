@@ -51,7 +51,7 @@
 //! Knobs ([`config`]): `FLEET_SOAK_OPS` (operations in all, split evenly into briefs and replies
 //! over the two workers; default: what the feature says), `FLEET_SOAK_NEMESIS` (the nemesis
 //! cycle, a comma list of `kill`, `pause`, `cut`, `close`, `restart`, `node-kill`,
-//! `leader-kill`, `partition`, `rotate`, `revoke-restore`, and `default` for the default cycle;
+//! `leader-kill`, `partition`, `rotate`, `revoke-restore`, `site`, and `default` for the default cycle;
 //! default [`config::DEFAULT_CYCLE`], on a cluster [`config::CLUSTER_CYCLE`] — neither holds
 //! `rotate` nor `revoke-restore`, see [`config`]), `FLEET_SOAK_SEED` (the seed of the nemesis'
 //! random picks; printed).
@@ -59,7 +59,8 @@
 //! The parts, one file each: [`config`] (the knobs), [`nemesis`] (its strikes, its random picks and
 //! the clock that paces the operations), [`nodes`] (a cluster's links and node strikes), [`certs`]
 //! (the hosts on certificates, their keys and certificates kept in [`fleet`]) and [`trust`] (the
-//! rotate and revoke-restore strikes), [`history`] (what the callers saw, and the state the steps
+//! rotate and revoke-restore strikes), [`site`] (the whole site down together and back in a
+//! random order, [C-25]), [`history`] (what the callers saw, and the state the steps
 //! keep), [`run`] (the steps that set up and run the soak), [`check`] (the history checker, a pure
 //! function), [`summary`] (the summary's rates and per-nemesis failures, pure functions too),
 //! [`revoked`] (what a revoked host could not complete, on the receivers' evidence) and [`heal`]
@@ -76,6 +77,7 @@ mod nemesis;
 mod nodes;
 mod revoked;
 mod run;
+mod site;
 mod summary;
 // The e2e target is built with `cfg(test)` but without the test harness (its `#[test]` functions
 // are dropped there), so what they use looks unused in it; `steps-unit` runs them.

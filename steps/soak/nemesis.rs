@@ -39,10 +39,19 @@ pub(super) enum Strike {
     /// certificate with a new serial over the same key is installed (rename, SIGHUP); the old
     /// revocation stays ([`super::trust`]).
     RevokeRestore,
+    /// A whole site restarting ([C-25], issue 58): every gateway SIGKILLed and the broker (every
+    /// node of a cluster) stopped, together; then the broker and each gateway come back in a
+    /// seeded random order, each at its own offset within [`SITE_SPREAD`] (the broker's nodes
+    /// together, as the providers start them), and every gateway is waited for to be ready.
+    SiteRestart,
 }
 
+/// How far apart the parts of a site come back after [`Strike::SiteRestart`] (nominal, stretched
+/// by the time knob): "back in a random order over up to 60 s".
+pub(super) const SITE_SPREAD: Duration = Duration::from_secs(60);
+
 impl Strike {
-    pub(super) const ALL: [Strike; 10] = [
+    pub(super) const ALL: [Strike; 11] = [
         Strike::Kill,
         Strike::Pause,
         Strike::Cut,
@@ -53,15 +62,20 @@ impl Strike {
         Strike::Partition,
         Strike::Rotate,
         Strike::RevokeRestore,
+        Strike::SiteRestart,
     ];
 
     /// The names `FLEET_SOAK_NEMESIS` takes, for its error message.
-    pub(super) const NAMES: &'static str =
-        "kill, pause, cut, close, restart, node-kill, leader-kill, partition, rotate, revoke-restore (and default)";
+    pub(super) const NAMES: &'static str = "kill, pause, cut, close, restart, node-kill, leader-kill, partition, rotate, revoke-restore, site (and default)";
 
     /// Whether it strikes one node of a cluster.
     pub(super) fn is_node(self) -> bool {
         matches!(self, Strike::NodeKill | Strike::LeaderKill | Strike::Partition)
+    }
+
+    /// Whether it stops the broker (the scenario must have it to itself).
+    pub(super) fn restarts_broker(self) -> bool {
+        matches!(self, Strike::BrokerRestart | Strike::SiteRestart)
     }
 
     /// Whether it needs gateways on certificates (SPEC §18).
@@ -81,6 +95,7 @@ impl Strike {
             Strike::Partition => "node_partition_heal",
             Strike::Rotate => "key_rotation",
             Strike::RevokeRestore => "cert_revoke_restore",
+            Strike::SiteRestart => "site_restart",
         }
     }
 
@@ -96,6 +111,7 @@ impl Strike {
             "partition" => Some(Strike::Partition),
             "rotate" | "rotation" => Some(Strike::Rotate),
             "revoke-restore" | "revoke_restore" | "revoke" => Some(Strike::RevokeRestore),
+            "site" | "site-restart" | "site_restart" => Some(Strike::SiteRestart),
             _ => None,
         }
     }

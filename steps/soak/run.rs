@@ -21,6 +21,7 @@ use super::config::{NEMESIS_VAR, OPS_VAR, SEED_VAR, SoakConfig, op_counts};
 use super::history::{NO_SESSION, Op, Seen, classify_reply, classify_send, msg_id_of, record_poll};
 use super::nemesis::{Event, NemesisClock, Rng, Strike};
 use super::nodes::{cluster_profile, cut_links, node_strike_off, strike_node};
+use super::site::strike_site;
 use super::trust::strike_trust;
 
 /// One reply as its worker saw it: text, class, outcome, msgId, span.
@@ -85,7 +86,7 @@ async fn reply_paced(
 async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
     let suite = w.suite()?;
     let config = SoakConfig::from_env(cluster_profile(&suite))?;
-    let restarts = config.cycle.contains(&Strike::BrokerRestart) && suite.broker.cannot_restart().is_none();
+    let restarts = config.cycle.iter().any(|s| s.restarts_broker()) && suite.broker.cannot_restart().is_none();
     let strikes_nodes = config
         .cycle
         .iter()
@@ -115,6 +116,15 @@ async fn restartable_broker(w: &mut FleetWorld) -> anyhow::Result<()> {
         eprintln!(
             "soak: the gateways declare `confirm-stall`: FLEET_CONFIRM_STALL_MS={}",
             bound.as_millis()
+        );
+    }
+    if config.cycle.contains(&Strike::SiteRestart) {
+        // [C-25]'s hold (default 120 s) outlasts the site strike's spread (60 s) on any machine
+        // when both stretch alike: handed stretched, as every tunable (CONTRACT §7).
+        let hold = fleet_conformance::timing::scaled(std::time::Duration::from_secs(120));
+        w.gateway_env.insert(
+            "FLEET_UNKNOWN_HOST_HOLD_S".into(),
+            (hold.as_secs() + u64::from(hold.subsec_nanos() > 0)).to_string(),
         );
     }
     w.soak.config = Some(config);
@@ -153,15 +163,18 @@ async fn soak(
             "the scenario has no cuttable link between gateways and broker".to_string(),
         );
     }
-    if !config.cycle.contains(&Strike::BrokerRestart) {
-        // Said below, with the other strikes left out of the cycle.
-    } else if let Some(why) = suite.broker.cannot_restart() {
-        off.insert(Strike::BrokerRestart.name(), why.to_string());
-    } else if !w.soak.exclusive {
-        off.insert(
-            Strike::BrokerRestart.name(),
-            "the scenario does not have the broker to itself (its Background lacks \"a broker the soak's nemesis may restart and strike node by node\")".to_string(),
-        );
+    for s in Strike::ALL
+        .into_iter()
+        .filter(|s| s.restarts_broker() && config.cycle.contains(s))
+    {
+        if let Some(why) = suite.broker.cannot_restart() {
+            off.insert(s.name(), why.to_string());
+        } else if !w.soak.exclusive {
+            off.insert(
+                s.name(),
+                "the scenario does not have the broker to itself (its Background lacks \"a broker the soak's nemesis may restart and strike node by node\")".to_string(),
+            );
+        }
     }
     for s in Strike::ALL
         .into_iter()
@@ -383,6 +396,7 @@ async fn soak(
                 strike_node(w, strike, &mut rng, every, &main).await
             }
             Strike::Rotate | Strike::RevokeRestore => strike_trust(w, strike, &mut rng, every).await,
+            Strike::SiteRestart => strike_site(w, &mut rng, &vhost, &main_host).await?,
         };
         let took = t0.elapsed();
         println!(

@@ -288,3 +288,25 @@ fn the_summary_and_its_line_carry_the_rates_and_the_failures() {
         v.line
     );
 }
+
+#[test]
+fn the_site_strike_is_named_parsed_in_the_cluster_cycle_and_stops_the_broker() {
+    assert_eq!(Strike::parse("site"), Some(Strike::SiteRestart));
+    assert_eq!(Strike::SiteRestart.name(), "site_restart");
+    assert!(Strike::SiteRestart.restarts_broker() && Strike::BrokerRestart.restarts_broker());
+    assert!(!Strike::Kill.restarts_broker());
+    assert!(super::config::CLUSTER_CYCLE.contains(&Strike::SiteRestart));
+    assert!(!super::config::DEFAULT_CYCLE.contains(&Strike::SiteRestart));
+}
+
+#[test]
+fn unknowns_of_a_site_restart_are_inherent() {
+    let s = SoakState {
+        events: vec![event(Strike::SiteRestart, 10, 70)],
+        ops: vec![op("bridge_reply", "r1", Seen::Unknown, "error", (12, 20))],
+        ..Default::default()
+    };
+    let v = unknown_by_nemesis(&s, BOUND, AFTER);
+    assert_eq!(v["byKind"]["site_restart"]["inherent"], json!(true), "{v}");
+    assert_eq!(v["byKind"]["site_restart"]["unknown"], json!(1), "{v}");
+}

@@ -172,7 +172,10 @@ fn footprint_rows(r: &Report) -> Vec<String> {
         verdict(rss),
         &extrapolated,
     )];
-    out.extend(scale.and_then(|s| s.restart.as_ref()).map(restart_row));
+    if let Some(x) = scale.and_then(|s| s.restart.as_ref()) {
+        out.push(restart_row(x));
+        out.extend(stop_rows(x));
+    }
     out.extend([
         row(
             &format!("heartbeat round at {at}"),
@@ -227,6 +230,44 @@ fn restart_row(x: &Restart) -> String {
         &note,
     )
 }
+
+/// SIGTERM → exit within CONTRACT §1's 10 s grace, and the RSS once ready again, both holding
+/// the scale run's largest level (issue 58: goals at 10,000 entities; below that, reported only).
+fn stop_rows(x: &Restart) -> Vec<String> {
+    let judged = x.entities >= GOAL_RSS_ENTITIES;
+    let judge = |met: bool| match (judged, met) {
+        (false, _) => "reported",
+        (true, true) => "met",
+        (true, false) => "MISSED",
+    };
+    let below = if judged {
+        String::new()
+    } else {
+        format!(" (goal judged at {GOAL_RSS_ENTITIES} entities)")
+    };
+    let clean = if x.exited_cleanly { "" } else { " (not a clean exit)" };
+    let mut rows = vec![row(
+        &format!("SIGTERM → exit holding {} entities", x.entities),
+        Some(format!("{:.2} s", x.stop_ms / 1e3)),
+        &format!("≤ {:.0} s", GOAL_STOP_MS / 1e3),
+        judge(x.stop_ms <= GOAL_STOP_MS && x.exited_cleanly),
+        &format!("{clean}{below}"),
+    )];
+    if let Some(kib) = x.rss_kib {
+        let mib = kib as f64 / 1024.0;
+        rows.push(row(
+            &format!("RSS after a restart holding {} entities", x.entities),
+            Some(format!("{mib:.1} MiB")),
+            &format!("≤ {GOAL_RSS_MIB} MiB"),
+            judge(mib <= GOAL_RSS_MIB),
+            &below,
+        ));
+    }
+    rows
+}
+
+/// CONTRACT §1: SIGTERM → exit within the 10 s grace.
+const GOAL_STOP_MS: f64 = 10_000.0;
 
 /// The cluster section's goal line and its replication ratios (not goals: the price is the
 /// broker's, printed to be read beside the gateway's share on each side).
@@ -545,5 +586,38 @@ mod tests {
             goal_line(&l, "gateway a").ends_with("not measured (0.300 ms; no floor: run the raw section)"),
             "{l:?}"
         );
+    }
+
+    #[test]
+    fn the_stop_and_the_rss_after_a_restart_are_goals_at_10000_entities() {
+        let x = Restart {
+            entities: 10_000,
+            stop_ms: 10_200.0,
+            exited_cleanly: true,
+            start_to_ready_ms: Some(3_250.0),
+            poll_ms: 50,
+            restored: 10_000,
+            re_registered: 0,
+            re_register_ms: None,
+            rss_kib: Some(140 * 1024),
+            not_ready: None,
+        };
+        let rows = super::stop_rows(&x);
+        assert!(
+            rows[0].contains("SIGTERM → exit holding 10000 entities") && rows[0].contains("10.20 s"),
+            "{rows:?}"
+        );
+        assert!(rows[0].trim_end().ends_with("MISSED"), "{rows:?}");
+        assert!(
+            rows[1].contains("140.0 MiB") && rows[1].trim_end().ends_with("met"),
+            "{rows:?}"
+        );
+        let small = Restart {
+            entities: 100,
+            stop_ms: 300.0,
+            ..x
+        };
+        let rows = super::stop_rows(&small);
+        assert!(rows[0].contains("reported (goal judged at 10000 entities)"), "{rows:?}");
     }
 }

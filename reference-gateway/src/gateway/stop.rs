@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use lapin::Channel;
+use tracing::{debug, info, warn};
 
 use super::Gateway;
 
@@ -30,15 +31,31 @@ impl Gateway {
     /// then announce `down` for every entity and the gateway. The caller then ends the run loop,
     /// which closes the channels and the connection ([`Gateway::teardown_connection`]).
     pub async fn graceful_stop(&self, bound: Duration) {
+        let t0 = tokio::time::Instant::now();
+        let ms = |t: tokio::time::Instant| t.elapsed().as_millis() as u64;
         let work = async {
             self.stopping.send_replace(true);
-            close_all(self.local.take_inboxes(), "gateway stopping", CHANNELS_CLOSE_BOUND).await;
+            let inboxes = self.local.take_inboxes();
+            let n = inboxes.len();
+            let t = tokio::time::Instant::now();
+            close_all(inboxes, "gateway stopping", CHANNELS_CLOSE_BOUND).await;
+            info!(channels = n, took_ms = ms(t), "stop: inbox consumers closed");
+            let t = tokio::time::Instant::now();
             while self.inflight_injects.load(Ordering::SeqCst) > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+            info!(took_ms = ms(t), "stop: injects in flight ended");
+            let t = tokio::time::Instant::now();
             self.areas.stopping(self).await;
+            info!(took_ms = ms(t), "stop: presence downs published");
         };
-        let _ = tokio::time::timeout(bound, work).await;
+        if tokio::time::timeout(bound, work).await.is_err() {
+            warn!(
+                ?bound,
+                "stop: the graceful part did not end within its bound; closing the connection anyway"
+            );
+        }
+        info!(took_ms = ms(t0), "stop: graceful part done");
     }
 
     /// Ends the current connection (after a stop, a loss or a failed setup): every channel first
@@ -50,20 +67,27 @@ impl Gateway {
         } else {
             CHANNELS_CLOSE_BOUND
         };
+        let t0 = tokio::time::Instant::now();
+        let ms = |t: tokio::time::Instant| t.elapsed().as_millis() as u64;
         let mut open = self.local.take_inboxes();
         if let Ok(mut kept) = self.service_channels.lock() {
             open.append(&mut kept);
         }
         open.extend(self.publisher.detach().await);
+        let n = open.len();
         close_all(open, "bye", bound).await;
+        debug!(channels = n, took_ms = ms(t0), "teardown: channels closed");
         let links = self
             .inbox_links
             .lock()
             .map(|mut l| std::mem::take(&mut *l))
             .unwrap_or_default();
-        for link in links {
-            let _ = tokio::time::timeout(bound, link.close(200, "bye".into())).await;
-        }
+        let t = tokio::time::Instant::now();
+        let n = links.len();
+        // The extra inbox connections close together: each close is a broker round trip.
+        let closing = links.iter().map(|link| link.close(200, "bye".into()));
+        let _ = tokio::time::timeout(bound, futures_util::future::join_all(closing)).await;
+        debug!(connections = n, took_ms = ms(t), "teardown: inbox connections closed");
         for key in self.pull.forget_held() {
             // Their deliveries died with the connection; the broker redelivers them, and that
             // copy must be accepted (it is the same message, never drained).
@@ -74,6 +98,7 @@ impl Gateway {
         }
         // After the main one is gone, so no lookup opens another side connection behind it.
         self.close_side(bound).await;
+        debug!(took_ms = ms(t0), "teardown: connection closed");
     }
 }
 
@@ -90,10 +115,10 @@ async fn close_all(channels: Vec<Channel>, why: &str, bound: Duration) {
         Ok(results) => {
             let failed = results.iter().filter(|r| r.is_err()).count();
             if failed > 0 {
-                tracing::debug!(failed, of = channels.len(), "channels already closed");
+                debug!(failed, of = channels.len(), "channels already closed");
             }
         }
-        Err(_) => tracing::warn!(
+        Err(_) => warn!(
             channels = channels.len(),
             ?bound,
             "the broker did not confirm closing every channel in time; closing the connection anyway"
