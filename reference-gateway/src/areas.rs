@@ -73,12 +73,22 @@ impl Areas for SpecAreas {
     fn stopping<'a>(&'a self, gw: &'a Gateway) -> Step<'a, ()> {
         Box::pin(async move {
             // Held to the end: no heartbeat follows these `down`s (see `departures`).
+            let t = tokio::time::Instant::now();
             let mut departed = gw.departures.lock().await;
+            let locked_ms = t.elapsed().as_millis() as u64;
             departed.depart_all();
             gw.announce_all_down().await;
+            let entities_ms = t.elapsed().as_millis() as u64;
             let body = gw.gateway_presence("down", None);
             let _ = gw.announce(crate::envelope::GATEWAY_FROM, &body).await;
             drop(departed);
+            // Where a slow stop's time went: the heartbeat holding the lock, or the confirms.
+            tracing::info!(
+                locked_ms,
+                entities_ms,
+                gateway_ms = t.elapsed().as_millis() as u64,
+                "stop: presence downs (lock taken, entities down, _gateway down; ms since the step began)"
+            );
         })
     }
 }
