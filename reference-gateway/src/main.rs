@@ -415,7 +415,16 @@ fn main() -> std::process::ExitCode {
                 init_logs(&cfg.log_format);
                 limit_malloc_arenas();
                 match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                    Ok(rt) => rt.block_on(serve(cfg)),
+                    Ok(rt) => {
+                        let served = rt.block_on(serve(cfg));
+                        if served.is_ok() {
+                            // The graceful stop is done and logged (stderr, unbuffered): nothing is
+                            // left to write. Dropping the runtime's tasks and 10,000 entities' state
+                            // one by one took ~0.9 s of CONTRACT §1's 10 s after `stopped`.
+                            std::process::exit(0);
+                        }
+                        served
+                    }
                     Err(e) => Err(e.into()),
                 }
             }
