@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure};
 use cucumber::{given, then};
-use fleet_conformance::probe::Captured;
+use fleet_conformance::probe::{Captured, Tap};
 use fleet_conformance::timing::scaled;
 use serde_json::{Value, json};
 
@@ -71,33 +71,47 @@ fn msg_id(c: &Captured) -> Option<String> {
         .or_else(|| c.message_id())
 }
 
-/// One look at the dead-letter copy: what arrived since the last look, stamped with the end of
-/// this look, added to the notes. Returns when this look started.
-async fn look(w: &mut FleetWorld) -> anyhow::Result<Instant> {
-    let queue = w
-        .notes
-        .restart
-        .dead_copy
-        .as_ref()
-        .map(|(q, _)| q.clone())
-        .ok_or_else(|| {
-            anyhow!("no dead-letter copy: add \"the probe keeps a durable copy of what is dead-lettered\"")
-        })?;
-    let started = Instant::now();
-    let bound = scaled(Duration::from_secs(10));
-    let fetched = tokio::time::timeout(bound, async {
-        let probe = w.probe().await?;
-        let tap = probe.reattach(&queue).await?;
-        let got = tap.fetch().await?;
-        anyhow::Ok(got)
-    })
-    .await
-    .map_err(|_| anyhow!("a look at the dead-letter copy {queue} did not finish within {bound:?}"))??;
-    let at = Instant::now();
-    if let Some((_, seen)) = w.notes.restart.dead_copy.as_mut() {
-        seen.extend(fetched.into_iter().map(|c| (at, c)));
+/// The looks of one step at the dead-letter copy, through one channel (not one per look).
+struct Looks {
+    tap: Tap,
+    /// How many of the tap's captures are already in the notes.
+    taken: usize,
+}
+
+impl Looks {
+    async fn open(w: &mut FleetWorld) -> anyhow::Result<Looks> {
+        let queue = w
+            .notes
+            .restart
+            .dead_copy
+            .as_ref()
+            .map(|(q, _)| q.clone())
+            .ok_or_else(|| {
+                anyhow!("no dead-letter copy: add \"the probe keeps a durable copy of what is dead-lettered\"")
+            })?;
+        let tap = w.probe().await?.reattach(&queue).await?;
+        Ok(Looks { tap, taken: 0 })
     }
-    Ok(started)
+
+    /// One look: what arrived since the last look, stamped with the end of this look, added to
+    /// the notes. Returns when this look started.
+    async fn look(&mut self, w: &mut FleetWorld) -> anyhow::Result<Instant> {
+        let started = Instant::now();
+        let bound = scaled(Duration::from_secs(10));
+        let all = tokio::time::timeout(bound, self.tap.fetch()).await.map_err(|_| {
+            anyhow!(
+                "a look at the dead-letter copy {} did not finish within {bound:?}",
+                self.tap.queue()
+            )
+        })??;
+        let at = Instant::now();
+        let (taken, now) = (self.taken, all.len());
+        if let Some((_, seen)) = w.notes.restart.dead_copy.as_mut() {
+            seen.extend(all.into_iter().skip(taken).map(|c| (at, c)));
+        }
+        self.taken = now;
+        Ok(started)
+    }
 }
 
 /// The kept replies' copies among the dead letters: (text, stamp, copy).
@@ -126,8 +140,9 @@ fn texts(dead: &[(String, Instant, Captured)]) -> Vec<String> {
 #[then(expr = "no kept reply is dead-lettered while {int} heartbeats pass")]
 async fn none_dead_over(w: &mut FleetWorld, beats: u32) -> anyhow::Result<()> {
     let end = Instant::now() + w.heartbeat() * beats;
+    let mut looks = Looks::open(w).await?;
     loop {
-        look(w).await?;
+        looks.look(w).await?;
         let dead = kept_dead(w);
         ensure!(
             dead.is_empty(),
@@ -144,7 +159,7 @@ async fn none_dead_over(w: &mut FleetWorld, beats: u32) -> anyhow::Result<()> {
 
 #[then("no kept reply was dead-lettered at all")]
 async fn none_dead_at_all(w: &mut FleetWorld) -> anyhow::Result<()> {
-    look(w).await?;
+    Looks::open(w).await?.look(w).await?;
     let dead = kept_dead(w);
     ensure!(
         dead.is_empty(),
@@ -175,7 +190,8 @@ async fn dead_after_hold(w: &mut FleetWorld, main: String, secs: u64) -> anyhow:
     let inbox = format!("agent.{}.inbox.v2", w.gid(&main)?);
     let wanted = w.notes.restart.kept.len();
     ensure!(wanted > 0, "no kept replies: add \"… replies …, each confirmed\"");
-    let first = look(w).await?;
+    let mut looks = Looks::open(w).await?;
+    let first = looks.look(w).await?;
     if first >= earliest && kept_dead(w).len() >= wanted {
         bail!(
             "the first look at the dead letters began {:.1?} after the hold had passed and found every kept reply \
@@ -185,13 +201,13 @@ async fn dead_after_hold(w: &mut FleetWorld, main: String, secs: u64) -> anyhow:
     }
     while kept_dead(w).len() < wanted && Instant::now() < latest {
         tokio::time::sleep(LOOK_EVERY).await;
-        look(w).await?;
+        looks.look(w).await?;
     }
     // A window more: a second copy of either would show up now.
     let window_end = Instant::now() + w.heartbeat() * 3;
     while Instant::now() < window_end {
         tokio::time::sleep(LOOK_EVERY).await;
-        look(w).await?;
+        looks.look(w).await?;
     }
     let dead = kept_dead(w);
     for (text, _) in w.notes.restart.kept.clone() {

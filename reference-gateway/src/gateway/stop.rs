@@ -32,7 +32,6 @@ impl Gateway {
     /// which closes the channels and the connection ([`Gateway::teardown_connection`]).
     pub async fn graceful_stop(&self, bound: Duration) {
         let t0 = tokio::time::Instant::now();
-        let ms = |t: tokio::time::Instant| t.elapsed().as_millis() as u64;
         let work = async {
             self.stopping.send_replace(true);
             let inboxes = self.local.take_inboxes();
@@ -45,9 +44,8 @@ impl Gateway {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             info!(took_ms = ms(t), "stop: injects in flight ended");
-            let t = tokio::time::Instant::now();
+            // The areas log the presence downs' own times.
             self.areas.stopping(self).await;
-            info!(took_ms = ms(t), "stop: presence downs published");
         };
         if tokio::time::timeout(bound, work).await.is_err() {
             warn!(
@@ -68,7 +66,6 @@ impl Gateway {
             CHANNELS_CLOSE_BOUND
         };
         let t0 = tokio::time::Instant::now();
-        let ms = |t: tokio::time::Instant| t.elapsed().as_millis() as u64;
         let mut open = self.local.take_inboxes();
         if let Ok(mut kept) = self.service_channels.lock() {
             open.append(&mut kept);
@@ -100,6 +97,11 @@ impl Gateway {
         self.close_side(bound).await;
         debug!(took_ms = ms(t0), "teardown: connection closed");
     }
+}
+
+/// Milliseconds since `t`, for the stop's timed log lines.
+fn ms(t: tokio::time::Instant) -> u64 {
+    t.elapsed().as_millis() as u64
 }
 
 /// Closes `channels` at once and waits for the broker's close-ok of each, at most `bound` in all.

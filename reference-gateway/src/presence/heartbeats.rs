@@ -145,10 +145,6 @@ impl Gateway {
         self.announce(&e.gid, &body).await
     }
 
-    /// The graceful stop's `down` for every local entity, pipelined in chunks as a heartbeat
-    /// round is: one broker round trip per chunk of `HEARTBEAT_CHUNK` instead of one per entity,
-    /// whose sum grows into the stop's 10 s bound with thousands of entities. (With 10,000 the
-    /// stop still takes its whole bound, measured in issue 46: the rest is elsewhere in the stop.)
     /// A graceful stop's `down` for every local entity (CONTRACT §1, 3). While every live
     /// gateway batches (PRB-4: no per-entity heartbeats), one last `_gateway` batch that lists
     /// none of them does it in one message: PRB-2 makes each entity missing from the host's
@@ -166,6 +162,10 @@ impl Gateway {
         }
     }
 
+    /// The graceful stop's `down` for every local entity, pipelined in chunks as a heartbeat
+    /// round is: one broker round trip per chunk of `HEARTBEAT_CHUNK` instead of one per entity,
+    /// whose sum grows into the stop's 10 s bound with thousands of entities. (With 10,000 the
+    /// stop still takes its whole bound, measured in issue 46: the rest is elsewhere in the stop.)
     pub async fn announce_entities_down(&self) {
         let entities = self.entities();
         for chunk in entities.chunks(HEARTBEAT_CHUNK) {
