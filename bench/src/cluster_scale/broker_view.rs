@@ -317,9 +317,10 @@ impl BrokerView {
             .collect())
     }
 
-    /// How many messages in `bridge.dlq` of `vhost` hold `needle` in their body (looked at up to
-    /// `max` + 100 of them, requeued: the look takes nothing away).
-    pub(crate) async fn dead_lettered(&self, vhost: &str, needle: &str, max: usize) -> anyhow::Result<usize> {
+    /// The `msgId`s of the messages in `bridge.dlq` of `vhost` that hold `needle` in their body
+    /// (looked at up to `max` + 100 of them, requeued: the look takes nothing away; a body that is
+    /// not an envelope counts with an empty id).
+    pub(crate) async fn dead_lettered(&self, vhost: &str, needle: &str, max: usize) -> anyhow::Result<Vec<String>> {
         let first = self.preferred.load(Ordering::Relaxed) % self.bases.len().max(1);
         let base = self
             .bases
@@ -348,12 +349,15 @@ impl BrokerView {
         let list = got.as_array().ok_or_else(|| anyhow!("POST {url} answered no list"))?;
         Ok(list
             .iter()
-            .filter(|m| {
-                m.get("payload")
-                    .and_then(Value::as_str)
-                    .is_some_and(|p| p.contains(needle))
+            .filter_map(|m| m.get("payload").and_then(Value::as_str))
+            .filter(|p| p.contains(needle))
+            .map(|p| {
+                serde_json::from_str::<Value>(p)
+                    .ok()
+                    .and_then(|v| v.get("msgId").and_then(Value::as_str).map(str::to_string))
+                    .unwrap_or_default()
             })
-            .count())
+            .collect())
     }
 
     /// `POST /api/rebalance/queues` (asynchronous: the leaders move afterwards).

@@ -6,7 +6,7 @@
 //! Why a module: a full restart (a power cut, an upgrade gone wrong) recovers every Raft group at
 //! once; its time, and that nothing confirmed is lost, are the other half of sizing a cluster.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -109,7 +109,16 @@ pub(crate) async fn run(
     if drained < kept {
         // Lost, or rejected on arrival? A REPLY a gateway rejected lies in bridge.dlq.
         match view.dead_lettered(vhost, &format!("{tag} kept "), kept).await {
-            Ok(n) => r.dead_lettered = Some(n),
+            Ok(ids) => {
+                r.dead_lettered = Some(ids.len());
+                // Why: the receiving (main's) gateway logged each rejection with its msgId.
+                let log = fleet
+                    .hosts
+                    .get(&pair.main.host)
+                    .map(|h| h.gateway.log())
+                    .unwrap_or_default();
+                r.dead_lettered_why = rejection_checks(&log, &ids);
+            }
             Err(e) => eprintln!("fleet-bench: scale: cannot look into bridge.dlq: {e:#}"),
         }
     }
@@ -161,4 +170,34 @@ async fn drain(pair: &Pair, tag: &str, kept: usize, wait: Duration) -> anyhow::R
         }
     }
     Ok((seen.len(), duplicates))
+}
+
+/// Counts `ids` by the check a gateway's log names for each: the value of `check=` on a line
+/// that names the `msgId` and says the message was rejected (the reference gateway's SIG-5 line,
+/// text or JSON format); `not in the log` when no such line names it.
+pub(crate) fn rejection_checks(log: &str, ids: &[String]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for id in ids {
+        let check = (!id.is_empty())
+            .then(|| {
+                log.lines()
+                    .filter(|l| l.contains(id.as_str()) && l.contains("rejected"))
+                    .find_map(check_of)
+            })
+            .flatten()
+            .unwrap_or_else(|| "not in the log".to_string());
+        *out.entry(check).or_insert(0) += 1;
+    }
+    out
+}
+
+/// The `check` field of one log line: `check=x`, `check="x"` or `"check":"x"`.
+fn check_of(line: &str) -> Option<String> {
+    let at = line
+        .find("\"check\":")
+        .map(|i| i + "\"check\":".len())
+        .or_else(|| line.find("check=").map(|i| i + "check=".len()))?;
+    let rest = line[at..].trim_start_matches('"');
+    let end = rest.find(|c: char| c == '"' || c == ',' || c.is_whitespace()).unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_string())
 }

@@ -307,6 +307,10 @@ pub struct FullRestart {
     /// them: its log says which check); `None` when none was missing or the look failed.
     #[serde(default)]
     pub dead_lettered: Option<usize>,
+    /// The dead-lettered ones by the check the receiving gateway's log names for their `msgId`
+    /// (`not in the log` when no rejection line names it).
+    #[serde(default)]
+    pub dead_lettered_why: BTreeMap<String, usize>,
     pub not_recovered: Option<String>,
 }
 

@@ -265,7 +265,16 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
     row(
         "  kept REPLYs: confirmed → drained (dup)",
         restart(&|x| match x.dead_lettered {
-            Some(d) => format!("{} → {} ({}; {d} in bridge.dlq)", x.kept, x.drained, x.duplicates),
+            Some(d) => {
+                let why: Vec<String> = x.dead_lettered_why.iter().map(|(c, n)| format!("{n} {c}")).collect();
+                format!(
+                    "{} → {} ({}; {d} in bridge.dlq: {})",
+                    x.kept,
+                    x.drained,
+                    x.duplicates,
+                    why.join(", ")
+                )
+            }
             None => format!("{} → {} ({})", x.kept, x.drained, x.duplicates),
         }),
     );

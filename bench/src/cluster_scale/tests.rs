@@ -227,3 +227,18 @@ fn a_data_dir_is_sized_by_the_blocks_its_files_take() {
     assert!(dir_bytes(&dir.join("nope")).is_err(), "a missing data dir is an error");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_dead_lettered_reply_is_counted_by_the_check_its_gateway_logged() {
+    use super::full_restart::rejection_checks;
+    let log = concat!(
+        "2026-12-06T00:00:01Z  WARN msg{traceId=t1 msgId=m1 kind=REPLY}: fleet_gateway: message rejected to bridge.dlx msgId=m1 check=\"from_not_on_host\" error=x\n",
+        "{\"level\":\"WARN\",\"fields\":{\"message\":\"message rejected to bridge.dlx\",\"msgId\":\"m2\",\"check\":\"expired\"}}\n",
+        "2026-12-06T00:00:02Z  INFO delivered msgId=m3\n",
+    );
+    let ids = ["m1", "m2", "m3", ""].map(String::from);
+    let got = rejection_checks(log, &ids);
+    assert_eq!(got.get("from_not_on_host"), Some(&1));
+    assert_eq!(got.get("expired"), Some(&1));
+    assert_eq!(got.get("not in the log"), Some(&2), "{got:?}");
+}

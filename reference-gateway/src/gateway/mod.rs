@@ -99,6 +99,9 @@ pub struct Gateway {
     pub(crate) refreshing_statuses: AtomicBool,
     /// The connection is being left for stalled confirms (`stall.rs`): its teardown waits less.
     stalled: AtomicBool,
+    /// The stop's inbox closes were not all confirmed within their bound: the broker is behind
+    /// on channel closes, and the teardown's own closes would queue behind them (`stop.rs`).
+    closes_behind: AtomicBool,
     /// Orders every `down` after the heartbeats already on their way (no `up` follows a `down`).
     pub(crate) departures: crate::departures::Departures,
 }
@@ -174,6 +177,7 @@ impl Gateway {
             inflight_injects: std::sync::atomic::AtomicUsize::new(0),
             refreshing_statuses: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
+            closes_behind: AtomicBool::new(false),
             departures: Default::default(),
             cfg,
         }))

@@ -22,7 +22,9 @@ const CHANNELS_CLOSE_BOUND: Duration = Duration::from_secs(3);
 
 /// The same bound when the connection is left because its node stalled (`stall.rs`): the node's
 /// channel processes wait on the nodes it cannot reach, so its close-oks come late or never, and
-/// every moment spent waiting for them delays the move to another node.
+/// every moment spent waiting for them delays the move to another node. Also after a stop whose
+/// inbox closes ran past their bound (thousands of entities): the broker answers closes in order,
+/// so the last few channels' close-oks wait behind the backlog, and the stop's 10 s with them.
 const STALLED_CLOSE_BOUND: Duration = Duration::from_millis(500);
 
 impl Gateway {
@@ -37,8 +39,9 @@ impl Gateway {
             let inboxes = self.local.take_inboxes();
             let n = inboxes.len();
             let t = tokio::time::Instant::now();
-            close_all(inboxes, "gateway stopping", CHANNELS_CLOSE_BOUND).await;
-            info!(channels = n, took_ms = ms(t), "stop: inbox consumers closed");
+            let confirmed = close_all(inboxes, "gateway stopping", CHANNELS_CLOSE_BOUND).await;
+            self.closes_behind.store(!confirmed, Ordering::SeqCst);
+            info!(channels = n, took_ms = ms(t), confirmed, "stop: inbox consumers closed");
             let t = tokio::time::Instant::now();
             while self.inflight_injects.load(Ordering::SeqCst) > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -60,7 +63,9 @@ impl Gateway {
     /// (on a lost connection each close fails at once), then the extra inbox connections, then
     /// the main one; each step bounded.
     pub(super) async fn teardown_connection(&self) {
-        let bound = if self.stalled.swap(false, Ordering::SeqCst) {
+        let stalled = self.stalled.swap(false, Ordering::SeqCst);
+        let behind = self.closes_behind.swap(false, Ordering::SeqCst);
+        let bound = if stalled || behind {
             STALLED_CLOSE_BOUND
         } else {
             CHANNELS_CLOSE_BOUND
@@ -104,12 +109,12 @@ fn ms(t: tokio::time::Instant) -> u64 {
     t.elapsed().as_millis() as u64
 }
 
-/// Closes `channels` at once and waits for the broker's close-ok of each, at most `bound` in all.
-/// A channel already closed (by the broker, or with its connection) answers at once with an
-/// error, which is nothing to report.
-async fn close_all(channels: Vec<Channel>, why: &str, bound: Duration) {
+/// Closes `channels` at once and waits for the broker's close-ok of each, at most `bound` in all;
+/// false when the bound ran out first. A channel already closed (by the broker, or with its
+/// connection) answers at once with an error, which is nothing to report.
+async fn close_all(channels: Vec<Channel>, why: &str, bound: Duration) -> bool {
     if channels.is_empty() {
-        return;
+        return true;
     }
     let closing = channels.iter().map(|ch| ch.close(200, why.into()));
     let closed = futures_util::future::join_all(closing);
@@ -119,11 +124,15 @@ async fn close_all(channels: Vec<Channel>, why: &str, bound: Duration) {
             if failed > 0 {
                 debug!(failed, of = channels.len(), "channels already closed");
             }
+            true
         }
-        Err(_) => warn!(
-            channels = channels.len(),
-            ?bound,
-            "the broker did not confirm closing every channel in time; closing the connection anyway"
-        ),
+        Err(_) => {
+            warn!(
+                channels = channels.len(),
+                ?bound,
+                "the broker did not confirm closing every channel in time; closing the connection anyway"
+            );
+            false
+        }
     }
 }
