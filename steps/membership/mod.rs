@@ -20,6 +20,7 @@
 //! - [`traffic`] — briefs and replies flowing across a change, and what became of them;
 //! - [`edges`] — serial ranges at both ends, ids across CAs, several principals, SIGHUP alone.
 
+mod damaged;
 mod edges;
 mod files;
 mod hostile;

@@ -34,6 +34,15 @@ pub struct CaSet {
 /// The RSA modulus sizes the verifier takes (bits; OpenSSH itself refuses below 1024).
 pub const RSA_BITS: std::ops::RangeInclusive<u32> = 1024..=8192;
 
+/// The key types of the CAs the gateway takes, as their lines name them ([C-21] 10).
+const TAKEN: [&str; 5] = [
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+];
+
 /// What the error of a pasted line says the file wants.
 const WANTED: &str =
     "FLEET_TRUST_CA_FILE wants the CA's public key line alone (the .pub file: ssh-ed25519 AAAA… comment)";
@@ -56,6 +65,14 @@ impl CaSet {
             }
             let key = match PublicKey::from_openssh(line) {
                 Ok(key) => key,
+                // [C-27] 1: a type the gateway takes whose key does not parse is damaged (cut,
+                // a wrong length), never a line to skip: skipping it would drop a CA silently.
+                Err(e) if TAKEN.contains(&alg) => {
+                    return Err(LineError::new(
+                        n,
+                        format!("a {alg} key that does not parse, damaged or cut ({e}); {WANTED}"),
+                    ));
+                }
                 Err(_) if is_wire_key(line) => {
                     set.skipped.push(LineError::new(n, not_taken(alg)));
                     continue;
@@ -130,10 +147,7 @@ pub fn ca_type_taken(key: &KeyData) -> Result<(), String> {
 }
 
 fn not_taken(alg: &str) -> String {
-    format!(
-        "a {alg} key, not a CA type the gateway takes (ssh-ed25519, ecdsa-sha2-nistp256, \
-         ecdsa-sha2-nistp384, ecdsa-sha2-nistp521, ssh-rsa)"
-    )
+    format!("a {alg} key, not a CA type the gateway takes ({})", TAKEN.join(", "))
 }
 
 /// Whether `line` is `<type> <base64> [comment]` whose blob begins with that type's name: a
@@ -235,6 +249,30 @@ mod tests {
         assert_eq!(CaSet::parse(&fixture("a-rsa-cert.pub")).map_err(|e| e.line), Err(1));
         assert_eq!(CaSet::parse("garbage here\n").map_err(|e| e.line), Err(1));
         assert_eq!(CaSet::parse("").map(|c| c.is_empty()), Ok(true));
+    }
+
+    /// [C-27] 1: a CA line of every taken type cut at a multiple of 4 base64 characters (the
+    /// rest still decodes) or of a wrong length refuses the file, naming the line.
+    #[test]
+    fn a_damaged_line_of_a_taken_type_refuses_the_file() {
+        let all = fixture("trust-ca-all.txt");
+        let lines: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).collect();
+        assert_eq!(lines.len(), 5);
+        for line in lines {
+            let mut words = line.split_whitespace();
+            let (alg, b64) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+            for cut in [4, 8, b64.len() / 2 / 4 * 4] {
+                let damaged = format!("{alg} {}", &b64[..b64.len() - cut]);
+                let text = format!("# CAs\n{}{damaged} cut\n", fixture("ca.pub"));
+                let e = CaSet::parse(&text).expect_err(&damaged);
+                assert_eq!(e.line, 3, "{alg} cut by {cut}: {e}");
+                assert!(e.reason.contains(alg) && e.reason.contains("does not parse"), "{e}");
+            }
+        }
+        // Grown, not cut: an ed25519 key of 33 bytes.
+        let blob = [&11u32.to_be_bytes()[..], b"ssh-ed25519", &33u32.to_be_bytes(), &[7u8; 33]].concat();
+        let line = format!("ssh-ed25519 {}", base64::engine::general_purpose::STANDARD.encode(blob));
+        assert_eq!(CaSet::parse(&line).map_err(|e| e.line), Err(1));
     }
 
     #[test]
