@@ -1,12 +1,14 @@
 @membership @cap-membership @mem-damaged
-Feature: Credential files as they go wrong — a damaged CA line (SPEC §18, [C-27])
+Feature: Credential files as they go wrong — a damaged CA line, a file briefly empty (SPEC §18, [C-27])
 
   Operators paste CA keys between terminals and editors; a paste cut at a multiple of 4 base64
   characters leaves a line that still decodes and still names its key type, but whose key is cut.
   [C-27] 1: such a line of a type the gateway takes makes the file broken (MEM-1: not applied, the
   last good content kept, an ERROR naming the file and the line); only a well-formed line of a type
-  the gateway does not take is skipped. Every CA is made by the real ssh-keygen of OpenSSH
-  (CONTRACT §12). Gateways heartbeat every second (the suite's setting).
+  the gateway does not take is skipped. [C-27] 2: a file rewritten in place is briefly empty, which
+  is no decision to trust nobody: a file that turns empty where it held entries is applied only
+  once it has stayed so for 1 s (within MEM-1's 2 s all the same). Every CA is made by the real
+  ssh-keygen of OpenSSH (CONTRACT §12). Gateways heartbeat every second (the suite's setting).
 
   Background:
     Given a broker
@@ -39,3 +41,43 @@ Feature: Credential files as they go wrong — a damaged CA line (SPEC §18, [C-
       | ECDSA nistp384   | -t ecdsa -b 384    |
       | ECDSA nistp521   | -t ecdsa -b 521    |
       | RSA              | -t rsa             |
+
+  # [C-27] 2: host "b" is certified (the trust file) and host "a" is in the peers files only. A
+  # gateway that applied the empty trust file would drop "b" from the roster of "a", the empty peers
+  # file "a" from the roster of "b" — while the file is still empty: the rosters are watched from
+  # the truncation on, over a window past the write-back.
+  @MEM-1 @emptied-file
+  Scenario Outline: a <file> emptied in place and written back 300 ms later is never applied empty: every host stays listed and the traffic loses nothing
+    Given every gateway trusts the CA "fleet"
+    And host "b" holds a certificate from "fleet" and is in no peers file
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" finishes each brief quickly
+    And the probe watches the wire
+    Then within 2 heartbeats the rosters of "a" and "b" all list "lead" on "a" and "w1" on "b"
+    When "lead" sends briefs to "w1", which replies to each, in the background
+    And every gateway's <file> is emptied in place and written back as it was 300 ms later
+    Then over a window the rosters of "a" and "b" keep listing "lead" on "a" and "w1" on "b"
+    When the traffic has made 3 more round trips and stops
+    Then the traffic lost nothing, and nothing was rejected or duplicated
+
+    Examples:
+      | file       |
+      | trust file |
+      | peers file |
+
+  # The hold is no refusal: a file left empty is applied within MEM-1's 2 s.
+  @MEM-1 @emptied-file
+  Scenario Outline: a <file> emptied and left so is applied within 2 seconds: host "<host>" leaves the roster of "<other>"
+    Given every gateway trusts the CA "fleet"
+    And host "b" holds a certificate from "fleet" and is in no peers file
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    Then within 2 heartbeats the rosters of "a" and "b" all list "lead" on "a" and "w1" on "b"
+    When every gateway's <file> is emptied in place and left so
+    Then within 2 seconds the roster of "<other>" lists nothing of host "<host>"
+
+    Examples:
+      | file       | host | other |
+      | trust file | b    | a     |
+      | peers file | a    | b     |

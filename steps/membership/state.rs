@@ -88,6 +88,8 @@ pub struct MemState {
     /// A refused rotation's key and certificate, still in the host's files (`edges.rs`: taken on
     /// a later SIGHUP).
     pub(super) pending: BTreeMap<String, (HostKey, Certificate)>,
+    /// A file emptied in place and written back in the background ([C-27] 2, `damaged.rs`).
+    pub(super) rewrite: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 /// A change the next "within 2 s" counts from.

@@ -198,6 +198,8 @@ fn check_of(line: &str) -> Option<String> {
         .map(|i| i + "\"check\":".len())
         .or_else(|| line.find("check=").map(|i| i + "check=".len()))?;
     let rest = line[at..].trim_start_matches('"');
-    let end = rest.find(|c: char| c == '"' || c == ',' || c.is_whitespace()).unwrap_or(rest.len());
+    let end = rest
+        .find(|c: char| c == '"' || c == ',' || c.is_whitespace())
+        .unwrap_or(rest.len());
     (end > 0).then(|| rest[..end].to_string())
 }

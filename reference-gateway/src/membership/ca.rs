@@ -256,7 +256,10 @@ mod tests {
     #[test]
     fn a_damaged_line_of_a_taken_type_refuses_the_file() {
         let all = fixture("trust-ca-all.txt");
-        let lines: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).collect();
+        let lines: Vec<&str> = all
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .collect();
         assert_eq!(lines.len(), 5);
         for line in lines {
             let mut words = line.split_whitespace();
@@ -270,7 +273,13 @@ mod tests {
             }
         }
         // Grown, not cut: an ed25519 key of 33 bytes.
-        let blob = [&11u32.to_be_bytes()[..], b"ssh-ed25519", &33u32.to_be_bytes(), &[7u8; 33]].concat();
+        let blob = [
+            &11u32.to_be_bytes()[..],
+            b"ssh-ed25519",
+            &33u32.to_be_bytes(),
+            &[7u8; 33],
+        ]
+        .concat();
         let line = format!("ssh-ed25519 {}", base64::engine::general_purpose::STANDARD.encode(blob));
         assert_eq!(CaSet::parse(&line).map_err(|e| e.line), Err(1));
     }

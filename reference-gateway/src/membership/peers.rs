@@ -27,8 +27,13 @@ struct Doc {
 }
 
 impl Peers {
-    /// Parses the peers file's text.
+    /// Parses the peers file's text. An empty file (or comments and blank lines only) lists no
+    /// peer ([C-27] 2 applies a peers file emptied for good); any other file without a `[peers]`
+    /// table is broken.
     pub fn parse(text: &str) -> Result<Peers, LineError> {
+        if super::files::meaningful_lines(text).next().is_none() {
+            return Ok(Peers::default());
+        }
         let doc: Doc = toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |s| line_at(text, s.start));
             LineError::new(line, format!("not valid TOML: {}", e.message()))
@@ -163,6 +168,10 @@ mod tests {
     #[test]
     fn an_empty_table_is_a_fleet_of_certificates_only() {
         assert_eq!(Peers::parse("[peers]\n").expect("parses"), Peers::default());
+        // [C-27] 2: a file emptied for good lists no peer; other tables without [peers] are broken.
+        assert_eq!(Peers::parse("").expect("parses"), Peers::default());
+        assert_eq!(Peers::parse("# nobody\n\n").expect("parses"), Peers::default());
+        assert!(Peers::parse("[other]\n").is_err());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! read; content equal to what was last seen changes nothing. Content that does not parse is not
 //! applied: the last good content stays in force, an ERROR names the file and the line, and
 //! `fleet_gateway_trust_reload_errors_total{file}` counts it — once per bad content, not once per
-//! poll. SIGHUP re-reads every file at once.
+//! poll. SIGHUP re-reads every file at once. A file that turns empty (or comments only) where the
+//! content in force held entries is applied only once it has stayed so for [`EMPTY_HOLD`] ([C-27]
+//! 2): a file rewritten in place is briefly empty.
 //!
 //! The key and certificate files are read together [`DEBOUNCE`] after the last change of either
 //! (a rotation replaces both, a few milliseconds apart), or at once on SIGHUP; see
@@ -45,6 +47,11 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 /// How long after a directory event the files are looked at (a rename burst settles).
 const EVENT_SETTLE: Duration = Duration::from_millis(20);
 
+/// How long a trust file that turned empty where it held entries must stay so before it is
+/// applied ([C-27] 2): a file rewritten in place is briefly empty, which is no decision to trust
+/// nobody. With the poll's 500 ms it is applied within MEM-1's 2 s all the same.
+const EMPTY_HOLD: Duration = Duration::from_secs(1);
+
 /// How often certified keys long expired are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -79,6 +86,8 @@ struct Watched {
     stamp: Option<Stamp>,
     /// The content last looked at (applied or refused), or the last read error.
     seen: Option<Result<Vec<u8>, String>>,
+    /// Since when the file has been empty while the content in force held entries ([C-27] 2).
+    emptied: Option<Instant>,
 }
 
 impl Watched {
@@ -88,7 +97,30 @@ impl Watched {
             path: path.to_path_buf(),
             stamp: None,
             seen: None,
+            emptied: None,
         }
+    }
+
+    /// [C-27] 2: whether `content` is held back as an emptied file — empty (or comments and
+    /// blank lines only) where the content in force holds entries, for less than [`EMPTY_HOLD`].
+    /// Notes when it turned empty, and forgets it once the file holds entries again.
+    fn held_back(&mut self, gw: &Gateway, content: &Result<Vec<u8>, String>) -> bool {
+        let empty = matches!(content, Ok(bytes) if is_empty(self.file, bytes));
+        if !empty || !in_force_holds_entries(gw, self.file) {
+            self.emptied = None;
+            return false;
+        }
+        let since = *self.emptied.get_or_insert_with(|| {
+            info!(
+                file = self.file.var(),
+                path = %self.path.display(),
+                "{} {}: the file turned empty; applied only if it stays so for {EMPTY_HOLD:?}",
+                self.file.var(),
+                self.path.display()
+            );
+            Instant::now()
+        });
+        since.elapsed() < EMPTY_HOLD
     }
 
     /// Whether the stamp moved since the last look (always when `force`).
@@ -108,6 +140,22 @@ impl Watched {
         }
         self.seen = Some(now.clone());
         Some(now)
+    }
+}
+
+/// Empty, or comments and blank lines only (a binary or unreadable text is not empty).
+fn is_empty(file: TrustFile, bytes: &[u8]) -> bool {
+    files::text(file, bytes).is_ok_and(|t| files::meaningful_lines(t).next().is_none())
+}
+
+/// Whether the content in force of `file` holds any entry.
+fn in_force_holds_entries(gw: &Gateway, file: TrustFile) -> bool {
+    let files = gw.membership.trust.files();
+    match file {
+        TrustFile::Peers => files.peers.hosts().next().is_some(),
+        TrustFile::TrustCa => !files.cas.is_empty() || !files.cas.skipped().is_empty(),
+        TrustFile::Revoked => !files.krl.is_empty(),
+        TrustFile::SigningKey | TrustFile::HostCert => false,
     }
 }
 
@@ -166,6 +214,14 @@ async fn run(gw: Arc<Gateway>) {
                 None => std::future::pending().await,
             }
         };
+        // An emptied file is looked at again once its hold has passed ([C-27] 2).
+        let emptied_due = trust.iter().filter_map(|w| w.emptied).min().map(|t| t + EMPTY_HOLD);
+        let emptied = async {
+            match emptied_due {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = wake.notified() => tokio::time::sleep(EVENT_SETTLE).await,
             Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
@@ -173,13 +229,22 @@ async fn run(gw: Arc<Gateway>) {
                 force = true;
             }
             _ = debounce => {}
+            _ = emptied => {}
             _ = tick.tick() => {}
             _ = shutdown.changed() => if *shutdown.borrow() { return; },
         }
         for w in &mut trust {
-            if w.moved(force)
-                && let Some(content) = w.fresh()
+            let content = if w.moved(force) { w.fresh() } else { None };
+            // Held back, an emptied file is `seen` already: taken from there once its hold passed.
+            let content = match content {
+                Some(c) => Some(c),
+                None if w.emptied.is_some() => w.seen.clone(),
+                None => None,
+            };
+            if let Some(content) = content
+                && !w.held_back(&gw, &content)
             {
+                w.emptied = None;
                 reload(&gw, w, content, false);
             }
         }
@@ -381,6 +446,18 @@ mod tests {
         assert!(known(), "the last good content stays in force");
         replace(&d.join("krl.txt"), &format!("key: {}", fixture("b.pub")));
         within_2s("a revoked key is no longer valid", || !known()).await;
+        // [C-27] 2: emptied in place for 300 ms, then written back: never applied.
+        std::fs::write(d.join("krl.txt"), "").expect("truncate");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!known(), "an emptied file is held back");
+        std::fs::write(d.join("krl.txt"), format!("key: {}", fixture("b.pub"))).expect("write back");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!known(), "the file written back was never applied empty");
+        // Left empty (comments only): applied once it stayed so for 1 s, within 2 s.
+        let emptied = Instant::now();
+        replace(&d.join("krl.txt"), "# nothing revoked\n");
+        within_2s("an emptied file that stays empty is applied", known).await;
+        assert!(emptied.elapsed() >= EMPTY_HOLD, "applied after {:?}", emptied.elapsed());
         gw.begin_shutdown();
     }
 
