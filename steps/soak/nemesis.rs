@@ -122,8 +122,13 @@ impl Strike {
 pub(super) struct Rng(u64);
 
 impl Rng {
+    /// The seed goes through splitmix64 first: xorshift's first outputs from small, close seeds
+    /// are close too, and `seed | 1` alone made an even seed and the odd one after it the same run.
     pub(super) fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Rng((z ^ (z >> 31)) | 1)
     }
 
     pub(super) fn below(&mut self, n: usize) -> usize {
