@@ -1,5 +1,5 @@
 @membership @cap-membership @mem-damaged
-Feature: Credential files as they go wrong — a damaged CA line, a file briefly empty (SPEC §18, [C-27])
+Feature: Credential files as they go wrong — a damaged CA line, a file briefly empty, an early renewal (SPEC §18, [C-27])
 
   Operators paste CA keys between terminals and editors; a paste cut at a multiple of 4 base64
   characters leaves a line that still decodes and still names its key type, but whose key is cut.
@@ -7,7 +7,9 @@ Feature: Credential files as they go wrong — a damaged CA line, a file briefly
   last good content kept, an ERROR naming the file and the line); only a well-formed line of a type
   the gateway does not take is skipped. [C-27] 2: a file rewritten in place is briefly empty, which
   is no decision to trust nobody: a file that turns empty where it held entries is applied only
-  once it has stayed so for 1 s (within MEM-1's 2 s all the same). Every CA is made by the real
+  once it has stayed so for 1 s (within MEM-1's 2 s all the same). [C-27] 3: a renewal dropped in
+  before its `valid after` is refused, and taken — with no file change and no SIGHUP — when it
+  becomes valid, at once as [C-26] reads it. Every CA is made by the real
   ssh-keygen of OpenSSH (CONTRACT §12). Gateways heartbeat every second (the suite's setting).
 
   Background:
@@ -81,3 +83,21 @@ Feature: Credential files as they go wrong — a damaged CA line, a file briefly
       | file       | host | other |
       | trust file | b    | a     |
       | peers file | a    | b     |
+
+  # [C-27] 3: the old certificate would otherwise run out with a valid one on disk. The skew is
+  # cut to 1 second so that a certificate valid from 8 seconds on is not valid now.
+  @MEM-3 @early-renewal
+  Scenario: a rotation refused because its certificate is not valid yet is taken when it becomes valid, with no file change and no SIGHUP
+    Given the gateways allow a clock skew of 1 second
+    And every gateway trusts the CA "fleet"
+    And hosts "a" and "b" hold certificates from "fleet" and are in no peers file
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" finishes each brief quickly
+    And the probe watches the wire
+    When "lead" sends briefs to "w1", which replies to each, in the background
+    And "b" rotates to a new key and a certificate from "fleet" valid from 8 seconds from now
+    Then within 2 seconds the gateway on "b" logs an ERROR naming its certificate file
+    And when that certificate becomes valid, "b" takes it at once, with no file change and no SIGHUP
+    When the traffic has made 3 more round trips and stops
+    Then the traffic lost nothing, and nothing was rejected or duplicated

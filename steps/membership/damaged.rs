@@ -13,19 +13,29 @@
 //! in place (truncated, as an editor or `>` does) and written back 300 ms later — the rosters are
 //! watched over a window that starts at the truncation, so a gateway that applied the empty file
 //! is seen dropping hosts while it is empty; and emptied and left so — applied within 2 s.
+//!
+//! [C-27] 3: a rotation refused only because the new certificate is not valid yet is applied,
+//! with no file change and no SIGHUP, when its `valid after` comes (− `FLEET_CLOCK_SKEW_MS`), as
+//! "at once" reads ([C-26]): the first message signed with the new key is stamped by the gateway
+//! within [`AT_ONCE`] of that instant — and not before it.
 
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
 use cucumber::{then, when};
-use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for};
+use fleet_conformance::credentials::ca::Validity;
+use fleet_conformance::keys::HostKey;
+use fleet_conformance::reaction::{AT_ONCE, Bound, Stamped};
+use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, scaled};
 use serde_json::Value;
 
 use crate::world::FleetWorld;
 
 use super::files::{Kind, rewrite_all};
+use super::revocation::skew;
 use super::rosters::{gid_of, roster};
-use super::{changed_now, quoted, trust_file};
+use super::rotation::{adopt, install, since_rotation, wire};
+use super::{OBSERVE, by_deadline, changed_now, issue, quoted, trust_file};
 
 /// How long an emptied file stays empty before it is written back: a rewrite in place as the
 /// issue that brought [C-27] 2 measured it, well under the 1 s hold.
@@ -149,6 +159,85 @@ async fn keep_listing(w: &mut FleetWorld, at: String, listed: String) -> anyhow:
         rewrite.await.map_err(|e| anyhow!("the write-back task: {e}"))??;
     }
     held?;
+    Ok(())
+}
+
+/// [C-27] 3: `host` rotates (files replaced, SIGHUP) to a new key and a certificate from `ca`
+/// whose `valid after` is `secs` from now: refused now (the step's seconds must exceed the skew),
+/// kept pending until it becomes valid.
+#[when(
+    regex = r#"^"([^"]+)" rotates to a new key and a certificate from "([^"]+)" valid from (\d+) seconds from now$"#
+)]
+async fn rotates_early(w: &mut FleetWorld, host: String, ca: String, secs: u64) -> anyhow::Result<()> {
+    ensure!(
+        Duration::from_secs(secs) > skew(w) + Duration::from_secs(1),
+        "{secs} s is within the clock skew the gateways allow ({:?}): the certificate would be valid now",
+        skew(w)
+    );
+    let tap = wire(w).await?;
+    let mark = tap.fetch().await?.len();
+    let new = HostKey::generate(&host);
+    let now = Validity::around_now(Duration::ZERO, Duration::from_secs(3600));
+    let later = Validity {
+        from: now.from + secs,
+        to: now.to,
+    };
+    let cert = issue(w, &ca, &new, &host, later)?;
+    install(w, &host, &new, Some(&cert.line))?;
+    w.membership.rotation = Some((mark, true));
+    w.membership.pending.insert(host, (new, cert));
+    Ok(())
+}
+
+/// [C-27] 3 read with [C-26]: the pending rotation of `host` is taken when its certificate becomes
+/// valid as MEM-2 counts it (`valid after` − skew), with no file change or signal: the first
+/// message signed with the new key is stamped by the gateway no earlier than that instant and
+/// within [`AT_ONCE`] of it.
+#[then(
+    regex = r#"^when that certificate becomes valid, "([^"]+)" takes it at once, with no file change and no SIGHUP$"#
+)]
+async fn taken_when_valid(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    let (key, cert) = w
+        .membership
+        .pending
+        .remove(&host)
+        .ok_or_else(|| anyhow!("no rotation of {host} waits for its certificate"))?;
+    let valid_ms = (cert.validity.from * 1000).saturating_sub(skew(w).as_millis() as u64);
+    let now_ms = fleet_conformance::envelope::now_ms();
+    let wait = Duration::from_millis(valid_ms.saturating_sub(now_ms)) + scaled(AT_ONCE + OBSERVE) * 3;
+    let (world, key_ref, host_ref) = (&*w, &key, &host);
+    let first = by_deadline(
+        &format!("a message of {host} signed with its new key"),
+        tokio::time::Instant::now() + wait,
+        || async move {
+            let seen = since_rotation(world, host_ref, key_ref)
+                .await
+                .map_err(|e| e.to_string())?;
+            match seen.into_iter().find(|(_, _, ok)| *ok) {
+                Some((_, env, _)) => Ok(Some(env)),
+                None => Err("nothing signed with the new key yet".to_string()),
+            }
+        },
+    )
+    .await?;
+    let ts = first.ts_ms().map_err(|e| anyhow!(e))?;
+    ensure!(
+        ts >= valid_ms,
+        "{host} signed a {} with its new key at {ts}, {} ms before the certificate became valid ({valid_ms})",
+        first.kind(),
+        valid_ms - ts
+    );
+    Stamped {
+        from_ms: valid_ms,
+        to_ms: ts,
+        transit: Duration::ZERO,
+    }
+    .judge(
+        &format!("the first message {host} signed with its new key ({})", first.kind()),
+        &Bound::fixed("[C-27] 3 / [C-26]: at once when the certificate becomes valid", AT_ONCE),
+    )?;
+    adopt(w, &host, key);
+    w.membership.certs.insert(host, cert);
     Ok(())
 }
 

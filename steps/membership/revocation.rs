@@ -43,7 +43,7 @@ async fn revoked_by(w: &mut FleetWorld, host: String, how: String) -> anyhow::Re
 }
 
 /// The skew gateways allow (`FLEET_CLOCK_SKEW_MS`, SPEC default 30 s).
-fn skew(w: &FleetWorld) -> Duration {
+pub(super) fn skew(w: &FleetWorld) -> Duration {
     let ms = w
         .gateway_env
         .get("FLEET_CLOCK_SKEW_MS")

@@ -54,7 +54,7 @@ pub(super) fn install(w: &mut FleetWorld, host: &str, key: &HostKey, cert_line: 
 }
 
 /// From now on `host` holds `key` (a restart keeps it, the probe signs with it).
-fn adopt(w: &mut FleetWorld, host: &str, key: HostKey) {
+pub(super) fn adopt(w: &mut FleetWorld, host: &str, key: HostKey) {
     w.membership
         .key_history
         .entry(host.to_string())
@@ -98,7 +98,11 @@ async fn switches(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
 
 /// What `host` published since the last rotation began, in the broker's order, each with whether
 /// it verifies under `key`.
-async fn since_rotation(w: &FleetWorld, host: &str, key: &HostKey) -> anyhow::Result<Vec<(Captured, Envelope, bool)>> {
+pub(super) async fn since_rotation(
+    w: &FleetWorld,
+    host: &str,
+    key: &HostKey,
+) -> anyhow::Result<Vec<(Captured, Envelope, bool)>> {
     let (mark, _) = w
         .membership
         .rotation

@@ -125,6 +125,22 @@ impl Membership {
         )
         .map_err(|p| self.own.own_problem(&p))
     }
+
+    /// [C-27] 3: when `cert` is refused only for not being valid yet, the instant (Unix ms) it
+    /// becomes valid as MEM-2 counts it (`valid after` − skew), if nothing else refuses it then.
+    pub fn good_once_valid(&self, cert: &cert::CertInfo) -> Option<u64> {
+        let now = crate::envelope::now_ms();
+        let skew = self.trust.skew_ms();
+        if cert.window(now, skew) != cert::Window::NotYet {
+            return None;
+        }
+        let at = cert.valid_after.saturating_mul(1000).saturating_sub(skew);
+        let files = self.trust.files();
+        let cas = self.ca_configured.then_some(&files.cas);
+        own::judge(cert, self.own.host(), cas, &files.krl, at, skew)
+            .is_ok()
+            .then_some(at)
+    }
 }
 
 /// The three trust files (`FLEET_TRUST_CA_FILE` and `FLEET_REVOKED_FILE` only when set).

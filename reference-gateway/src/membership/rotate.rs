@@ -8,7 +8,8 @@
 //! A rotation loads the key and certificate files together; a certificate over another key than
 //! the key file's is refused (ERROR naming the certificate file, the old pair kept), and so is one
 //! the fleet would reject — CA not trusted, revoked, not yet valid, expired, host not a principal,
-//! critical options ([C-21] 12: judged as a peer judges it, [`super::own::judge`]). Otherwise the
+//! critical options ([C-21] 12: judged as a peer judges it, [`super::own::judge`]); one refused
+//! only for not being valid yet is tried again when it becomes valid ([C-27] 3). Otherwise the
 //! new key is trusted as the gateway's own (its own messages come back to it), the `_gateway`
 //! presence with the new certificate is published signed with the new key and confirmed, and
 //! only then does the publisher sign with the new key: receivers learn the new key before anything
@@ -31,8 +32,13 @@ pub enum Rotation {
     Unchanged,
     /// In use from now on; the text says what changed.
     Rotated(String),
-    /// A file is bad: the old pair stays.
-    Refused { file: TrustFile, error: String },
+    /// A file is bad: the old pair stays. `retry_at_ms`: refused only for a certificate not
+    /// valid yet, it is tried again at that instant (Unix ms) without a file change ([C-27] 3).
+    Refused {
+        file: TrustFile,
+        error: String,
+        retry_at_ms: Option<u64>,
+    },
     /// The new key's presence could not be published (not connected): tried again later.
     Pending(String),
 }
@@ -63,12 +69,14 @@ impl Gateway {
                 return Rotation::Refused {
                     file: TrustFile::SigningKey,
                     error: e.to_string(),
+                    retry_at_ms: None,
                 };
             }
             Err(IdentityError::Cert(e)) => {
                 return Rotation::Refused {
                     file: TrustFile::HostCert,
                     error: e.to_string(),
+                    retry_at_ms: None,
                 };
             }
         };
@@ -79,9 +87,18 @@ impl Gateway {
         if let Some(cert) = &next.cert
             && let Err(p) = self.membership.judge_own(cert)
         {
+            let retry_at_ms = self.membership.good_once_valid(cert);
+            let when = match retry_at_ms {
+                Some(at) => format!(
+                    "; it is taken without a file change or SIGHUP when it becomes valid ({} ms from now)",
+                    at.saturating_sub(crate::envelope::now_ms())
+                ),
+                None => String::new(),
+            };
             return Rotation::Refused {
                 file: TrustFile::HostCert,
-                error: format!("{p}: the fleet would reject it, so it is not taken"),
+                error: format!("{p}: the fleet would reject it, so it is not taken{when}"),
+                retry_at_ms,
             };
         }
         let new_key = next.signer.verifying_key() != current.signer.verifying_key();

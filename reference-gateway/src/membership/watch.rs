@@ -330,8 +330,13 @@ async fn rotate(gw: &Gateway, identity: &mut [Watched]) -> Option<Instant> {
             info!("{what}");
             None
         }
-        Rotation::Refused { file, error } => {
-            // Logged once per content: looked at again when a file changes or on SIGHUP.
+        Rotation::Refused {
+            file,
+            error,
+            retry_at_ms,
+        } => {
+            // Logged once per content: looked at again when a file changes or on SIGHUP, and a
+            // certificate not valid yet also when it becomes valid ([C-27] 3).
             error!(
                 file = file.var(),
                 "{error}: the gateway keeps signing with its current key and certificate"
@@ -340,7 +345,8 @@ async fn rotate(gw: &Gateway, identity: &mut [Watched]) -> Option<Instant> {
             for w in identity.iter_mut() {
                 w.moved(true);
             }
-            None
+            // A little after: the monotonic clock and the wall clock need not agree to the ms.
+            retry_at_ms.map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now_ms()) + 50))
         }
         Rotation::Pending(why) => {
             warn!(reason = %why, "rotation waits: the new key's presence could not be published yet; retrying");
