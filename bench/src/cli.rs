@@ -68,6 +68,10 @@ pub struct BenchCli {
     /// The heartbeat interval H every gateway of the run gets (FLEET_HEARTBEAT_MS).
     #[arg(long, default_value_t = 5_000, value_name = "MS")]
     pub heartbeat_ms: u64,
+    /// How many times the `scale` section's gateway is stopped (SIGTERM) and started again holding
+    /// its largest level's entities, each stop and start timed [default: 1].
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub restarts: usize,
     /// CPU sampling window per scale level, in seconds [default: 15].
     #[arg(long, value_name = "S")]
     pub scale_window_s: Option<u64>,
@@ -424,6 +428,7 @@ impl BenchCli {
                 settle: Duration::from_millis(self.heartbeat_ms),
                 concurrency: 8,
                 heartbeat_ms: self.heartbeat_ms,
+                restarts: self.restarts.max(1),
             },
             migration: MigrationSettings {
                 replies: self.migration_replies.unwrap_or(q(500, 2_000)).max(1),

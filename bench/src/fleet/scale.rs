@@ -40,6 +40,8 @@ pub struct ScaleSettings {
     pub concurrency: usize,
     /// H, the heartbeat interval the gateway was started with (`FLEET_HEARTBEAT_MS`).
     pub heartbeat_ms: u64,
+    /// Stops and starts timed once the levels are measured (`--restarts`).
+    pub restarts: usize,
 }
 
 /// What the scale run measured.
@@ -55,6 +57,9 @@ pub struct ScaleResult {
     /// before issue 46).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<crate::fleet::restart::Restart>,
+    /// The restarts after the first (`--restarts N`), in order: a stop's bound judged over several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_restarts: Vec<crate::fleet::restart::Restart>,
 }
 
 /// A registration the gateway refused on the way to a level.
@@ -287,20 +292,34 @@ pub async fn run(
         });
     }
     let _ = tap.conn.close(200, "done".into()).await;
-    let restart = if members.is_empty() {
-        None
-    } else {
+    let mut restarts = Vec::new();
+    for i in 0..if members.is_empty() { 0 } else { s.restarts.max(1) } {
         eprintln!(
-            "fleet-bench: scale: restarting the gateway holding {} entities …",
-            members.len()
+            "fleet-bench: scale: restarting the gateway holding {} entities ({} of {}) …",
+            members.len(),
+            i + 1,
+            s.restarts.max(1)
         );
-        Some(crate::fleet::restart::run(fleet, "s", &members, s.concurrency).await)
-    };
+        let r = crate::fleet::restart::run(fleet, "s", &members, s.concurrency).await;
+        eprintln!(
+            "fleet-bench: scale: SIGTERM → exit {:.2} s, start → ready {}",
+            r.stop_ms / 1e3,
+            r.start_to_ready_ms
+                .map_or("-".into(), |ms| format!("{:.1} s", ms / 1e3))
+        );
+        let failed = r.not_ready.is_some();
+        restarts.push(r);
+        if failed {
+            break;
+        }
+    }
+    let mut restarts = restarts.into_iter();
     Ok(ScaleResult {
         heartbeat_ms: s.heartbeat_ms,
         points,
         refused,
-        restart,
+        restart: restarts.next(),
+        more_restarts: restarts.collect(),
     })
 }
 

@@ -544,6 +544,7 @@ mod tests {
                     .collect(),
                 refused: None,
                 restart: None,
+                more_restarts: Vec::new(),
             }),
             ..Sections::default()
         }

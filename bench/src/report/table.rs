@@ -591,6 +591,7 @@ mod tests {
                     error: "channel limit".into(),
                 }),
                 restart: None,
+                more_restarts: Vec::new(),
             }),
             ..Sections::default()
         });
