@@ -29,17 +29,16 @@ pub const TOOLS: [&str; 10] = [
 /// The tools SPEC §15's "Who" column lets `role` call (`main`, `orchestrator`, `worker`).
 pub fn may_call(role: &str) -> Option<&'static [&'static str]> {
     match role {
-        // Every tool but the worker's two (the table's last rows).
-        "main" => Some(&TOOLS[..8]),
-        "orchestrator" => Some(&["bridge_broadcast", "bridge_roster", "bridge_spawn", "bridge_stop"]),
+        // Every tool but the worker's two (the table's last rows); SPEC [C-24]: an orchestrator
+        // pulls like a main, so its tools are a main's.
+        "main" | "orchestrator" => Some(&TOOLS[..8]),
         "worker" => Some(&["bridge_roster", "bridge_reply", "bridge_ask"]),
         _ => None,
     }
 }
 
 /// The tools whose refusal to `role` is judged (CONTRACT §3): a worker's calls of a puller's
-/// tools, a puller's calls of a worker's. An orchestrator's `bridge_send`, `_wait`, `_poll` and
-/// `_answer` are not judged: SPEC §0 has orchestrators pull over MCP like a main.
+/// tools, a puller's (a main's or an orchestrator's, SPEC [C-24]) calls of a worker's.
 pub fn judged_refusals(role: &str) -> Option<&'static [&'static str]> {
     match role {
         "main" | "orchestrator" => Some(&["bridge_reply", "bridge_ask"]),
