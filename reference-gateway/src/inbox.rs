@@ -31,7 +31,7 @@ impl Gateway {
         let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
             Ok(env) => env,
             Err(e) => {
-                return self.reject(&d.acker, &msg_id, &Rejection::Envelope(e)).await;
+                return self.reject(&d.acker, &msg_id, "", &Rejection::Envelope(e)).await;
             }
         };
         let span = Gateway::span(&env);
@@ -42,6 +42,7 @@ impl Gateway {
                     .reject(
                         &d.acker,
                         &env.msg_id,
+                        &env.host,
                         &Rejection::NotOwner {
                             owner: owner.into(),
                             to: env.to.clone(),
@@ -69,7 +70,7 @@ impl Gateway {
                     Metrics::count(&self.metrics.expired_dropped, &[("kind", env.kind.as_str())]);
                     return;
                 }
-                return self.reject(&d.acker, &env.msg_id, &why).await;
+                return self.reject(&d.acker, &env.msg_id, &env.host, &why).await;
             }
             Metrics::count(&self.metrics.consumed, &[("kind", env.kind.as_str())]);
             match entity.role {
@@ -115,7 +116,7 @@ impl Gateway {
             Kind::Answer | Kind::NoWaiter => self.on_turn_message(&worker, env, d).await,
             _ => {
                 let why = Rejection::Presence(format!("a {} is not for a worker's inbox", env.kind));
-                self.reject(&d.acker, &env.msg_id, &why).await
+                self.reject(&d.acker, &env.msg_id, &env.host, &why).await
             }
         }
     }
@@ -144,7 +145,7 @@ impl Gateway {
                     Ok(b) => SendOutcome::Failed(b),
                     Err(e) => {
                         let why = Rejection::Presence(format!("FAILED body is not {{reason, detail}}: {e}"));
-                        return self.reject(&d.acker, &env.msg_id, &why).await;
+                        return self.reject(&d.acker, &env.msg_id, &env.host, &why).await;
                     }
                 }
             };

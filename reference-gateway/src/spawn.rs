@@ -49,19 +49,19 @@ impl Gateway {
     async fn on_control(self: &Arc<Self>, d: lapin::message::Delivery) {
         let env = match Envelope::from_headers(d.properties.headers().as_ref()) {
             Ok(e) => e,
-            Err(e) => return self.reject(&d.acker, "", &Rejection::Envelope(e)).await,
+            Err(e) => return self.reject(&d.acker, "", "", &Rejection::Envelope(e)).await,
         };
         let span = Gateway::span(&env);
         async {
             if let Err(why) = self.check_control(&env, &d).await {
-                return self.reject(&d.acker, &env.msg_id, &why).await;
+                return self.reject(&d.acker, &env.msg_id, &env.host, &why).await;
             }
             match env.kind {
                 Kind::Spawn => self.on_spawn(&env, &d.data).await,
                 Kind::Stop => self.on_stop(&env, &d.data).await,
                 other => {
                     let why = Rejection::Presence(format!("a {other} on bridge.control"));
-                    return self.reject(&d.acker, &env.msg_id, &why).await;
+                    return self.reject(&d.acker, &env.msg_id, &env.host, &why).await;
                 }
             }
             // SPN-2: acked only after it was acted on.

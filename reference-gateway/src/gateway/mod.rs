@@ -220,9 +220,11 @@ impl Gateway {
         self.local.set_health(gid, h);
     }
 
-    /// SIG-5: rejects a delivery to the DLX, logs the failed check at WARN, counts it.
-    pub async fn reject(&self, acker: &lapin::Acker, msg_id: &str, why: &Rejection) {
-        warn!(msgId = %msg_id, check = why.reason(), error = %why, "message rejected to bridge.dlx");
+    /// SIG-5: rejects a delivery to the DLX, logs the failed check at WARN, counts it. The line
+    /// names the sending host (its envelope's `host`; empty when the envelope did not parse):
+    /// [C-27] 4, an operator reads which host's credential failed.
+    pub async fn reject(&self, acker: &lapin::Acker, msg_id: &str, host: &str, why: &Rejection) {
+        warn!(msgId = %msg_id, host = %host, check = why.reason(), error = %why, "message rejected to bridge.dlx");
         Metrics::count(&self.metrics.rejected, &[("reason", why.reason())]);
         if let Err(e) = acker.reject(BasicRejectOptions { requeue: false }).await {
             warn!(msgId = %msg_id, error = %e, "reject failed");

@@ -49,7 +49,7 @@ impl Gateway {
                     .as_ref()
                     .map(|s| s.to_string())
                     .unwrap_or_default();
-                return self.reject(&d.acker, &msg_id, &Rejection::Envelope(e)).await;
+                return self.reject(&d.acker, &msg_id, "", &Rejection::Envelope(e)).await;
             }
         };
         let key = d.routing_key.as_str();
@@ -150,14 +150,14 @@ impl Gateway {
     async fn reject_presence(&self, acker: &lapin::Acker, env: &Envelope, why: &Rejection) {
         let check = why.reason();
         if !matches!(check, "revoked" | "cert_expired" | "certificate") {
-            return self.reject(acker, &env.msg_id, why).await;
+            return self.reject(acker, &env.msg_id, &env.host, why).await;
         }
         match self
             .membership
             .repeats
             .log_now(&env.host, check, std::time::Instant::now())
         {
-            Some(0) => return self.reject(acker, &env.msg_id, why).await,
+            Some(0) => return self.reject(acker, &env.msg_id, &env.host, why).await,
             Some(quiet) => {
                 warn!(
                     host = %env.host,
@@ -165,7 +165,7 @@ impl Gateway {
                     quiet,
                     "presences of this host rejected for the same check and not logged in the last minute"
                 );
-                return self.reject(acker, &env.msg_id, why).await;
+                return self.reject(acker, &env.msg_id, &env.host, why).await;
             }
             None => {}
         }
