@@ -61,6 +61,7 @@ impl Membership {
     pub fn load(cfg: &Config) -> anyhow::Result<Membership> {
         let id = own::OwnIdentity::load(&cfg.signing_key_file, cfg.host_cert_file.as_deref())?;
         let files = read_trust_files(cfg)?;
+        log_loaded(cfg, &files, &id);
         let trust = trust::Trust::new(
             &cfg.host_id,
             cfg.clock_skew.as_millis() as u64,
@@ -140,6 +141,40 @@ impl Membership {
         own::judge(cert, self.own.host(), cas, &files.krl, at, skew)
             .is_ok()
             .then_some(at)
+    }
+}
+
+/// [C-27] 4: the start names each file it loaded, with what it holds — one INFO line each.
+fn log_loaded(cfg: &Config, files: &trust::TrustFiles, id: &own::OwnIdentity) {
+    let line = |file: TrustFile, path: &std::path::Path, what: String| {
+        tracing::info!(file = file.var(), path = %path.display(), "{} {}: {what}: loaded", file.var(), path.display());
+    };
+    line(
+        TrustFile::Peers,
+        &cfg.peers_file,
+        format!("{} host(s)", files.peers.hosts().count()),
+    );
+    if let Some(p) = &cfg.trust_ca_file {
+        let skipped = match files.cas.skipped().len() {
+            0 => String::new(),
+            n => format!(", {n} line(s) skipped"),
+        };
+        line(TrustFile::TrustCa, p, format!("{} CA key(s){skipped}", files.cas.len()));
+    }
+    if let Some(p) = &cfg.revoked_file {
+        line(TrustFile::Revoked, p, format!("{} line(s) in force", files.krl.len()));
+    }
+    if let (Some(p), Some(c)) = (&cfg.host_cert_file, &id.cert) {
+        line(
+            TrustFile::HostCert,
+            p,
+            format!(
+                "certificate serial {}, key id {:?}, valid until {}",
+                c.serial,
+                c.key_id,
+                cert::utc(c.valid_before)
+            ),
+        );
     }
 }
 
