@@ -317,6 +317,21 @@ impl BrokerView {
             .collect())
     }
 
+    /// A queue's messages as the management API counts them: (ready, unacknowledged, consumers).
+    pub(crate) async fn depth(&self, vhost: &str, queue: &str) -> anyhow::Result<(u64, u64, u64)> {
+        let path = format!(
+            "/api/queues/{}/{}?columns=messages_ready,messages_unacknowledged,consumers",
+            percent_encode(vhost),
+            percent_encode(queue)
+        );
+        let v = self.get(&path).await?;
+        Ok((
+            number(&v, "messages_ready"),
+            number(&v, "messages_unacknowledged"),
+            number(&v, "consumers"),
+        ))
+    }
+
     /// The `msgId`s of the messages in `bridge.dlq` of `vhost` that hold `needle` in their body
     /// (looked at up to `max` + 100 of them, requeued: the look takes nothing away; a body that is
     /// not an envelope counts with an empty id).

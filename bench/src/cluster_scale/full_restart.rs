@@ -121,6 +121,18 @@ pub(crate) async fn run(
             }
             Err(e) => eprintln!("fleet-bench: scale: cannot look into bridge.dlq: {e:#}"),
         }
+        // Still in the main's inbox (held back, or not delivered)? The broker's count says.
+        let inbox = fleet_conformance::names::inbox(&pair.main.gid);
+        match view.depth(vhost, &inbox).await {
+            Ok((ready, unacked, consumers)) => {
+                eprintln!(
+                    "fleet-bench: scale: {} of {kept} kept REPLYs not drained; the main's inbox {inbox} holds {ready} ready, {unacked} unacknowledged, {consumers} consumer(s)",
+                    kept - drained
+                );
+                r.inbox_left = Some((ready, unacked));
+            }
+            Err(e) => eprintln!("fleet-bench: scale: cannot look at the main's inbox: {e:#}"),
+        }
     }
     if gateways_ms.is_none() || leaders_ms.is_none() {
         r.not_recovered = Some(format!(

@@ -311,6 +311,9 @@ pub struct FullRestart {
     /// (`not in the log` when no rejection line names it).
     #[serde(default)]
     pub dead_lettered_why: BTreeMap<String, usize>,
+    /// When some were not drained: the main's inbox then, (ready, unacknowledged) messages.
+    #[serde(default)]
+    pub inbox_left: Option<(u64, u64)>,
     pub not_recovered: Option<String>,
 }
 

@@ -267,8 +267,12 @@ pub fn lines(r: &ClusterScaleResult) -> Vec<String> {
         restart(&|x| match x.dead_lettered {
             Some(d) => {
                 let why: Vec<String> = x.dead_lettered_why.iter().map(|(c, n)| format!("{n} {c}")).collect();
+                let left = x
+                    .inbox_left
+                    .map(|(r, u)| format!("; inbox {r} ready, {u} unacked"))
+                    .unwrap_or_default();
                 format!(
-                    "{} → {} ({}; {d} in bridge.dlq: {})",
+                    "{} → {} ({}; {d} in bridge.dlq: {}{left})",
                     x.kept,
                     x.drained,
                     x.duplicates,
