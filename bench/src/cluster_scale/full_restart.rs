@@ -103,7 +103,15 @@ pub(crate) async fn run(
     }
     r.leaders_ms = leaders_ms;
     r.gateways_ms = gateways_ms;
-    let (drained, duplicates) = drain(pair, tag, kept, wait).await?;
+    let inbox = fleet_conformance::names::inbox(&pair.main.gid);
+    let (drained, duplicates) = drain(pair, tag, kept, wait, || async {
+        // Quiet, but the main's inbox still holds messages: not over yet (held back, or queued
+        // behind one that is); the broker's count says.
+        view.depth(vhost, &inbox)
+            .await
+            .is_ok_and(|(ready, unacked, _)| ready + unacked > 0)
+    })
+    .await?;
     r.drained = drained;
     r.duplicates = duplicates;
     if drained < kept {
@@ -122,7 +130,6 @@ pub(crate) async fn run(
             Err(e) => eprintln!("fleet-bench: scale: cannot look into bridge.dlq: {e:#}"),
         }
         // Still in the main's inbox (held back, or not delivered)? The broker's count says.
-        let inbox = fleet_conformance::names::inbox(&pair.main.gid);
         match view.depth(vhost, &inbox).await {
             Ok((ready, unacked, consumers)) => {
                 eprintln!(
@@ -149,9 +156,20 @@ pub(crate) async fn run(
     Ok(r)
 }
 
-/// Drains the pair's main until `kept` distinct kept REPLYs of `tag` came, `wait` passed or 30 s
-/// brought nothing new: (distinct, copies seen again).
-async fn drain(pair: &Pair, tag: &str, kept: usize, wait: Duration) -> anyhow::Result<(usize, usize)> {
+/// Drains the pair's main until `kept` distinct kept REPLYs of `tag` came, `wait` passed, or 30 s
+/// brought nothing new while `inbox_busy` says the main's inbox holds nothing more: (distinct,
+/// copies seen again).
+async fn drain<F, Fut>(
+    pair: &Pair,
+    tag: &str,
+    kept: usize,
+    wait: Duration,
+    inbox_busy: F,
+) -> anyhow::Result<(usize, usize)>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let main = pair.main_mcp.handle();
     let prefix = format!("{tag} kept ");
     let mut seen = BTreeSet::new();
@@ -160,7 +178,10 @@ async fn drain(pair: &Pair, tag: &str, kept: usize, wait: Duration) -> anyhow::R
     // Nothing new for this long: the rest is not coming.
     let quiet = Duration::from_secs(30);
     let mut progress = Instant::now();
-    while seen.len() < kept && Instant::now() < deadline && progress.elapsed() < quiet {
+    while seen.len() < kept && Instant::now() < deadline {
+        if progress.elapsed() >= quiet && !inbox_busy().await {
+            break;
+        }
         let v = main
             .call("bridge_wait", json!({"timeout_s": 5}))
             .await
