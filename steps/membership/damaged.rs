@@ -125,7 +125,7 @@ async fn keep_listing(w: &mut FleetWorld, at: String, listed: String) -> anyhow:
     let at = quoted(&at);
     let names = quoted(&listed);
     ensure!(
-        !at.is_empty() && !names.is_empty() && names.len() % 2 == 0,
+        !at.is_empty() && !names.is_empty() && names.len().is_multiple_of(2),
         "name the rosters, then pairs of entity and host: {listed:?}"
     );
     let mut wanted = Vec::new();
