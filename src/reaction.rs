@@ -42,6 +42,9 @@ pub struct Bound {
     pub tunable: Duration,
     /// The fixed margin ([`MARGIN`]).
     pub margin: Duration,
+    /// What a loaded machine is allowed beyond SPEC's number where SPEC itself allows it ([C-26]'s
+    /// "at once": the time scale's stretch of its 1 s, within [`AT_ONCE_CEILING`]); zero elsewhere.
+    pub load: Duration,
 }
 
 impl Bound {
@@ -52,6 +55,19 @@ impl Bound {
             fixed,
             tunable: Duration::ZERO,
             margin: MARGIN,
+            load: Duration::ZERO,
+        }
+    }
+
+    /// SPEC [C-26]'s "at once": [`AT_ONCE`], plus what the time scale stretches it by on a loaded
+    /// machine, plus the margin — never past [`AT_ONCE_CEILING`] in all, so a gateway that reacts
+    /// only at a later poll of 3 s or more never passes however slow the machine.
+    pub fn at_once(rule: &str) -> Bound {
+        let stretch = scaled(AT_ONCE).saturating_sub(AT_ONCE);
+        let room = AT_ONCE_CEILING.saturating_sub(AT_ONCE + MARGIN);
+        Bound {
+            load: stretch.min(room),
+            ..Bound::fixed(rule, AT_ONCE)
         }
     }
 
@@ -65,13 +81,16 @@ impl Bound {
 
     /// The most a reaction may take.
     pub fn limit(&self) -> Duration {
-        self.fixed + self.tunable + self.margin
+        self.fixed + self.tunable + self.load + self.margin
     }
 
     fn describe(&self) -> String {
         let mut s = secs(self.fixed);
         if !self.tunable.is_zero() {
             s.push_str(&format!(" + {} (tunable as handed)", secs(self.tunable)));
+        }
+        if !self.load.is_zero() {
+            s.push_str(&format!(" + {} (a loaded machine, [C-26])", secs(self.load)));
         }
         format!("{s} + {} margin ({})", secs(self.margin), self.rule)
     }
@@ -226,8 +245,12 @@ where
 }
 
 /// SPEC's "at once" ([C-20]'s FAILED `stopped`, a rotation on SIGHUP, [C-21] 4), read as a number:
-/// SPEC's own smallest named interval, [C-21] 4's "a moment (≤ 1 s)". CONTRACT §7.
+/// [C-26]'s 1 s of the event by the gateway's own clock. CONTRACT §7. Judged with
+/// [`Bound::at_once`].
 pub const AT_ONCE: Duration = Duration::from_secs(1);
+
+/// [C-26]: what a suite may allow "at once" on a loaded machine, at most.
+pub const AT_ONCE_CEILING: Duration = Duration::from_millis(2_500);
 
 /// A reaction read from the gateways' own stamps: `from_ms` (an envelope's `ts`, or the suite's
 /// clock at its change) to `to_ms` (the `ts` of the envelope that shows the reaction, stamped by
@@ -285,6 +308,21 @@ mod tests {
 
     fn two_s() -> Bound {
         Bound::fixed("MEM-1 within 2 s", Duration::from_secs(2))
+    }
+
+    /// [C-26]: "at once" is 1 s + the margin, stretched for a loaded machine, never past 2.5 s:
+    /// a reaction at a 3 s poll fails however slow the machine.
+    #[test]
+    fn at_once_is_never_past_two_and_a_half_seconds() {
+        let b = Bound::at_once("[C-26]");
+        assert!(b.limit() >= AT_ONCE + MARGIN, "{:?}", b.limit());
+        assert!(b.limit() <= AT_ONCE_CEILING, "{:?}", b.limit());
+        let polled = Stamped {
+            from_ms: 1_000,
+            to_ms: 4_000,
+            transit: Duration::ZERO,
+        };
+        assert!(polled.judge("a 3 s poll", &b).is_err());
     }
 
     #[test]

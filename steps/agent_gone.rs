@@ -12,7 +12,7 @@ use anyhow::{anyhow, ensure};
 use cucumber::{given, then};
 use fleet_conformance::envelope::Envelope;
 use fleet_conformance::herdr::AgentStatus;
-use fleet_conformance::reaction::{AT_ONCE, Bound, Stamped};
+use fleet_conformance::reaction::{Bound, Stamped};
 use serde_json::json;
 
 use crate::world::FleetWorld;
@@ -81,7 +81,7 @@ async fn injected_or_not_submitted(w: &mut FleetWorld) -> anyhow::Result<()> {
 /// [C-20]'s "at once", judged as a number (CONTRACT §7): the send's outcome is waited for as any
 /// outcome is (stretched: the suite's observation), and the worker gateway's reaction is read from
 /// the gateways' own stamps on the wire — the FAILED's `ts` less its brief's `ts`, less one broker
-/// round trip measured now (the brief's delivery) — against [`AT_ONCE`] plus the fixed margin,
+/// round trip measured now (the brief's delivery) — against [C-26]'s "at once" (`Bound::at_once`: 1 s + the margin, stretched ≤ 2.5 s),
 /// never stretched. Needs "the probe watches the wire" before the send.
 #[then(regex = r#"^the send returns "failed" with reason "([a-z_]+)" at once$"#)]
 async fn failed_at_once(w: &mut FleetWorld, reason: String) -> anyhow::Result<()> {
@@ -114,7 +114,7 @@ async fn failed_at_once(w: &mut FleetWorld, reason: String) -> anyhow::Result<()
     }
     .judge(
         &format!("the FAILED {reason} for brief {corr}"),
-        &Bound::fixed("[C-20]: FAILED stopped at once", AT_ONCE),
+        &Bound::at_once("[C-20] / [C-26]: FAILED stopped at once"),
     )?;
     Ok(())
 }

@@ -234,7 +234,7 @@ async fn taken_when_valid(w: &mut FleetWorld, host: String) -> anyhow::Result<()
     }
     .judge(
         &format!("the first message {host} signed with its new key ({})", first.kind()),
-        &Bound::fixed("[C-27] 3 / [C-26]: at once when the certificate becomes valid", AT_ONCE),
+        &Bound::at_once("[C-27] 3 / [C-26]: at once when the certificate becomes valid"),
     )?;
     adopt(w, &host, key);
     w.membership.certs.insert(host, cert);

@@ -14,7 +14,7 @@ use fleet_conformance::credentials::write_replace;
 use fleet_conformance::envelope::Envelope;
 use fleet_conformance::keys::HostKey;
 use fleet_conformance::probe::{Captured, Tap};
-use fleet_conformance::reaction::{AT_ONCE, Bound, Stamped};
+use fleet_conformance::reaction::{Bound, Stamped};
 use fleet_conformance::timing::{time_scale, wait_for};
 use serde_json::Value;
 
@@ -187,7 +187,7 @@ async fn presence_first(w: &mut FleetWorld, host: String) -> anyhow::Result<()> 
 
 /// MEM-3 "on SIGHUP" with [C-21] 4's "at once on SIGHUP", judged as a number (CONTRACT §7): the
 /// first message the new key signs (the `_gateway` presence carrying the new certificate, [C-19]'s
-/// order) is stamped by the gateway within [`AT_ONCE`] plus the fixed margin of the SIGHUP (the
+/// order) is stamped by the gateway within [C-26]'s "at once" (`Bound::at_once`) of the SIGHUP (the
 /// suite's clock right after sending it) — the gateway's own stamp, nothing of the observation.
 #[then(expr = "{string} applied its rotation at once after the SIGHUP")]
 async fn applied_at_once(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
@@ -205,7 +205,7 @@ async fn applied_at_once(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
     }
     .judge(
         &format!("the first message {host} signed with its new key ({})", env.kind()),
-        &Bound::fixed("MEM-3 / [C-21] 4: at once on SIGHUP", AT_ONCE),
+        &Bound::at_once("MEM-3 / [C-21] 4 / [C-26]: at once on SIGHUP"),
     )?;
     Ok(())
 }
