@@ -149,20 +149,13 @@ fn log_loaded(cfg: &Config, files: &trust::TrustFiles, id: &own::OwnIdentity) {
     let line = |file: TrustFile, path: &std::path::Path, what: String| {
         tracing::info!(file = file.var(), path = %path.display(), "{} {}: {what}: loaded", file.var(), path.display());
     };
-    line(
-        TrustFile::Peers,
-        &cfg.peers_file,
-        format!("{} host(s)", files.peers.hosts().count()),
-    );
+    use trust::TrustFiles as T;
+    line(TrustFile::Peers, &cfg.peers_file, T::peers_summary(&files.peers));
     if let Some(p) = &cfg.trust_ca_file {
-        let skipped = match files.cas.skipped().len() {
-            0 => String::new(),
-            n => format!(", {n} line(s) skipped"),
-        };
-        line(TrustFile::TrustCa, p, format!("{} CA key(s){skipped}", files.cas.len()));
+        line(TrustFile::TrustCa, p, T::cas_summary(&files.cas));
     }
     if let Some(p) = &cfg.revoked_file {
-        line(TrustFile::Revoked, p, format!("{} line(s) in force", files.krl.len()));
+        line(TrustFile::Revoked, p, T::krl_summary(&files.krl));
     }
     if let (Some(p), Some(c)) = (&cfg.host_cert_file, &id.cert) {
         line(

@@ -50,6 +50,26 @@ pub struct TrustFiles {
     pub krl: Krl,
 }
 
+impl TrustFiles {
+    /// What the peers file holds, in the words of the start's and the reload's INFO lines.
+    pub fn peers_summary(peers: &Peers) -> String {
+        format!("{} host(s)", peers.hosts().count())
+    }
+
+    /// What the CA file holds (CA keys, and lines skipped for a type not taken).
+    pub fn cas_summary(cas: &CaSet) -> String {
+        match cas.skipped().len() {
+            0 => format!("{} CA key(s)", cas.len()),
+            n => format!("{} CA key(s), {n} line(s) skipped", cas.len()),
+        }
+    }
+
+    /// What the revocation list holds.
+    pub fn krl_summary(krl: &Krl) -> String {
+        format!("{} line(s) in force", krl.len())
+    }
+}
+
 /// A key learned from a certificate in a host's `_gateway` presence.
 #[derive(Debug, Clone)]
 pub struct Learned {

@@ -32,6 +32,7 @@ use super::own::OwnProblem;
 use super::peers::Peers;
 use super::rotate::Rotation;
 use super::sweep::Sweeper;
+use super::trust::TrustFiles;
 use crate::envelope::now_ms;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
@@ -293,7 +294,7 @@ fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineErro
     Ok(match file {
         TrustFile::Peers => {
             let peers = Peers::parse(text)?;
-            let what = format!("peers file: {} host(s)", peers.hosts().count());
+            let what = format!("peers file: {}", TrustFiles::peers_summary(&peers));
             trust.set_peers(peers);
             what
         }
@@ -305,16 +306,13 @@ fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineErro
             {
                 cas.warn_skipped(path);
             }
-            let what = match cas.skipped().len() {
-                0 => format!("CA file: {} CA key(s)", cas.len()),
-                n => format!("CA file: {} CA key(s), {n} line(s) skipped", cas.len()),
-            };
+            let what = format!("CA file: {}", TrustFiles::cas_summary(&cas));
             trust.set_cas(cas);
             what
         }
         TrustFile::Revoked => {
             let krl = Krl::parse(text)?;
-            let what = format!("revocation list: {} line(s) in force", krl.len());
+            let what = format!("revocation list: {}", TrustFiles::krl_summary(&krl));
             trust.set_krl(krl);
             what
         }
