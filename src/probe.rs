@@ -11,11 +11,10 @@
 //! probe's host, so the probe's crafted messages pass the "`from` lives on `host`" check and only
 //! the one defect a scenario planted is left for the gateway to find.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use lapin::options::{
-    BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
+    BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions,
     QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
@@ -23,7 +22,9 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use crate::envelope::{Envelope, now_ms};
 use crate::keys::HostKey;
-use crate::timing::wait_for;
+
+mod tap;
+pub use tap::Tap;
 
 /// A probe failure.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,8 @@ pub enum ProbeError {
     Nacked { exchange: String, routing_key: String },
     #[error("{0}")]
     Timeout(#[from] crate::timing::WaitTimeout),
+    #[error("the probe's fetch from a tap ended abnormally: {0}")]
+    Fetch(String),
 }
 
 /// One message exactly as the probe will publish it. Nothing is checked or filled in.
@@ -283,11 +286,7 @@ impl Probe {
             FieldTable::default(),
         )
         .await?;
-        Ok(Tap {
-            ch,
-            queue,
-            seen: Mutex::new(Vec::new()),
-        })
+        Ok(Tap::new(ch, queue))
     }
 
     /// A named, durable tap queue bound to each `(exchange, routing key)` of `bindings`: unlike
@@ -315,21 +314,13 @@ impl Probe {
             )
             .await?;
         }
-        Ok(Tap {
-            ch,
-            queue: queue.to_string(),
-            seen: Mutex::new(Vec::new()),
-        })
+        Ok(Tap::new(ch, queue.to_string()))
     }
 
     /// A tap on an existing queue (a [`Probe::durable_tap`] made earlier, on any connection).
     pub async fn reattach(&self, queue: &str) -> Result<Tap, ProbeError> {
         let ch = self.conn.create_channel().await?;
-        Ok(Tap {
-            ch,
-            queue: queue.to_string(),
-            seen: Mutex::new(Vec::new()),
-        })
+        Ok(Tap::new(ch, queue.to_string()))
     }
 
     /// A tap on `bridge.dlx`: a copy of every dead letter of the vhost, with its `x-death`.
@@ -338,9 +329,9 @@ impl Probe {
         let (first, rest) = keys.split_first().map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
         let tap = self.tap(exchange, first).await?;
         for k in rest {
-            tap.ch
+            tap.channel()
                 .queue_bind(
-                    tap.queue.as_str().into(),
+                    tap.queue().into(),
                     exchange.into(),
                     k.as_str().into(),
                     QueueBindOptions::default(),
@@ -447,58 +438,6 @@ pub fn value_str(v: &AMQPValue) -> Option<String> {
         AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
         AMQPValue::ByteArray(b) => String::from_utf8(b.as_slice().to_vec()).ok(),
         _ => None,
-    }
-}
-
-/// A probe-owned queue bound to an exchange; messages are fetched with `basic.get` and kept.
-pub struct Tap {
-    ch: Channel,
-    queue: String,
-    seen: Mutex<Vec<Captured>>,
-}
-
-impl Tap {
-    pub fn queue(&self) -> &str {
-        &self.queue
-    }
-
-    /// Fetches everything waiting in the tap queue; returns all messages captured so far.
-    pub async fn fetch(&self) -> Result<Vec<Captured>, ProbeError> {
-        let mut fresh = Vec::new();
-        while let Some(m) = self
-            .ch
-            .basic_get(self.queue.as_str().into(), BasicGetOptions { no_ack: true })
-            .await?
-        {
-            let d = m.delivery;
-            fresh.push(Captured {
-                exchange: d.exchange.as_str().to_string(),
-                routing_key: d.routing_key.as_str().to_string(),
-                properties: d.properties,
-                body: d.data,
-            });
-        }
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.extend(fresh);
-        Ok(seen.clone())
-    }
-
-    /// Waits (scaled deadline) until a captured message satisfies `pred`, and returns it.
-    pub async fn wait_for(
-        &self,
-        what: &str,
-        nominal: Duration,
-        pred: impl Fn(&Captured) -> bool,
-    ) -> Result<Captured, ProbeError> {
-        let pred = &pred;
-        Ok(wait_for(what, nominal, || async move {
-            let all = self.fetch().await.map_err(|e| e.to_string())?;
-            match all.iter().find(|m| pred(m)) {
-                Some(m) => Ok(Some(m.clone())),
-                None => Err(format!("{} message(s) captured, none matching", all.len())),
-            }
-        })
-        .await?)
     }
 }
 
