@@ -68,6 +68,22 @@ Feature: Credential files as they go wrong — a damaged CA line, a file briefly
       | trust file |
       | peers file |
 
+  # [C-27] 2 for the revocation list: the probe plays host "x", certified by "fleet" with serial
+  # 77, which every list revokes, and heartbeats it every 100 ms from the truncation on. A gateway
+  # that applied the briefly empty list would let "x" in until the list is back.
+  @MEM-1 @MEM-4 @emptied-file
+  Scenario: a revocation list emptied in place and written back 300 ms later is never applied empty: the revoked host stays out
+    Given every gateway trusts the CA "fleet"
+    And every gateway reads a revocation list revoking serial 77
+    And hosts "a" and "b" hold certificates from "fleet" and are in no peers file
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the probe, as host "x", carries a certificate from "fleet" with serial 77 in its _gateway presence
+    And the probe, as host "x", publishes the presence of "xw"
+    Then within 2 heartbeats the rosters of "a" and "b" all list "lead" on "a" and "w1" on "b"
+    When every gateway's revocation list is emptied in place and written back as it was 300 ms later
+    Then over a window the rosters of "a" and "b" list nothing of host "x" while the probe, as that host, heartbeats "xw" every 100 ms
+
   # The hold is no refusal: a file left empty is applied within MEM-1's 2 s.
   @MEM-1 @emptied-file
   Scenario Outline: a <file> emptied and left so is applied within 2 seconds: host "<host>" leaves the roster of "<other>"
@@ -101,3 +117,28 @@ Feature: Credential files as they go wrong — a damaged CA line, a file briefly
     And when that certificate becomes valid, "b" takes it at once, with no file change and no SIGHUP
     When the traffic has made 3 more round trips and stops
     Then the traffic lost nothing, and nothing was rejected or duplicated
+
+  # CONTRACT §12: a revocation list saved with CRLF line endings (a Windows editor). SPEC does not
+  # say whether a gateway reads CR LF; it must not apply such a list with an entry lost: each
+  # gateway reads it as LF (the revoked host leaves its roster) or refuses it as broken (MEM-1).
+  @MEM-4 @MEM-1 @crlf-krl
+  Scenario: a revocation list written with CRLF line endings is read as written or refused with an ERROR, never applied with its entry lost
+    Given every gateway trusts the CA "fleet"
+    And every gateway reads a revocation list revoking serial 900
+    And hosts "a" and "b" hold certificates from "fleet" and are in no peers file
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    When the probe, as host "x", carries a certificate from "fleet" with serial 77 in its _gateway presence
+    And the probe, as host "x", publishes the presence of "x1"
+    Then within 2 heartbeats every roster lists "x1" on host "x"
+    When serial 77 is revoked in every revocation list, written with CRLF line endings
+    Then within 2 seconds each gateway either lists nothing of host "x" or logs an ERROR naming its revocation list
+
+  # [C-27] 4: at the start an operator reads which files the gateway took, and what they hold.
+  @MEM-1 @start-names-files
+  Scenario: a gateway's start log names its peers file, trust file, revocation list and host certificate, each with a count
+    Given every gateway trusts the CA "fleet"
+    And every gateway reads a revocation list revoking serial 900
+    And host "a" holds a certificate from "fleet" and is in no peers file
+    And host "a" runs a gateway with a main "lead"
+    Then the start log of "a" names its peers file, trust file, revocation list and host certificate, each on a line with a count

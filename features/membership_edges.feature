@@ -79,6 +79,7 @@ Feature: Membership edges — a serial range's ends, key ids across CAs, princip
     When the probe, as host "<host>", presents a certificate from "fleet" naming host "<named>" in its _gateway presence
     Then the gateway of "the roster" dead-letters it with x-death reason "rejected"
     And the gateway of "the roster" logs the rejection naming the check "certificate or signature"
+    And every gateway's line rejecting it names host "<host>"
     When the probe, as host "<host>", announces "e1"
     And the probe, as host "<host>", sends "w1" a brief from "e1"
     Then the gateway of "w1" dead-letters it with x-death reason "rejected"
@@ -91,6 +92,26 @@ Feature: Membership edges — a serial range's ends, key ids across CAs, princip
       | the host id with more after it              | x    | x2    |
       | the start of the host id                    | x2   | x     |
       | the host id in upper case                   | x    | X     |
+
+  # CONTRACT §12: a certificate with no principals at all (ssh-keygen without -n) names no host.
+  # OpenSSH reads it as valid for any host; MEM-2 asks for the host among its principals.
+  @MEM-2 @SIG-5 @mem-edges-principal
+  Scenario: a host presenting a certificate with no principals at all is never let in
+    Given every gateway trusts the CA "fleet"
+    And host "a" runs a gateway with a main "lead"
+    And host "b" runs a gateway with a worker "w1" whose parent is "lead"
+    And "w1" is idle
+    And the probe watches the wire
+    When the probe, as host "x", presents a certificate from "fleet" naming no host in its _gateway presence
+    Then the gateway of "the roster" dead-letters it with x-death reason "rejected"
+    And the gateway of "the roster" logs the rejection naming the check "certificate or signature"
+    And every gateway's line rejecting it names host "x"
+    When the probe, as host "x", announces "e1"
+    And the probe, as host "x", sends "w1" a brief from "e1"
+    Then the gateway of "w1" dead-letters it with x-death reason "rejected"
+    And the gateway of "w1" logs the rejection naming the check "certificate or signature"
+    And over a window no roster lists anything of host "x"
+    And nothing hostile was injected into "w1" or held for "lead"
 
   @MEM-2 @mem-edges-principals
   Scenario: a host certificate naming several hosts, this one among them but not first, lets the host in

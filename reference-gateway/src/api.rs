@@ -159,14 +159,40 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
+    let connected = gw.is_connected();
+    let error = gw.setup_error.lock().ok().and_then(|e| e.clone());
+    let certificate = gw.membership.unready();
+    // Not ready: why, in one line an operator reads without knowing the fields.
+    let why = (!ready).then(|| {
+        let mut why: Vec<String> = Vec::new();
+        if !connected {
+            why.push(match &error {
+                Some(e) => format!("not connected to the broker: {e}"),
+                None => "not connected to the broker".to_string(),
+            });
+        }
+        if let Some(c) = &certificate {
+            why.push(format!("own credential: {c}"));
+        }
+        for (gid, v) in &entities {
+            if let Some(f) = v.get("failed").and_then(|f| f.as_str()) {
+                why.push(format!("entity {gid}: {f}"));
+            }
+        }
+        if why.is_empty() {
+            why.push("starting".to_string());
+        }
+        why.join("; ")
+    });
     (
         code,
         Json(json!({
             "ready": ready,
-            "connected": gw.is_connected(),
+            "why": why,
+            "connected": connected,
             "entities": entities,
-            "error": gw.setup_error.lock().ok().and_then(|e| e.clone()),
-            "certificate": gw.membership.unready(),
+            "error": error,
+            "certificate": certificate,
         })),
     )
         .into_response()

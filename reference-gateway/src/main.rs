@@ -385,13 +385,13 @@ fn main() -> std::process::ExitCode {
         }),
         Cmd::Trust {
             cmd: TrustCmd::Show { json },
-        } => Config::load(config)
+        } => Config::load_admin(config)
             .map_err(anyhow::Error::from)
-            .and_then(|c| fleet_gateway::membership::report::show(c.listen, &c.admin_token, json))
+            .and_then(|(listen, token)| fleet_gateway::membership::report::show(listen, &token, json))
             .map(|text| print!("{text}")),
-        Cmd::Ready => Config::load(config)
+        Cmd::Ready => Config::load_admin(config)
             .map_err(anyhow::Error::from)
-            .and_then(|c| probe_ready(c.listen)),
+            .and_then(|(listen, _)| probe_ready(listen)),
         Cmd::ConvertInboxes { queues } => {
             // Its own words on stdout and stderr; lapin's (a 404 is an answer here) stay quiet.
             let filter = tracing_subscriber::EnvFilter::try_from_default_env()

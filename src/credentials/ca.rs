@@ -254,11 +254,13 @@ impl Ca {
         if req.kind == CertKind::Host {
             args.push("-h".as_ref());
         }
+        args.extend::<[&std::ffi::OsStr; 2]>(["-I".as_ref(), req.key_id.as_ref()]);
+        // No principals: no `-n` at all (ssh-keygen refuses an empty name), a certificate that
+        // OpenSSH reads as valid for any principal.
+        if !req.principals.is_empty() {
+            args.extend::<[&std::ffi::OsStr; 2]>(["-n".as_ref(), principals.as_ref()]);
+        }
         args.extend([
-            "-I".as_ref(),
-            req.key_id.as_ref(),
-            "-n".as_ref(),
-            principals.as_ref(),
             "-V".as_ref(),
             validity.as_ref(),
             "-z".as_ref(),

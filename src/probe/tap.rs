@@ -107,15 +107,12 @@ impl Inner {
                 Some(n) => n.saturating_sub(1).min(m.message_count),
             });
             let d = m.delivery;
-            self.seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Captured {
-                    exchange: d.exchange.as_str().to_string(),
-                    routing_key: d.routing_key.as_str().to_string(),
-                    properties: d.properties,
-                    body: d.data,
-                });
+            self.seen.lock().unwrap_or_else(|p| p.into_inner()).push(Captured {
+                exchange: d.exchange.as_str().to_string(),
+                routing_key: d.routing_key.as_str().to_string(),
+                properties: d.properties,
+                body: d.data,
+            });
         }
         Ok(())
     }
@@ -177,7 +174,11 @@ mod tests {
         x.expect("fetch");
         y.expect("fetch");
         let all = tap.fetch().await.expect("fetch");
-        assert_eq!(numbers(&all), (0..2 * N).collect::<Vec<_>>(), "after two fetches at once");
+        assert_eq!(
+            numbers(&all),
+            (0..2 * N).collect::<Vec<_>>(),
+            "after two fetches at once"
+        );
         probe.close().await;
         broker.delete_vhost(&vhost).await.expect("vhost deleted");
         broker.stop().await.expect("broker stops");

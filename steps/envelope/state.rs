@@ -79,6 +79,11 @@ impl WireState {
         });
     }
 
+    /// The `msgId` (or AMQP `message_id`) of the last hostile message published.
+    pub fn last_hostile_marker(&self) -> Option<&str> {
+        self.hostile.as_ref().map(|h| h.marker.as_str())
+    }
+
     /// A text another area's step sent validly: it may be injected or held.
     pub fn record_valid_text(&mut self, text: &str) {
         self.valid_texts.push(text.to_string());

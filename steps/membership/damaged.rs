@@ -19,12 +19,15 @@
 //! "at once" reads ([C-26]): the first message signed with the new key is stamped by the gateway
 //! within [`AT_ONCE`] of that instant — and not before it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, ensure};
 use cucumber::{then, when};
 use fleet_conformance::credentials::ca::Validity;
+use fleet_conformance::credentials::krl::Revoke;
 use fleet_conformance::keys::HostKey;
+use fleet_conformance::probe::Probe;
 use fleet_conformance::reaction::{AT_ONCE, Bound, Stamped};
 use fleet_conformance::timing::{ABSENCE_WINDOW, hold_for, scaled};
 use serde_json::Value;
@@ -32,10 +35,11 @@ use serde_json::Value;
 use crate::world::FleetWorld;
 
 use super::files::{Kind, rewrite_all};
+use super::lifecycle::{TTL, gateway_presence_message, probe_host_key};
 use super::revocation::skew;
 use super::rosters::{gid_of, roster};
 use super::rotation::{adopt, install, since_rotation, wire};
-use super::{OBSERVE, by_deadline, changed_now, issue, quoted, trust_file};
+use super::{OBSERVE, by_deadline, changed_now, issue, quoted, trust_file, two_seconds_after};
 
 /// How long an emptied file stays empty before it is written back: a rewrite in place as the
 /// issue that brought [C-27] 2 measured it, well under the 1 s hold.
@@ -162,6 +166,71 @@ async fn keep_listing(w: &mut FleetWorld, at: String, listed: String) -> anyhow:
     Ok(())
 }
 
+/// A host the probe plays heartbeats: its `_gateway` presence carrying `cert` and the presence of
+/// `gid`, every 100 ms, until aborted.
+async fn heartbeat(probe: Arc<Probe>, key: HostKey, cert: String, gid: String) -> anyhow::Result<()> {
+    loop {
+        probe.publish(&gateway_presence_message(&key, &cert)).await?;
+        probe.announce(&key, &gid, "worker", TTL).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// [C-27] 2 for the revocation list: over a window from now (the list still empty), the probe
+/// heartbeats the `_gateway` presence of a host it plays — carrying the certificate the lists
+/// revoke — and the presence of `name` every 100 ms, and no named roster may list anything of
+/// that host at any look. A gateway that applied the empty list takes the host in at its next
+/// heartbeat, until the list is back; the looks (every 75 ms) fall in that span.
+#[then(
+    regex = r#"^over a window the rosters of (.+) list nothing of host "([^"]+)" while the probe, as that host, heartbeats "([^"]+)" every 100 ms$"#
+)]
+async fn revoked_stays_out(w: &mut FleetWorld, at: String, host: String, name: String) -> anyhow::Result<()> {
+    let at = quoted(&at);
+    ensure!(!at.is_empty(), "name the rosters: {at:?}");
+    let key = probe_host_key(w, &host)?;
+    let cert = w.membership.cert(&host)?.line.clone();
+    let gid = match w.membership.fakes.get(&name) {
+        Some((on, gid)) if *on == host => gid.clone(),
+        _ => return Err(anyhow!("{name} is no entity the probe announced on {host}")),
+    };
+    let probe = w.probe().await?;
+    let beats = tokio::spawn(heartbeat(probe, key, cert, gid));
+    let (at, host_ref, world) = (&at, &host, &*w);
+    let held = hold_for(
+        "the revoked host stays out of every roster",
+        ABSENCE_WINDOW,
+        || async move {
+            for h in at {
+                let of: Vec<Value> = roster(world, h)
+                    .await?
+                    .into_iter()
+                    .filter(|e| e["host"] == host_ref.as_str())
+                    .collect();
+                if !of.is_empty() {
+                    return Err(format!(
+                        "the roster of {h} lists of the revoked host {host_ref}: {of:?}"
+                    ));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await;
+    let beat_failed = beats.is_finished();
+    beats.abort();
+    if beat_failed {
+        match beats.await {
+            Ok(Err(e)) => return Err(e.context(format!("the probe's heartbeats as {host}"))),
+            Ok(Ok(())) | Err(_) => {}
+        }
+    }
+    if let Some(rewrite) = w.membership.rewrite.take() {
+        rewrite.await.map_err(|e| anyhow!("the write-back task: {e}"))??;
+    }
+    held?;
+    Ok(())
+}
+
 /// [C-27] 3: `host` rotates (files replaced, SIGHUP) to a new key and a certificate from `ca`
 /// whose `valid after` is `secs` from now: refused now (the step's seconds must exceed the skew),
 /// kept pending until it becomes valid.
@@ -255,4 +324,66 @@ mod tests {
         );
         assert!(cut_line("ssh-ed25519 AAAA", 4).is_err());
     }
+}
+
+/// CONTRACT §12: every gateway's revocation list rewritten with `serial` added and every line
+/// ending in CR LF (a list saved by a Windows editor).
+#[when(regex = r#"^serial (\d+) is revoked in every revocation list, written with CRLF line endings$"#)]
+async fn serial_revoked_crlf(w: &mut FleetWorld, serial: u64) -> anyhow::Result<()> {
+    w.membership
+        .revoked
+        .as_mut()
+        .ok_or_else(|| anyhow!("the gateways read no revocation list"))?
+        .entries
+        .push(Revoke::Serial(serial));
+    rewrite_all(w, Kind::Revoked, |w, _| {
+        let text = w.membership.revoked.clone().unwrap_or_default().render();
+        ensure!(!text.contains('\r'), "the list already holds a CR");
+        Ok(text.replace('\n', "\r\n"))
+    })
+}
+
+/// CONTRACT §12: a CRLF revocation list is read as LF (the host revoked: in no roster within
+/// MEM-4's 2 s) or refused as broken (MEM-1: an ERROR naming the list within 2 s) — each gateway
+/// one or the other; never applied with the entry lost, nothing said.
+#[then(
+    regex = r#"^within 2 seconds each gateway either lists nothing of host "([^"]+)" or logs an ERROR naming its revocation list$"#
+)]
+async fn crlf_taken_or_refused(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
+    use fleet_conformance::contract::{LogLevel, log_line_at};
+    let until = two_seconds_after(w, Duration::ZERO)?;
+    let mut running: Vec<String> = w.hosts.keys().cloned().collect();
+    running.sort();
+    for h in &running {
+        let path = Kind::Revoked.path(w, h).display().to_string();
+        let (world, h_ref, host_ref, path_ref) = (&*w, h, &host, &path);
+        let gw = &w.host(h)?.gateway;
+        let how = by_deadline(
+            &format!("{h} to drop host {host} or refuse its CRLF revocation list"),
+            until.clone(),
+            || async move {
+                let of = roster(world, h_ref)
+                    .await?
+                    .into_iter()
+                    .filter(|e| e["host"] == host_ref.as_str())
+                    .count();
+                if of == 0 {
+                    return Ok(Some("read as LF: the host is out"));
+                }
+                if gw
+                    .log()
+                    .lines()
+                    .any(|l| log_line_at(l, LogLevel::Error) && l.contains(path_ref.as_str()))
+                {
+                    return Ok(Some("refused: an ERROR names the list"));
+                }
+                Err(format!(
+                    "the roster of {h_ref} still lists {of} entries of {host_ref}, and no ERROR names {path_ref}"
+                ))
+            },
+        )
+        .await?;
+        tracing::info!(gateway = %h, "CRLF revocation list: {how}");
+    }
+    Ok(())
 }

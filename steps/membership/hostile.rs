@@ -87,6 +87,9 @@ fn credential(w: &mut FleetWorld, host: &str, key: &HostKey, text: &str) -> anyh
         sign(w, &ca, key, CertKind::User, &me, an_hour(), serial)?.line
     } else if let Some(other) = text.strip_suffix('"').and_then(|t| t.rsplit_once(" naming host \"")) {
         sign(w, &ca, key, CertKind::Host, &[other.1.to_string()], an_hour(), serial)?.line
+    } else if text.ends_with(" naming no host") {
+        // CONTRACT §12: no principals at all (ssh-keygen without -n).
+        sign(w, &ca, key, CertKind::Host, &[], an_hour(), serial)?.line
     } else if text.ends_with(" not yet valid") {
         let later = Validity::later(Duration::from_secs(3600), Duration::from_secs(3600));
         sign(w, &ca, key, CertKind::Host, &me, later, serial)?.line

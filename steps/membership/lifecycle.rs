@@ -30,12 +30,12 @@ use super::rosters::roster;
 use super::{OBSERVE, TWO_SECONDS, an_hour, changed_now, current_key, issue, last_change, peers_file, sign};
 
 /// How long what the probe announces lives: the whole scenario.
-const TTL: Duration = Duration::from_secs(600);
+pub(super) const TTL: Duration = Duration::from_secs(600);
 
 /// The key the probe signs with as `host`: a host of its own (made on first use, as
 /// [`super::hostile`] makes them), or a host every peers file lists with the key the suite minted
 /// for it, whose gateway does not run.
-fn probe_host_key(w: &mut FleetWorld, host: &str) -> anyhow::Result<HostKey> {
+pub(super) fn probe_host_key(w: &mut FleetWorld, host: &str) -> anyhow::Result<HostKey> {
     if let Some(k) = w.membership.played.get(host) {
         return Ok(k.clone());
     }
@@ -57,15 +57,19 @@ fn probe_host_key(w: &mut FleetWorld, host: &str) -> anyhow::Result<HostKey> {
 
 /// Publishes `key`'s host's `_gateway` PRESENCE carrying `cert`, as a gateway heartbeats it.
 async fn gateway_presence(w: &mut FleetWorld, key: &HostKey, cert: &str) -> anyhow::Result<()> {
+    w.probe().await?.publish(&gateway_presence_message(key, cert)).await?;
+    Ok(())
+}
+
+/// `key`'s host's `_gateway` PRESENCE carrying `cert`, ready to publish.
+pub(super) fn gateway_presence_message(key: &HostKey, cert: &str) -> Crafted {
     let ttl_ms = TTL.as_millis() as u64;
     let body = json!({
         "state": "up", "role": "gateway", "groups": [], "agentStatus": "unknown", "ttlMs": ttl_ms,
         "profiles": [], "cert": cert,
     })
     .to_string();
-    let (msg, _) = presence_message(key, "_gateway", body.as_bytes(), ttl_ms);
-    w.probe().await?.publish(&msg).await?;
-    Ok(())
+    presence_message(key, "_gateway", body.as_bytes(), ttl_ms).0
 }
 
 /// A host certificate from `ca` over the key of a host the probe plays, carried in its `_gateway`

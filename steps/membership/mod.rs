@@ -18,7 +18,9 @@
 //! - [`hostile`] — the probe plays hosts presenting credentials, hostile or not (MEM-2);
 //! - [`rosters`] — what every roster lists after a change (let in, or dropped within 2 s);
 //! - [`traffic`] — briefs and replies flowing across a change, and what became of them;
-//! - [`edges`] — serial ranges at both ends, ids across CAs, several principals, SIGHUP alone.
+//! - [`edges`] — serial ranges at both ends, ids across CAs, several principals, SIGHUP alone;
+//! - [`damaged`] — a damaged CA line, a file briefly empty, an early renewal, a CRLF list ([C-27]);
+//! - [`naming`] — the log lines that name the host or the file they are about ([C-27] 4).
 
 mod damaged;
 mod edges;
@@ -27,6 +29,7 @@ mod hostile;
 mod joining;
 mod lifecycle;
 mod lifecycle_own;
+mod naming;
 mod operators;
 mod revocation;
 mod rosters;

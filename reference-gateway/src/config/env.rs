@@ -32,18 +32,7 @@ impl Config {
             Some(raw) => Some(parse_type("FLEET_WORKER_QUEUE_TYPE", &raw)?),
             None => None,
         };
-        let listen_raw = src.required("FLEET_LISTEN")?;
-        let listen: SocketAddr = listen_raw.parse().map_err(|e| ConfigError::Invalid {
-            var: "FLEET_LISTEN",
-            reason: format!("{listen_raw:?} is not an address like 127.0.0.1:7700 ({e})"),
-        })?;
-        let admin_token = src.required("FLEET_ADMIN_TOKEN")?;
-        if admin_token.len() < 8 {
-            return Err(ConfigError::Invalid {
-                var: "FLEET_ADMIN_TOKEN",
-                reason: "must be at least 8 characters".into(),
-            });
-        }
+        let (listen, admin_token) = admin_api(&src)?;
         let profiles = parse_profiles(&src.get("FLEET_PROFILES").unwrap_or_default())?;
         let prefetch: u16 = src.number("FLEET_PREFETCH", 32)?;
         if prefetch == 0 {
@@ -128,6 +117,18 @@ impl Config {
         }
     }
 
+    /// [`Config::load_admin`] from explicit variables (and tests).
+    pub fn admin_from_sources(
+        env: BTreeMap<String, String>,
+        file: Option<&Path>,
+    ) -> Result<(SocketAddr, String), ConfigError> {
+        let file = match file {
+            None => BTreeMap::new(),
+            Some(path) => read_toml(path)?,
+        };
+        admin_api(&Source { env, file })
+    }
+
     /// [`Config::load_for_conversion`] from explicit variables (and tests).
     pub fn conversion_from_sources(
         env: BTreeMap<String, String>,
@@ -210,6 +211,24 @@ impl Config {
         );
         out
     }
+}
+
+/// The local API's address and admin token (`FLEET_LISTEN`, `FLEET_ADMIN_TOKEN`): all that the
+/// commands asking a running gateway need.
+fn admin_api(src: &Source) -> Result<(SocketAddr, String), ConfigError> {
+    let listen_raw = src.required("FLEET_LISTEN")?;
+    let listen: SocketAddr = listen_raw.parse().map_err(|e| ConfigError::Invalid {
+        var: "FLEET_LISTEN",
+        reason: format!("{listen_raw:?} is not an address like 127.0.0.1:7700 ({e})"),
+    })?;
+    let admin_token = src.required("FLEET_ADMIN_TOKEN")?;
+    if admin_token.len() < 8 {
+        return Err(ConfigError::Invalid {
+            var: "FLEET_ADMIN_TOKEN",
+            reason: "must be at least 8 characters".into(),
+        });
+    }
+    Ok((listen, admin_token))
 }
 
 /// `FLEET_AMQP_URL` (every entry checked, CLU-1), `FLEET_TLS_CA_FILE` (applies to each node),

@@ -65,6 +65,14 @@ impl Config {
         let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("FLEET_")).collect();
         Self::from_sources(env, file)
     }
+    /// What the commands that ask a running gateway need (`trust show`, `ready`): `FLEET_LISTEN`
+    /// and `FLEET_ADMIN_TOKEN`, from the process environment and an optional TOML file. Nothing
+    /// else is read or required.
+    pub fn load_admin(file: Option<&Path>) -> Result<(std::net::SocketAddr, String), ConfigError> {
+        let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("FLEET_")).collect();
+        Self::admin_from_sources(env, file)
+    }
+
     /// What `fleet-gateway convert-inboxes` needs, from the process environment and an optional
     /// TOML file (the gateway's own): the broker (`FLEET_AMQP_URL`, TLS, heartbeat) and the
     /// arguments the gateway declares in quorum mode (`FLEET_INBOX_*`, `FLEET_DLQ_MAX_LENGTH`,

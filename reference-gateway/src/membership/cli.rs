@@ -72,7 +72,15 @@ pub fn check(req: &CheckRequest, now_ms: u64) -> anyhow::Result<CheckReport> {
     );
     row("key id", format!("{:?}", cert.key_id));
     row("serial", cert.serial.to_string());
-    row("principals", cert.principals.join(", "));
+    row(
+        "principals",
+        if cert.principals.is_empty() {
+            // CONTRACT §12: OpenSSH takes such a certificate for any host; MEM-2 for none.
+            "none (ssh-keygen without -n): names no host, so no gateway accepts it".into()
+        } else {
+            cert.principals.join(", ")
+        },
+    );
     row(
         "critical",
         if cert.critical_options.is_empty() {

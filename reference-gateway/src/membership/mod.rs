@@ -16,6 +16,7 @@
 //! - [`waiting`] — presences of a host with no key yet, held for its `_gateway` ([C-21] 7)
 //! - [`report`] — what this gateway trusts now, and why (`GET /v1/trust`, `trust show`)
 //! - [`repeats`] — a host failing the same check every heartbeat is logged once a minute
+//! - [`status`] — what was refused (a file kept out, a rotation, a host's presences), for the report
 //! - [`cli`] — `fleet-gateway cert check`, and the OpenSSH line `keygen` writes
 
 pub mod ca;
@@ -30,6 +31,7 @@ pub mod peers;
 pub mod repeats;
 pub mod report;
 pub mod rotate;
+pub mod status;
 pub mod sweep;
 pub mod trust;
 pub mod waiting;
@@ -51,6 +53,8 @@ pub struct Membership {
     pub waiting: waiting::WaitingPresences,
     /// Rejected presences' WARN lines, once per host and check a minute.
     pub repeats: repeats::Repeats,
+    /// What was refused, for `GET /v1/trust` ([`status`]).
+    pub decisions: status::Decisions,
     /// host → the certificate last WARNed about ([`Membership::first_warning`]).
     warned: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
@@ -80,6 +84,7 @@ impl Membership {
             ca_configured: cfg.trust_ca_file.is_some(),
             waiting: Default::default(),
             repeats: Default::default(),
+            decisions: Default::default(),
             warned: Default::default(),
         })
     }

@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use ssh_key::HashAlg;
 
-use super::cert::{CertInfo, utc};
+use super::cert::{CertInfo, key_fingerprint as fingerprint, utc};
 use super::krl::Krl;
+use super::status::KeptOut;
 use crate::envelope::now_ms;
 use crate::gateway::Gateway;
 
@@ -40,6 +40,45 @@ pub struct OwnReport {
     pub state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// A key and certificate on disk the gateway refused to rotate to: it signs with the pair
+    /// above until they are replaced or (refused only for not being valid yet) become valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_rotation: Option<RefusedReport>,
+}
+
+/// A refused rotation (MEM-3, [C-21] 12, [C-27] 3).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedReport {
+    /// The variable naming the file refused (`FLEET_HOST_CERT_FILE`, `FLEET_SIGNING_KEY_FILE`).
+    pub file: String,
+    pub why: String,
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<String>,
+}
+
+/// A trust file whose content on disk is not in force, and why.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptOutReport {
+    pub file: String,
+    pub path: String,
+    /// `broken` (the last good content stays, [C-27] 1) or `emptied` (held back, [C-27] 2).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    pub since: String,
+}
+
+/// The last credential rejection of a host's presence.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectedReport {
+    pub check: String,
+    pub why: String,
+    pub last: String,
+    pub count: u64,
 }
 
 /// The files in force.
@@ -52,6 +91,9 @@ pub struct FilesReport {
     pub peers: usize,
     pub cas: usize,
     pub revocations: usize,
+    /// Files whose content on disk is not the one in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_out: Vec<KeptOutReport>,
 }
 
 /// One host: its keys and whether the roster lists it.
@@ -66,6 +108,10 @@ pub struct HostReport {
     /// In words: why it is listed, or why not.
     pub consequence: String,
     pub keys: Vec<KeyReport>,
+    /// Its presences' last rejection for their credential (CA, principal, certificate type,
+    /// critical options, revoked, expired), if any since the gateway started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<RejectedReport>,
 }
 
 /// One key of a host.
@@ -109,12 +155,6 @@ impl CertReport {
     }
 }
 
-fn fingerprint(key: &ed25519_dalek::VerifyingKey) -> String {
-    ssh_key::public::KeyData::Ed25519(key.into())
-        .fingerprint(HashAlg::Sha256)
-        .to_string()
-}
-
 /// A plain key's state under `krl`.
 fn plain_key(key: &ed25519_dalek::VerifyingKey, source: &'static str, krl: &Krl) -> KeyReport {
     let revoked = krl.revokes_ed25519(key);
@@ -144,6 +184,12 @@ impl Gateway {
             certificate: id.cert.as_deref().map(CertReport::of),
             state: own_problem.as_ref().map_or("valid", |p| p.check).to_string(),
             why: own_problem.map(|p| p.why),
+            refused_rotation: m.decisions.refused_rotation().map(|r| RefusedReport {
+                file: r.file.var().to_string(),
+                why: r.error,
+                since: utc_ms(r.since_ms),
+                retry_at: r.retry_at_ms.map(utc_ms),
+            }),
         };
         let mut hosts: BTreeMap<String, Vec<KeyReport>> = BTreeMap::new();
         for host in files.peers.hosts() {
@@ -175,7 +221,8 @@ impl Gateway {
         for e in self.roster.snapshot() {
             *listed.entry(e.host).or_default() += 1;
         }
-        for host in listed.keys() {
+        let mut rejected = m.decisions.rejected_hosts();
+        for host in listed.keys().chain(rejected.keys()) {
             hosts.entry(host.clone()).or_default();
         }
         let hosts = hosts
@@ -183,11 +230,20 @@ impl Gateway {
             .map(|(host, keys)| {
                 let trusted = keys.iter().any(|k| k.state == "valid");
                 let roster_entries = listed.get(&host).copied().unwrap_or(0);
-                let consequence = match (trusted, roster_entries) {
-                    (true, 0) => "a valid key: its presences are taken (none listed now)".to_string(),
-                    (true, n) => format!("a valid key: listed ({n} entries)"),
-                    (false, 0) => "no valid key: not listed, its messages are rejected".to_string(),
-                    (false, n) => format!("no valid key: its {n} entries are being dropped (within 2 s of the change)"),
+                let rejected = rejected.remove(&host).map(|r| RejectedReport {
+                    check: r.check.to_string(),
+                    why: r.why,
+                    last: utc_ms(r.last_ms),
+                    count: r.count,
+                });
+                let consequence = match (trusted, roster_entries, &rejected) {
+                    (true, 0, _) => "a valid key: its presences are taken (none listed now)".to_string(),
+                    (true, n, _) => format!("a valid key: listed ({n} entries)"),
+                    (false, 0, Some(r)) => format!("not listed: its presences are rejected ({})", r.check),
+                    (false, 0, None) => "no valid key: not listed, its messages are rejected".to_string(),
+                    (false, n, _) => {
+                        format!("no valid key: its {n} entries are being dropped (within 2 s of the change)")
+                    }
                 };
                 HostReport {
                     host,
@@ -195,6 +251,7 @@ impl Gateway {
                     roster_entries,
                     consequence,
                     keys,
+                    rejected,
                 }
             })
             .collect();
@@ -209,6 +266,24 @@ impl Gateway {
                 peers: files.peers.hosts().count(),
                 cas: files.cas.len(),
                 revocations: files.krl.len(),
+                kept_out: m
+                    .decisions
+                    .files()
+                    .into_iter()
+                    .map(|k| {
+                        let (state, why) = match k.why {
+                            KeptOut::Broken { error } => ("broken", Some(error)),
+                            KeptOut::Emptied => ("emptied", None),
+                        };
+                        KeptOutReport {
+                            file: k.file.var().to_string(),
+                            path: k.path,
+                            state: state.to_string(),
+                            why,
+                            since: utc_ms(k.since_ms),
+                        }
+                    })
+                    .collect(),
             },
             hosts,
         }
@@ -262,6 +337,18 @@ pub fn render(r: &TrustReport) -> String {
     if let Some(c) = &r.own.certificate {
         let _ = writeln!(out, "  own certificate: {}", cert_words(c));
     }
+    if let Some(x) = &r.own.refused_rotation {
+        let retry = x
+            .retry_at
+            .as_deref()
+            .map(|t| format!("; taken by itself at {t} if nothing else is wrong then"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  refused rotation (since {}): {} on disk not taken: {}{retry}",
+            x.since, x.file, x.why
+        );
+    }
     let _ = writeln!(
         out,
         "files: peers {} ({} hosts); CAs {} ({}); revocations {} ({} entries)",
@@ -272,8 +359,23 @@ pub fn render(r: &TrustReport) -> String {
         r.files.revoked_file.as_deref().unwrap_or("unset"),
         r.files.revocations
     );
+    for k in &r.files.kept_out {
+        let what = match (k.state.as_str(), &k.why) {
+            ("emptied", _) => "emptied: held back, the content before stays in force unless it stays empty".to_string(),
+            (_, Some(why)) => format!("not applied, the last good content stays in force: {why}"),
+            (state, None) => state.to_string(),
+        };
+        let _ = writeln!(out, "  {} {} (since {}): {what}", k.file, k.path, k.since);
+    }
     for h in &r.hosts {
         let _ = writeln!(out, "\nhost {}: {}", h.host, h.consequence);
+        if let Some(x) = &h.rejected {
+            let _ = writeln!(
+                out,
+                "  presences rejected ({}, {} since start, last {}): {}",
+                x.check, x.count, x.last, x.why
+            );
+        }
         for k in &h.keys {
             let from = match &k.certificate {
                 Some(c) => format!("certificate {}", cert_words(c)),
@@ -284,6 +386,11 @@ pub fn render(r: &TrustReport) -> String {
         }
     }
     out
+}
+
+/// A Unix-ms instant as the report's other times read (UTC, to the second).
+fn utc_ms(ms: u64) -> String {
+    utc(ms / 1000)
 }
 
 fn cert_words(c: &CertReport) -> String {

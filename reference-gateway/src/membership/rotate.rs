@@ -20,6 +20,7 @@
 
 use tracing::debug;
 
+use super::cert::key_fingerprint;
 use super::files::TrustFile;
 use super::own::IdentityError;
 use crate::envelope::GATEWAY_FROM;
@@ -124,11 +125,14 @@ impl Gateway {
             return Rotation::Pending(e.to_string());
         }
         self.publisher.set_signer(next.signer.clone());
-        let public = next.signer.public_base64();
+        let (from, to) = (
+            key_fingerprint(&current.signer.verifying_key()),
+            key_fingerprint(&next.signer.verifying_key()),
+        );
         own.set(next);
         drop(departed);
         Rotation::Rotated(format!(
-            "signing key rotated to {public} ({serial}): its _gateway presence was confirmed first (MEM-3)"
+            "signing key rotated from {from} to {to} ({serial}): its _gateway presence was confirmed first (MEM-3)"
         ))
     }
 }

@@ -31,6 +31,7 @@ use super::krl::Krl;
 use super::own::OwnProblem;
 use super::peers::Peers;
 use super::rotate::Rotation;
+use super::status::{KeptOut, RefusedRotation};
 use super::sweep::Sweeper;
 use super::trust::TrustFiles;
 use crate::envelope::now_ms;
@@ -112,6 +113,11 @@ impl Watched {
             return false;
         }
         let since = *self.emptied.get_or_insert_with(|| {
+            gw.membership.decisions.file(
+                self.file,
+                Some((self.path.display().to_string(), KeptOut::Emptied)),
+                now_ms(),
+            );
             info!(
                 file = self.file.var(),
                 path = %self.path.display(),
@@ -275,10 +281,16 @@ fn reload(gw: &Gateway, w: &Watched, content: Result<Vec<u8>, String>, quiet: bo
             reason,
         }),
     };
+    let decisions = &gw.membership.decisions;
     match applied {
         Ok(what) if quiet => debug!(file = w.file.var(), %path, "{what}: in force"),
-        Ok(what) => info!(file = w.file.var(), %path, "{what}: re-read and applied"),
+        Ok(what) => {
+            decisions.file(w.file, None, now_ms());
+            info!(file = w.file.var(), %path, "{what}: re-read and applied");
+        }
         Err(e) => {
+            let kept = KeptOut::Broken { error: e.to_string() };
+            decisions.file(w.file, Some((path.clone(), kept)), now_ms());
             error!(file = w.file.var(), %path, "{e}: not applied; the last good content stays in force");
             Metrics::count(&gw.metrics.trust_reload_errors, &[("file", w.file.var())]);
         }
@@ -322,9 +334,14 @@ fn apply(gw: &Gateway, file: TrustFile, bytes: &[u8]) -> Result<String, LineErro
 
 /// Tries the rotation (MEM-3); returns when to try again (a publish that could not be made).
 async fn rotate(gw: &Gateway, identity: &mut [Watched]) -> Option<Instant> {
+    let decisions = &gw.membership.decisions;
     match gw.rotate_identity().await {
-        Rotation::Unchanged => None,
+        Rotation::Unchanged => {
+            decisions.rotation(None);
+            None
+        }
         Rotation::Rotated(what) => {
+            decisions.rotation(None);
             info!("{what}");
             None
         }
@@ -333,6 +350,12 @@ async fn rotate(gw: &Gateway, identity: &mut [Watched]) -> Option<Instant> {
             error,
             retry_at_ms,
         } => {
+            decisions.rotation(Some(RefusedRotation {
+                file,
+                error: error.clone(),
+                since_ms: now_ms(),
+                retry_at_ms,
+            }));
             // Logged once per content: looked at again when a file changes or on SIGHUP, and a
             // certificate not valid yet also when it becomes valid ([C-27] 3).
             error!(

@@ -152,6 +152,9 @@ impl Gateway {
         if !matches!(check, "revoked" | "cert_expired" | "certificate") {
             return self.reject(acker, &env.msg_id, &env.host, why).await;
         }
+        self.membership
+            .decisions
+            .rejected(&env.host, check, why.to_string(), crate::envelope::now_ms());
         match self
             .membership
             .repeats
