@@ -262,6 +262,14 @@ impl CertInfo {
     }
 }
 
+/// An Ed25519 key's SHA-256 fingerprint as `ssh-keygen -l` prints it (`SHA256:…`): how every
+/// log line and report names a key.
+pub fn key_fingerprint(key: &ed25519_dalek::VerifyingKey) -> String {
+    ssh_key::public::KeyData::Ed25519(key.into())
+        .fingerprint(HashAlg::Sha256)
+        .to_string()
+}
+
 /// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds; `always` / `forever` for OpenSSH's open ends.
 pub fn utc(secs: u64) -> String {
     if secs == 0 {
