@@ -272,7 +272,14 @@ impl Gateway {
                     .into_iter()
                     .map(|k| {
                         let (state, why) = match k.why {
-                            KeptOut::Broken { error } => ("broken", Some(error)),
+                            // The error names the file and its path already: said once, above it.
+                            KeptOut::Broken { error } => {
+                                let named = format!("{} {}: ", k.file.var(), k.path);
+                                (
+                                    "broken",
+                                    Some(error.strip_prefix(&named).map_or(error.clone(), str::to_string)),
+                                )
+                            }
                             KeptOut::Emptied => ("emptied", None),
                         };
                         KeptOutReport {
@@ -338,15 +345,10 @@ pub fn render(r: &TrustReport) -> String {
         let _ = writeln!(out, "  own certificate: {}", cert_words(c));
     }
     if let Some(x) = &r.own.refused_rotation {
-        let retry = x
-            .retry_at
-            .as_deref()
-            .map(|t| format!("; taken by itself at {t} if nothing else is wrong then"))
-            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  refused rotation (since {}): {} on disk not taken: {}{retry}",
-            x.since, x.file, x.why
+            "  refused rotation (since {}): the pair on disk is not taken: {}",
+            x.since, x.why
         );
     }
     let _ = writeln!(
@@ -463,5 +465,42 @@ mod tests {
         );
         let back: TrustReport = serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("reads back");
         assert_eq!(render(&back), text);
+
+        // What was refused is shown too: a file kept out, a rotation, a host's presences.
+        let d = &gw.membership.decisions;
+        let ca = file("ca.txt", &fixture("trust-ca.txt"));
+        d.file(
+            crate::membership::files::TrustFile::TrustCa,
+            Some((
+                ca.clone(),
+                KeptOut::Broken {
+                    error: format!("FLEET_TRUST_CA_FILE {ca}: line 3: cut"),
+                },
+            )),
+            1_000_000,
+        );
+        d.rotation(Some(crate::membership::status::RefusedRotation {
+            file: crate::membership::files::TrustFile::HostCert,
+            error: "not valid yet".into(),
+            since_ms: 1_000_000,
+            retry_at_ms: Some(2_000_000),
+        }));
+        d.rejected("e", "certificate", "CA not trusted".into(), 1_000_000);
+        let text = render(&gw.trust_report());
+        assert!(text.contains(&format!("FLEET_TRUST_CA_FILE {ca} (since 1970-01-01T00:16:40Z): not applied, the last good content stays in force: line 3: cut")), "{text}");
+        assert!(
+            text.contains(
+                "refused rotation (since 1970-01-01T00:16:40Z): the pair on disk is not taken: not valid yet"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("host e: not listed: its presences are rejected (certificate)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("presences rejected (certificate, 1 since start, last 1970-01-01T00:16:40Z): CA not trusted"),
+            "{text}"
+        );
     }
 }

@@ -91,7 +91,8 @@ impl Gateway {
             let retry_at_ms = self.membership.good_once_valid(cert);
             let when = match retry_at_ms {
                 Some(at) => format!(
-                    "; it is taken without a file change or SIGHUP when it becomes valid ({} ms from now)",
+                    "; it is taken without a file change or SIGHUP when it becomes valid, at {} ({} ms from now)",
+                    super::cert::utc(at / 1000),
                     at.saturating_sub(crate::envelope::now_ms())
                 ),
                 None => String::new(),
