@@ -52,6 +52,7 @@ Feature: Fleet membership and key lifecycle — hosts join, leave and re-key whi
     When the probe, as host "x", presents <credential> in its _gateway presence
     Then the gateway of "the roster" dead-letters it with x-death reason "rejected"
     And the gateway of "the roster" logs the rejection naming the check "<check>"
+    And every gateway's line rejecting it names host "x"
     When the probe, as host "x", announces "x1"
     And the probe, as host "x", sends "w1" a brief from "x1"
     Then the gateway of "w1" dead-letters it with x-death reason "rejected"
