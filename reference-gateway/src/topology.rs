@@ -213,8 +213,9 @@ pub fn is_probe_noise(meta: &tracing::Metadata<'_>) -> bool {
 /// removes the channel a second time and logs `Connection error error=invalid channel: 1` at
 /// ERROR just *after* the probe returned (issue 57: twice in ~1,000 gateway starts on 4.0.5; a
 /// wait for the channel to close and one more round trip first did not prevent it). So the window
-/// stays open until lapin's error event for that connection (it follows the log line), at most
-/// 250 ms.
+/// stays open until lapin's `invalid channel` error event for that connection (it follows the log
+/// line; the refused channel's own error event comes earlier and does not count), at most 250 ms,
+/// then up to [`LATE_PROBE_NOISE`] more in the background.
 pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_timeout: std::time::Duration) -> bool {
     let _running = ProbeRunning::start();
     let connecting = crate::tls::connect(url, ca, lapin::ConnectionProperties::default());
@@ -254,8 +255,16 @@ pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_ti
         // The broker closed it (RabbitMQ 3.x: no such exchange type).
         (Some(std::time::Duration::from_secs(2)), "after the broker closed it")
     };
+    // On 4.x, wait for the connection's own error: the refused channel's close-ok already sent an
+    // error event (the 406, which lapin does not log), so any error event would end the wait
+    // before lapin's "invalid channel" line (seen in a quiet run on 4.0.5, issue 59).
+    let waited = match wait {
+        Some(wait) if refused_channel => tokio::time::timeout(wait, invalid_channel_event(&mut events)).await,
+        Some(wait) => tokio::time::timeout(wait, error_event(&mut events)).await,
+        None => Ok(()),
+    };
     if let Some(wait) = wait
-        && tokio::time::timeout(wait, error_event(&mut events)).await.is_err()
+        && waited.is_err()
     {
         tracing::debug!(?wait, "the bridge.delay probe's connection reported no error {what}");
         if refused_channel {
@@ -265,7 +274,7 @@ pub async fn declare_delay(url: &str, ca: Option<&crate::tls::Roots>, connect_ti
             let late = ProbeRunning::start();
             tokio::spawn(async move {
                 let _late = late;
-                let _ = tokio::time::timeout(LATE_PROBE_NOISE, error_event(&mut events)).await;
+                let _ = tokio::time::timeout(LATE_PROBE_NOISE, invalid_channel_event(&mut events)).await;
                 drop(conn);
             });
         }
@@ -282,6 +291,18 @@ const LATE_PROBE_NOISE: std::time::Duration = std::time::Duration::from_secs(3);
 async fn error_event(events: &mut (impl futures_util::Stream<Item = lapin::Event> + Unpin)) {
     while let Some(ev) = futures_util::StreamExt::next(events).await {
         if matches!(ev, lapin::Event::Error(_)) {
+            break;
+        }
+    }
+}
+
+/// Resolves at the connection's error event for a channel it no longer knows (lapin's second
+/// removal of the refused probe channel; it logs `invalid channel: 1` just before).
+async fn invalid_channel_event(events: &mut (impl futures_util::Stream<Item = lapin::Event> + Unpin)) {
+    while let Some(ev) = futures_util::StreamExt::next(events).await {
+        if let lapin::Event::Error(e) = ev
+            && e.to_string().contains("invalid channel")
+        {
             break;
         }
     }
