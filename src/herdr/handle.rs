@@ -239,6 +239,30 @@ impl FakeHerdr {
         });
     }
 
+    /// The agent in front stops reading its terminal, herdr's status unchanged (real herdr v0.8.2,
+    /// 2026-12-06: a program named `claude` that ignores its input, shown `idle`): what is
+    /// submitted now waits in the terminal's input queue ([`InputOutcome::Unread`]) and is run by
+    /// the shell once the program ends ([`FakeHerdr::exit_program`]). Ignored, with a warning, for
+    /// an unknown pane.
+    pub fn stop_reading(&self, pane_id: &str) {
+        self.update_pane(pane_id, |pane, _| {
+            if let Some(job) = pane.jobs.last_mut() {
+                job.ignores_input = true;
+            }
+        });
+    }
+
+    /// The program in front reads its terminal again: the lines waiting there reach it
+    /// ([`InputOutcome::Submitted`]). Ignored, with a warning, for an unknown pane.
+    pub fn read_again(&self, pane_id: &str) {
+        self.update_pane(pane_id, |pane, ctx| {
+            if let Some(job) = pane.jobs.last_mut() {
+                job.ignores_input = false;
+            }
+            pane.read_queued_input(ctx);
+        });
+    }
+
     /// The program in front reports `status` as agent `agent`, as `pane.report_agent {source:
     /// "custom:<agent>", agent, state}` does: the program in front becomes the pane's agent (an
     /// agent herdr does not recognise by name keeps its last status when it exits). Ignored, with
