@@ -141,8 +141,8 @@ async fn added_panes_imply_workspace_w1_and_ids_are_never_reused() {
     assert_eq!(answer["result"]["root_pane"]["pane_id"], "w1:p4");
     assert_eq!(answer["result"]["tab"]["tab_id"], "w1:t4");
     assert_eq!(
-        answer["result"]["tab"]["label"], "3",
-        "an unlabelled tab shows its number"
+        answer["result"]["tab"]["label"], "4",
+        "an unlabelled tab shows its number, which a closed tab before it does not change (2026-12-06)"
     );
     assert_eq!(h.add_shell_pane(), "w1:p5");
     assert_eq!(h.pane_ids(), vec!["w1:p1", "w1:p2", "w1:p4", "w1:p5"]);
@@ -272,8 +272,11 @@ async fn a_server_told_to_forget_calls_still_answers_and_keeps_panes_and_inputs(
 #[test]
 fn ids_count_in_herdrs_public_alphabet() {
     use crate::herdr::model::public_number;
-    let ids: Vec<String> = [1, 9, 10, 17, 31, 32, 33, 64, 65].into_iter().map(public_number).collect();
-    assert_eq!(ids, ["1", "9", "A", "H", "Z", "0", "11", "10", "111"]);
+    let ids: Vec<String> = [1, 9, 10, 17, 31, 32, 33, 64, 65, 1056, 1057]
+        .into_iter()
+        .map(public_number)
+        .collect();
+    assert_eq!(ids, ["1", "9", "A", "H", "Z", "0", "11", "10", "21", "00", "111"]);
 }
 
 /// Real herdr v0.8.2 (2026-12-06): after `w1:t8` closed, the next tabs were `w1:t9` (number 9)
