@@ -1,5 +1,5 @@
 @foreground @cap-foreground-identity
-Feature: Foreground identity — a brief is typed only into the program last seen acting as the worker's agent (proposed [C-20] clarification, CONTRACT §4)
+Feature: Foreground identity — a brief is typed only into the program last seen acting as the worker's agent (SPEC [C-23], CONTRACT §4)
 
   herdr ties no status to a process: an agent it does not recognise by name leaves its last
   status behind when it exits, and a program other than a shell may then take the terminal
@@ -25,6 +25,20 @@ Feature: Foreground identity — a brief is typed only into the program last see
     And "lead" sends "echo this would run in the shell" to "w1"
     Then the send returns "failed" with reason "stopped" at once
     And herdr on "b" records nothing typed into "w1" after its first brief
+    When the script in the pane of "w1" ends
+    Then herdr on "b" records nothing run as a command in "w1"
+
+  # [C-23] "from the worker's registration on": a worker that never took a brief is covered too
+  # (real herdr v0.8.2, 2026-12-06 case c5: there the brief was typed, and the shell ran it later).
+  @FWD-2 @FWD-4 @FWD-7 @c23-registration
+  Scenario: a worker that never took a brief: its agent exited and a script that never reads took the terminal: FAILED stopped at once, nothing typed, nothing run later
+    Given host "b" runs a gateway with a worker "w1" whose parent is "lead", its agent reporting its own status
+    And the probe watches the wire
+    When the agent of "w1" exits, herdr keeping its status
+    And a script that never reads its terminal is started in the pane of "w1"
+    And "lead" sends "echo this would run in the shell" to "w1"
+    Then the send returns "failed" with reason "stopped" at once
+    And herdr on "b" records nothing typed into "w1"
     When the script in the pane of "w1" ends
     Then herdr on "b" records nothing run as a command in "w1"
 

@@ -223,3 +223,52 @@ async fn a_nudge(w: &mut FleetWorld, host: String, name: String, secs: u64) -> a
     .await?;
     Ok(())
 }
+
+/// [C-23]'s last rule: the agent in front stops reading its terminal, herdr still showing it
+/// ready (real herdr v0.8.2: a program named `claude` that ignores its input, `idle`).
+#[when(regex = r#"^the agent of "([^"]+)" stops reading its terminal, still shown ready$"#)]
+async fn stops_reading(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (host, pane) = pane_of(w, &name)?;
+    let herdr = &w.host(&host)?.herdr;
+    herdr.stop_reading(&pane);
+    ensure!(
+        herdr.status(&pane).is_some_and(|s| matches!(s, AgentStatus::Idle | AgentStatus::Done)),
+        "herdr shows {name} {:?}, not ready: the scenario needs it shown idle or done",
+        herdr.status(&pane)
+    );
+    Ok(())
+}
+
+/// The agent reads its terminal again (the line left there reaches it) and is seen acting:
+/// it reports `working`, then `idle` — herdr's `state_change_seq` moves.
+#[when(regex = r#"^the agent of "([^"]+)" reads its terminal again and reports working, then idle$"#)]
+async fn reads_again(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
+    let (host, pane) = pane_of(w, &name)?;
+    let herdr = &w.host(&host)?.herdr;
+    herdr.read_again(&pane);
+    herdr.report_agent(&pane, REPORTING_AGENT, AgentStatus::Working);
+    herdr.report_agent(&pane, REPORTING_AGENT, AgentStatus::Idle);
+    Ok(())
+}
+
+/// SPEC [C-23]: the FAILED `not_submitted` of a brief that was typed and left unread says so —
+/// `"typed": true` in its body, on the wire (the probe watches it). Needs "the probe watches the
+/// wire" before the send.
+#[then(regex = r#"^the FAILED "not_submitted" on the wire says the brief was typed$"#)]
+async fn failed_says_typed(w: &mut FleetWorld) -> anyhow::Result<()> {
+    use fleet_conformance::envelope::Envelope;
+    let tap = w.wire.msgs_tap()?;
+    let failed = tap
+        .wait_for("a FAILED not_submitted on the wire", Duration::from_secs(5), |c| {
+            let failed = Envelope::from_field_table(&c.headers()).is_ok_and(|e| e.kind() == "FAILED");
+            let body: serde_json::Value = serde_json::from_slice(&c.body).unwrap_or_default();
+            failed && body["reason"] == "not_submitted"
+        })
+        .await?;
+    let body: serde_json::Value = serde_json::from_slice(&failed.body).unwrap_or_default();
+    ensure!(
+        body["typed"] == serde_json::json!(true),
+        "the FAILED not_submitted's body is {body}: [C-23] wants \"typed\": true for a brief typed and left unread"
+    );
+    Ok(())
+}

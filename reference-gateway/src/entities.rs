@@ -122,6 +122,10 @@ impl Gateway {
         self.registry
             .insert(entity.clone())
             .map_err(|e| EntityError::Registry(e.to_string()))?;
+        if entity.role == crate::registry::Role::Worker {
+            // [C-23]: before its inbox is consumed, so its first brief is judged by it.
+            self.bind_at_registration(&entity).await;
+        }
         let failure = match self.attach_entity(&entity).await {
             Attached::Refused { why, lasting: true } => {
                 // CLU-7 / TOP-5: the inbox exists in another form (a classic inbox met in quorum

@@ -42,6 +42,10 @@ pub struct EntityState {
     pub agent_status: Option<String>,
     /// A nudge loop runs for this main (RPL-3).
     pub nudging: bool,
+    /// [C-23]: a brief was typed into this worker's pane and never read (FAILED `not_submitted`,
+    /// `"typed": true`); the agent record's `state_change_seq` then. Nothing more is typed there
+    /// until that count moves (the agent seen acting again).
+    pub unread_at: Option<u64>,
     /// While the inbox is refused: when it may be tried again, and when its refusal was last
     /// logged at ERROR (so a retry repeating the same refusal does not flood the log).
     pub refusal: Option<Refusal>,
@@ -186,6 +190,15 @@ impl EntityStates {
 
     pub fn last_trace(&self, gid: &str) -> Option<String> {
         self.existing(gid, |s| s.last_trace.clone()).flatten()
+    }
+
+    /// [C-23]: a brief typed into `gid`'s pane stayed unread with herdr's count at `seq`.
+    pub fn set_unread(&self, gid: &str, seq: Option<u64>) {
+        self.existing(gid, |s| s.unread_at = seq);
+    }
+
+    pub fn unread_at(&self, gid: &str) -> Option<u64> {
+        self.existing(gid, |s| s.unread_at).flatten()
     }
 
     pub fn set_agent_status(&self, gid: &str, status: String) {

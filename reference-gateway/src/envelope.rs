@@ -351,6 +351,9 @@ pub struct FailedBody {
     pub reason: FailReason,
     #[serde(default)]
     pub detail: String,
+    /// [C-23]: a `not_submitted` brief that was typed and left unread in the terminal's input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed: Option<bool>,
 }
 
 #[cfg(test)]

@@ -220,10 +220,11 @@ impl Mcp {
             Ok(Ok(SendOutcome::Injected)) => {}
             Ok(Ok(SendOutcome::Failed(b))) => {
                 cancel(ticket);
-                return ok(finish(
-                    "failed",
-                    json!({"reason": b.reason.as_str(), "detail": b.detail}),
-                ));
+                let mut failed = json!({"reason": b.reason.as_str(), "detail": b.detail});
+                if let Some(typed) = b.typed {
+                    failed["typed"] = json!(typed); // [C-23]
+                }
+                return ok(finish("failed", failed));
             }
             Ok(Err(_)) | Err(_) => {
                 cancel(ticket);

@@ -224,6 +224,33 @@ impl FakeHerdr {
         });
     }
 
+    /// A shell script run directly from the prompt (`<dir>/claude 40`, its first line
+    /// `#!/bin/bash`), with `children` it runs in its group: real herdr v0.8.2 (2026-12-06) lists
+    /// the leader by the script's name with the interpreter's `argv` (`name: "claude"`, `argv:
+    /// ["/bin/bash", "<dir>/claude", "40"]`) and, by that name, takes it for a recognised agent.
+    /// Ignored, with a warning, for an unknown pane.
+    pub fn run_script(&self, pane_id: &str, script: &str, args: &[&str], children: &[&[&str]]) {
+        let argv: Vec<String> = std::iter::once(script).chain(args.iter().copied()).map(str::to_string).collect();
+        let children: Vec<Vec<String>> = children
+            .iter()
+            .map(|c| c.iter().map(|a| a.to_string()).collect())
+            .collect();
+        self.update_pane(pane_id, |pane, ctx| {
+            pane.start(&argv, false, ctx);
+            let pids: Vec<u32> = children.iter().map(|_| ctx.next_pid()).collect();
+            if let Some(job) = pane.jobs.last_mut() {
+                if let Some(leader) = job.procs.first_mut() {
+                    leader.argv = std::iter::once(super::process::SHELL_PATH.to_string())
+                        .chain(argv.iter().cloned())
+                        .collect();
+                }
+                for (pid, c) in pids.into_iter().zip(&children) {
+                    job.procs.push(Proc::new(pid, c));
+                }
+            }
+        });
+    }
+
     /// [`FakeHerdr::run_job`] for a job that never reads its terminal, such as `bash sleeper.sh`
     /// running `sleep 1000`: herdr's status stays what it was, and lines submitted meanwhile wait
     /// in the terminal's input queue ([`InputOutcome::Unread`]) until the job ends
@@ -236,6 +263,30 @@ impl FakeHerdr {
             if let Some(job) = pane.jobs.last_mut() {
                 job.ignores_input = true;
             }
+        });
+    }
+
+    /// The agent in front stops reading its terminal, herdr's status unchanged (real herdr v0.8.2,
+    /// 2026-12-06: a program named `claude` that ignores its input, shown `idle`): what is
+    /// submitted now waits in the terminal's input queue ([`InputOutcome::Unread`]) and is run by
+    /// the shell once the program ends ([`FakeHerdr::exit_program`]). Ignored, with a warning, for
+    /// an unknown pane.
+    pub fn stop_reading(&self, pane_id: &str) {
+        self.update_pane(pane_id, |pane, _| {
+            if let Some(job) = pane.jobs.last_mut() {
+                job.ignores_input = true;
+            }
+        });
+    }
+
+    /// The program in front reads its terminal again: the lines waiting there reach it
+    /// ([`InputOutcome::Submitted`]). Ignored, with a warning, for an unknown pane.
+    pub fn read_again(&self, pane_id: &str) {
+        self.update_pane(pane_id, |pane, ctx| {
+            if let Some(job) = pane.jobs.last_mut() {
+                job.ignores_input = false;
+            }
+            pane.read_queued_input(ctx);
         });
     }
 

@@ -49,6 +49,9 @@ pub(super) struct Workspace {
 pub(super) struct Tab {
     pub(super) id: String,
     pub(super) workspace_id: String,
+    /// herdr's tab number: the workspace's tab counter when it was made, kept when tabs before it
+    /// close (real herdr v0.8.2: `w1:t9` is number 9 with 7 tabs left; 2026-12-06).
+    pub(super) number: u64,
     pub(super) label: String,
 }
 
@@ -440,7 +443,7 @@ impl State {
     /// fake's directory), else the directory's name. The first one (or one asked to) has focus.
     pub(super) fn create_workspace(&mut self, label: Option<String>, cwd: &str, home: &str, focus: bool) -> String {
         self.next_workspace += 1;
-        let id = format!("w{}", self.next_workspace);
+        let id = format!("w{}", public_number(self.next_workspace));
         let label = label.unwrap_or_else(|| {
             if cwd == home {
                 "~".to_string()
@@ -466,19 +469,18 @@ impl State {
     /// A new tab in workspace `ws` with one shell pane; returns (tab id, pane id). herdr labels
     /// an unlabelled tab with its number. The workspace's first tab (or one asked to) is active.
     pub(super) fn create_tab(&mut self, ws: &str, label: Option<String>, cwd: String, focus: bool) -> (String, String) {
-        let number = self.tabs.iter().filter(|t| t.workspace_id == ws).count() + 1;
-        let (tab_id, pane_id) = match self.workspaces.iter_mut().find(|w| w.id == ws) {
+        let (tab_id, pane_id, number) = match self.workspaces.iter_mut().find(|w| w.id == ws) {
             Some(w) => {
                 w.next_tab += 1;
                 w.next_pane += 1;
-                let tab_id = format!("{ws}:t{}", w.next_tab);
+                let tab_id = format!("{ws}:t{}", public_number(w.next_tab));
                 if focus || w.active_tab.is_none() {
                     w.active_tab = Some(tab_id.clone());
                 }
-                (tab_id, format!("{ws}:p{}", w.next_pane))
+                (tab_id, format!("{ws}:p{}", public_number(w.next_pane)), w.next_tab)
             }
             // Callers pass an existing workspace; keep ids well-formed regardless.
-            None => (format!("{ws}:t0"), format!("{ws}:p0")),
+            None => (format!("{ws}:t0"), format!("{ws}:p0"), 0),
         };
         if focus {
             self.focused_workspace = Some(ws.to_string());
@@ -486,6 +488,7 @@ impl State {
         self.tabs.push(Tab {
             id: tab_id.clone(),
             workspace_id: ws.to_string(),
+            number,
             label: label.unwrap_or_else(|| number.to_string()),
         });
         let hex = uuid::Uuid::new_v4().simple().to_string();
@@ -600,12 +603,7 @@ impl State {
     pub(super) fn tab_wire(&self, id: &str) -> TabWire {
         let tab = self.tabs.iter().find(|t| t.id == id);
         let workspace_id = tab.map(|t| t.workspace_id.clone()).unwrap_or_default();
-        let number = self
-            .tabs
-            .iter()
-            .filter(|t| t.workspace_id == workspace_id)
-            .position(|t| t.id == id)
-            .map_or(0, |i| i + 1);
+        let number = tab.map_or(0, |t| t.number as usize);
         let statuses: Vec<AgentStatus> = self
             .panes
             .iter()
@@ -644,6 +642,24 @@ impl State {
             agent_status: aggregate(&statuses),
         }
     }
+}
+
+/// herdr's alphabet for the numbers in its ids (`w1:p9`, then `w1:pA` … `w1:pH`; no `I`, `L`, `O`,
+/// `U`): real herdr v0.8.2, 2026-12-06. Beyond its 32 symbols the number is written in bijective
+/// base 32 (each symbol worth its place, `0` the 32nd), an assumption no recording reaches.
+const PUBLIC_DIGITS: &[u8; 32] = b"123456789ABCDEFGHJKMNPQRSTVWXYZ0";
+
+/// `n` (from 1) as herdr writes it in an id.
+pub(super) fn public_number(n: u64) -> String {
+    let mut n = n;
+    let mut out = Vec::new();
+    while n > 0 {
+        let d = (n - 1) % 32;
+        out.push(PUBLIC_DIGITS[d as usize]);
+        n = (n - 1) / 32;
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The status a tab or workspace shows for its panes: the most urgent one.

@@ -26,6 +26,7 @@ use super::socket_path::ShortDir;
 use super::wire::{
     AgentTarget, AgentWaitParams, AgentWire, CallHead, Capabilities, CreateParams, Envelope, OptionalPaneTarget,
     Outcome, PaneTarget, PingParams, ReleaseAgentParams, ReportAgentParams, Request, ResultBody, SendInputParams,
+    TabListParams,
     WaitSpec, WireError, internal_error, pane_not_found, parse_params, parse_request, unknown_method_message,
     unknown_method_message_without,
 };
@@ -189,6 +190,7 @@ impl Shared {
             )),
             "pane.process_info" => parse_params(params, column)
                 .and_then(|p: OptionalPaneTarget| self.pane_process_info(p.pane_id.as_deref())),
+            "tab.list" => parse_params(params, column).map(|p: TabListParams| self.tab_list(p.workspace_id.as_deref())),
             "pane.report_agent" => parse_params(params, column).and_then(|p| self.report_agent(p)),
             "pane.release_agent" => parse_params(params, column).and_then(|p| self.release_agent(p)),
             "agent.get" => parse_params(params, column)
@@ -248,6 +250,19 @@ impl Shared {
         drop(state);
         self.bump();
         Ok(body)
+    }
+
+    /// `tab.list` (outside HERDR.md's subset; served as real herdr v0.8.2 answers it): every tab
+    /// of the workspace asked, or of all, in the order made.
+    pub(super) fn tab_list(&self, workspace: Option<&str>) -> ResultBody {
+        let state = self.state();
+        let tabs = state
+            .tabs
+            .iter()
+            .filter(|t| workspace.is_none_or(|w| t.workspace_id == w))
+            .map(|t| state.tab_wire(&t.id))
+            .collect();
+        ResultBody::TabList { tabs }
     }
 
     pub(super) fn tab_create(&self, p: CreateParams) -> Result<ResultBody, WireError> {

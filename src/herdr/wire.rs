@@ -48,6 +48,13 @@ pub(super) struct PaneTarget {
     pub(super) pane_id: String,
 }
 
+/// `tab.list`'s params: every tab, or a workspace's (real herdr v0.8.2 was asked with `{}` only).
+#[derive(Deserialize)]
+pub(super) struct TabListParams {
+    #[serde(default)]
+    pub(super) workspace_id: Option<String>,
+}
+
 /// `pane.process_info`'s params: without `pane_id` herdr answers for the focused pane.
 #[derive(Deserialize)]
 pub(super) struct OptionalPaneTarget {
@@ -324,6 +331,9 @@ pub(super) enum ResultBody {
     },
     PaneProcessInfo {
         process_info: ProcessInfoWire,
+    },
+    TabList {
+        tabs: Vec<TabWire>,
     },
 }
 

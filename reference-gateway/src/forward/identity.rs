@@ -1,6 +1,6 @@
-//! Foreground identity (docs/CONTRACT.md "Foreground identity", a proposed clarification of SPEC
-//! FWD-7 and [C-20], capability `foreground-identity`): is the program holding the worker's
-//! terminal the agent whose status herdr shows?
+//! Foreground identity (SPEC [C-23], capability `foreground-identity`; docs/CONTRACT.md
+//! "Foreground identity"): is the program holding the worker's terminal the agent whose status
+//! herdr shows?
 //!
 //! Why it exists: herdr keeps the last status of an agent it does not recognise by name after the
 //! agent exits, and [C-20]'s look at the terminal only catches a *shell* at its prompt there. When
@@ -14,8 +14,12 @@
 //! `stopped` at once. A count that moved means something reported since: the new program is
 //! taken for the agent and bound.
 //!
-//! When the binding is taken: at the first look at a worker's terminal that shows a program (on
-//! trust, as [C-20] alone would); at every look before a brief whose group is the bound one; after
+//! When the binding is taken: at the worker's registration ([C-23]: the group in front and the
+//! count then, so a worker that never took a brief is covered too — measured on real herdr, a
+//! `bash sleeper.sh` in front of such a worker got a brief typed and its shell ran it later); with
+//! nothing bound (herdr showed no agent record then), at the first look at the terminal that
+//! shows a program (on trust, as [C-20] alone would); at every look before a brief whose group is
+//! the bound one; after
 //! each confirmed submission (FWD-7: the agent left idle, so the program in front is the agent);
 //! and when that agent is seen back at idle or done after the brief ([`Gateway::follow_agent`]),
 //! so that its own last reports belong to it.
@@ -48,7 +52,29 @@ pub(super) fn key(worker: &Entity) -> String {
     format!("{}|{}", worker.gid, worker.pane)
 }
 
+/// How long the look at registration may take: herdr answers in milliseconds; a herdr that does
+/// not answer leaves the worker unbound (the first look before a brief binds it), never a
+/// registration held up.
+const AT_REGISTRATION: Duration = Duration::from_secs(2);
+
 impl Gateway {
+    /// [C-23] "from the worker's registration on": binds the group in front of `worker`'s terminal
+    /// with herdr's count now, when herdr tells both (a pane with no agent record binds nothing).
+    pub(crate) async fn bind_at_registration(&self, worker: &Entity) {
+        let look = async {
+            let front = self.herdr.foreground(&worker.pane).await.ok()?;
+            let seq = self.herdr.agent_seq(&worker.pane).await.ok()??;
+            Some(Identity { group: front.group?, seq })
+        };
+        match tokio::time::timeout(AT_REGISTRATION, look).await {
+            Ok(Some(identity)) => {
+                debug!(gid = %worker.gid, group = identity.group, seq = identity.seq, "foreground identity bound at registration");
+                self.herdr.bind_identity(&key(worker), identity);
+            }
+            Ok(None) | Err(_) => debug!(gid = %worker.gid, "foreground identity not bound at registration (herdr told no group or no agent record)"),
+        }
+    }
+
     /// The rule, right before typing: `front` is what [C-20]'s look found (a program, or herdr
     /// could not tell); `at_gate` the count herdr opened the gate with, if it did (else it is read
     /// here). Err: a different program holds the terminal and herdr's agent record has not

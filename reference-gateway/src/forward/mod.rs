@@ -14,6 +14,7 @@ use lapin::options::BasicAckOptions;
 use tracing::{debug, warn};
 
 mod identity;
+mod unread;
 pub mod pending;
 
 pub use pending::{PendingSends, SendOutcome};
@@ -28,6 +29,19 @@ use crate::topology::MSG_EXCHANGE;
 
 /// Why an inject did not land.
 struct NotInjected(FailReason, String);
+
+/// Why an inject did not happen, and whether the brief was typed all the same ([C-23]: a
+/// `not_submitted` brief left in the terminal's input says so).
+struct Failure {
+    why: NotInjected,
+    typed: bool,
+}
+
+impl From<NotInjected> for Failure {
+    fn from(why: NotInjected) -> Failure {
+        Failure { why, typed: false }
+    }
+}
 
 /// Where the brief's pane stands as the gate is waited for: a pane the gateway has just launched
 /// an agent in (a spawn's brief) shows its shell at the prompt and `unknown` until the agent's
@@ -117,12 +131,16 @@ impl Gateway {
                 self.local.set_last_trace(&worker.gid, &env.trace_id);
                 (Kind::Injected, b"{}".to_vec())
             }
-            Err(NotInjected(reason, detail)) => {
-                warn!(gid = %worker.gid, reason = reason.as_str(), %detail, "brief not injected");
+            Err(Failure {
+                why: NotInjected(reason, detail),
+                typed,
+            }) => {
+                warn!(gid = %worker.gid, reason = reason.as_str(), %detail, typed, "brief not injected");
                 Metrics::count(&self.metrics.injects, &[("outcome", reason.as_str())]);
                 let body = serde_json::to_vec(&FailedBody {
                     reason: *reason,
                     detail: detail.clone(),
+                    typed: typed.then_some(true),
                 })
                 .unwrap_or_else(|_| b"{}".to_vec());
                 (Kind::Failed, body)
@@ -153,7 +171,7 @@ impl Gateway {
         env: &Envelope,
         text: &str,
         launch: Launch,
-    ) -> Result<Option<Identity>, NotInjected> {
+    ) -> Result<Option<Identity>, Failure> {
         let confirm = self.cfg.submit_confirm;
         // [C-12]: the sender gives up at ts + inject bound, so the wait for the gate ends at
         // ts + bound − confirm bound at the latest, leaving room for the submit confirmation. A
@@ -162,24 +180,21 @@ impl Gateway {
         // sender's bound has already given up on.
         let now = now_ms();
         if env.expires_at <= now {
-            return Err(NotInjected(
-                FailReason::Expired,
-                "the brief expired before it could be injected".into(),
-            ));
+            return Err(NotInjected(FailReason::Expired, "the brief expired before it could be injected".into()).into());
         }
         let window = self.cfg.inject_timeout.saturating_sub(confirm).as_millis() as u64;
         let gate_deadline_ms = (env.ts + window).min(env.expires_at);
         // A graceful stop (SIGTERM) ends the wait: the sender learns `stopped` now, not at its bound.
         let mut stopping = self.stopping.subscribe();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms.saturating_sub(now));
         let (at_gate, front) = if gate_deadline_ms <= now {
             self.look_at_gate(&worker.pane).await?;
             (None, None)
         } else {
-            let deadline = tokio::time::Instant::now() + Duration::from_millis(gate_deadline_ms - now);
             tokio::select! {
                 r = self.gate_and_front(&worker.pane, deadline, launch) => r?,
                 _ = stopping.wait_for(|s| *s) => {
-                    return Err(NotInjected(FailReason::Stopped, "the worker's gateway is shutting down".into()));
+                    return Err(NotInjected(FailReason::Stopped, "the worker's gateway is shutting down".into()).into());
                 }
             }
         };
@@ -189,6 +204,8 @@ impl Gateway {
         };
         // The agent record's count before typing: the submit check's starting point.
         let before = self.check_identity(worker, front, at_gate).await?;
+        // [C-23]: a brief left unread in the pane closes its gate until the agent acts.
+        self.unread_gate(worker, before, deadline).await?;
         self.herdr
             .send_input(&worker.pane, text)
             .await
@@ -196,7 +213,16 @@ impl Gateway {
                 Some("pane_not_found") => NotInjected(FailReason::Stopped, e.to_string()),
                 _ => NotInjected(FailReason::NotSubmitted, e.to_string()),
             })?;
-        let seq = self.confirm_submitted(&worker.pane, confirm, before).await?;
+        let seq = match self.confirm_submitted(&worker.pane, confirm, before).await {
+            Err(NotInjected(FailReason::NotSubmitted, detail)) => {
+                self.left_unread(worker, before);
+                return Err(Failure {
+                    why: NotInjected(FailReason::NotSubmitted, detail),
+                    typed: true,
+                });
+            }
+            other => other?,
+        };
         Ok(front.group.zip(seq).map(|(group, seq)| Identity { group, seq }))
     }
 
@@ -407,7 +433,9 @@ impl Gateway {
             if tokio::time::Instant::now() >= deadline {
                 return Err(NotInjected(
                     FailReason::NotSubmitted,
-                    format!("herdr accepted the input but the agent stayed idle for {bound:?}"),
+                    format!(
+                        "herdr accepted the input but the agent stayed idle for {bound:?}: the brief is left in the terminal's input, and a shell may run it when the program in front ends ([C-23])"
+                    ),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -141,8 +141,8 @@ async fn added_panes_imply_workspace_w1_and_ids_are_never_reused() {
     assert_eq!(answer["result"]["root_pane"]["pane_id"], "w1:p4");
     assert_eq!(answer["result"]["tab"]["tab_id"], "w1:t4");
     assert_eq!(
-        answer["result"]["tab"]["label"], "3",
-        "an unlabelled tab shows its number"
+        answer["result"]["tab"]["label"], "4",
+        "an unlabelled tab shows its number, which a closed tab before it does not change (2026-12-06)"
     );
     assert_eq!(h.add_shell_pane(), "w1:p5");
     assert_eq!(h.pane_ids(), vec!["w1:p1", "w1:p2", "w1:p4", "w1:p5"]);
@@ -267,4 +267,38 @@ async fn a_server_told_to_forget_calls_still_answers_and_keeps_panes_and_inputs(
     assert_eq!(h.inputs(&pane), vec!["a brief".to_string()], "inputs are still kept");
     assert_eq!(h.created_panes().len(), 1, "created panes are still kept");
     assert!(h.calls().is_empty(), "nothing new was kept");
+}
+
+#[test]
+fn ids_count_in_herdrs_public_alphabet() {
+    use crate::herdr::model::public_number;
+    let ids: Vec<String> = [1, 9, 10, 17, 31, 32, 33, 64, 65, 1056, 1057]
+        .into_iter()
+        .map(public_number)
+        .collect();
+    assert_eq!(ids, ["1", "9", "A", "H", "Z", "0", "11", "10", "21", "00", "111"]);
+}
+
+/// Real herdr v0.8.2 (2026-12-06): after `w1:t8` closed, the next tabs were `w1:t9` (number 9)
+/// and `w1:tA` (number 10), their panes `w1:p9` and `w1:pA`: ids and numbers are counters, never
+/// reused or renumbered.
+#[tokio::test]
+async fn tab_and_pane_ids_go_on_past_nine_in_herdrs_alphabet_and_numbers_stay() {
+    let (h, _dir) = fake().await;
+    rpc(&h, "workspace.create", json!({"focus": false, "label": "host-b"})).await;
+    let mut made = Vec::new();
+    for i in 0..9 {
+        let a = rpc(&h, "tab.create", json!({"label": format!("t{i}"), "focus": false})).await;
+        made.push((
+            a["result"]["tab"]["tab_id"].as_str().unwrap_or_default().to_string(),
+            a["result"]["root_pane"]["pane_id"].as_str().unwrap_or_default().to_string(),
+            a["result"]["tab"]["number"].as_u64().unwrap_or_default(),
+        ));
+    }
+    assert_eq!(made[7], ("w1:t9".to_string(), "w1:p9".to_string(), 9));
+    assert_eq!(made[8], ("w1:tA".to_string(), "w1:pA".to_string(), 10));
+    rpc(&h, "pane.close", json!({"pane_id": "w1:p8"})).await;
+    let a = rpc(&h, "tab.create", json!({"label": "after", "focus": false})).await;
+    assert_eq!(a["result"]["tab"]["tab_id"], "w1:tB");
+    assert_eq!(a["result"]["tab"]["number"], 11, "not renumbered after a close");
 }

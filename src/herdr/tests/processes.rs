@@ -259,3 +259,21 @@ async fn a_restarted_agent_moves_state_change_seq_only_when_what_herdr_shows_cha
     h.report_agent(&custom, "probeagent", AgentStatus::Idle);
     assert_eq!(seq(h.clone(), custom.clone()).await, Some(shown));
 }
+
+/// Real herdr v0.8.2 (2026-12-06, case n1): a bash script named `claude` run directly is listed
+/// by the script's name with bash's `argv`, its `sleep` in the same group, and is agent `claude`.
+#[tokio::test]
+async fn a_script_named_claude_is_listed_as_real_herdr_lists_it_and_is_agent_claude() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_shell_pane();
+    h.run_script(&pane, "/opt/bin/claude", &["40"], &[&["sleep", "40"]]);
+    let answer = rpc(&h, "pane.process_info", json!({"pane_id": pane})).await;
+    let info = &answer["result"]["process_info"];
+    let procs = info["foreground_processes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(procs.len(), 2, "{answer}");
+    assert_eq!(procs[0]["name"], "claude");
+    assert_eq!(procs[0]["argv"], json!(["/bin/bash", "/opt/bin/claude", "40"]));
+    assert_eq!(procs[1]["argv"], json!(["sleep", "40"]));
+    assert_ne!(info["foreground_process_group_id"], info["shell_pid"]);
+    assert_eq!(h.agent(&pane).as_deref(), Some("claude"));
+}
