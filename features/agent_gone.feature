@@ -34,7 +34,7 @@ Feature: An agent gone, its pane kept — nothing is typed into a shell at its p
   @FWD-2 @C-20
   Scenario: a script run by a shell holds the worker's terminal: a program, not a shell at its prompt — the brief is typed once
     Given "w1" is idle
-    And a script run by bash holds the terminal of "w1"
+    And a script run by bash holds the terminal of "w1", reporting as its agent
     When "lead" sends "summarise the open issues" to "w1"
     Then the send returns "injected", or "failed" with reason "not_submitted", within the inject bound
     And herdr on "b" records exactly 1 inject into "w1" with text "summarise the open issues"

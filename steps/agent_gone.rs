@@ -54,12 +54,17 @@ async fn recognised_agent_exits(w: &mut FleetWorld, name: String) -> anyhow::Res
 
 /// A script run by `bash` (its leader named `bash`, the script in its argv, plus what it runs)
 /// has the terminal; herdr still shows the pane's agent status.
-#[given(expr = "a script run by bash holds the terminal of {string}")]
+/// A script run by bash takes the worker's terminal and reports as its agent (`working`, then
+/// `idle`): herdr's count moves, so [C-23] takes it for the agent too, and what is judged is
+/// [C-20]'s part — a script is a program, not a shell at its prompt.
+#[given(expr = "a script run by bash holds the terminal of {string}, reporting as its agent")]
 async fn script_in_front(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let (host, pane) = pane_of(w, &name)?;
-    w.host(&host)?
-        .herdr
-        .run_job(&pane, &[&["bash", "run-agent.sh"], &["sleep", "1000"]]);
+    let herdr = &w.host(&host)?.herdr;
+    let agent = herdr.agent(&pane).unwrap_or_else(|| "claude".to_string());
+    herdr.run_job(&pane, &[&["bash", "run-agent.sh"], &["sleep", "1000"]]);
+    herdr.report_agent(&pane, &agent, AgentStatus::Working);
+    herdr.report_agent(&pane, &agent, AgentStatus::Idle);
     Ok(())
 }
 
