@@ -232,7 +232,9 @@ async fn stops_reading(w: &mut FleetWorld, name: String) -> anyhow::Result<()> {
     let herdr = &w.host(&host)?.herdr;
     herdr.stop_reading(&pane);
     ensure!(
-        herdr.status(&pane).is_some_and(|s| matches!(s, AgentStatus::Idle | AgentStatus::Done)),
+        herdr
+            .status(&pane)
+            .is_some_and(|s| matches!(s, AgentStatus::Idle | AgentStatus::Done)),
         "herdr shows {name} {:?}, not ready: the scenario needs it shown idle or done",
         herdr.status(&pane)
     );

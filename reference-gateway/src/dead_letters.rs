@@ -152,7 +152,12 @@ impl Gateway {
         };
         let detail = format!("{} to {} was dead-lettered ({reason})", env.kind, env.to);
         info!(reason, "reporting a dead-lettered {} to its sender", env.kind);
-        let body = serde_json::to_vec(&FailedBody { reason: r, detail, typed: None }).unwrap_or_else(|_| b"{}".to_vec());
+        let body = serde_json::to_vec(&FailedBody {
+            reason: r,
+            detail,
+            typed: None,
+        })
+        .unwrap_or_else(|_| b"{}".to_vec());
         let mut out = Outgoing::new(Kind::Failed, MSG_EXCHANGE, env.from.clone(), GATEWAY_FROM, body);
         out.corr_id = Some(env.msg_id.clone());
         out.trace_id = Some(env.trace_id.clone());

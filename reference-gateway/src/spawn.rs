@@ -75,7 +75,12 @@ impl Gateway {
 
     async fn report_failed(&self, to: &str, from: &str, about: &Envelope, reason: FailReason, detail: String) {
         warn!(reason = reason.as_str(), %detail, "control request failed");
-        let body = serde_json::to_vec(&FailedBody { reason, detail, typed: None }).unwrap_or_else(|_| b"{}".to_vec());
+        let body = serde_json::to_vec(&FailedBody {
+            reason,
+            detail,
+            typed: None,
+        })
+        .unwrap_or_else(|_| b"{}".to_vec());
         let mut out = Outgoing::new(Kind::Failed, MSG_EXCHANGE, to.to_string(), from.to_string(), body);
         out.corr_id = Some(about.msg_id.clone());
         out.trace_id = Some(about.trace_id.clone());

@@ -230,7 +230,10 @@ impl FakeHerdr {
     /// ["/bin/bash", "<dir>/claude", "40"]`) and, by that name, takes it for a recognised agent.
     /// Ignored, with a warning, for an unknown pane.
     pub fn run_script(&self, pane_id: &str, script: &str, args: &[&str], children: &[&[&str]]) {
-        let argv: Vec<String> = std::iter::once(script).chain(args.iter().copied()).map(str::to_string).collect();
+        let argv: Vec<String> = std::iter::once(script)
+            .chain(args.iter().copied())
+            .map(str::to_string)
+            .collect();
         let children: Vec<Vec<String>> = children
             .iter()
             .map(|c| c.iter().map(|a| a.to_string()).collect())

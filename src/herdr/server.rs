@@ -26,9 +26,8 @@ use super::socket_path::ShortDir;
 use super::wire::{
     AgentTarget, AgentWaitParams, AgentWire, CallHead, Capabilities, CreateParams, Envelope, OptionalPaneTarget,
     Outcome, PaneTarget, PingParams, ReleaseAgentParams, ReportAgentParams, Request, ResultBody, SendInputParams,
-    TabListParams,
-    WaitSpec, WireError, internal_error, pane_not_found, parse_params, parse_request, unknown_method_message,
-    unknown_method_message_without,
+    TabListParams, WaitSpec, WireError, internal_error, pane_not_found, parse_params, parse_request,
+    unknown_method_message, unknown_method_message_without,
 };
 
 /// State shared by the handles, the accept loop and the connections.

@@ -218,11 +218,8 @@ async fn revoked_stays_out(w: &mut FleetWorld, at: String, host: String, name: S
     .await;
     let beat_failed = beats.is_finished();
     beats.abort();
-    if beat_failed {
-        match beats.await {
-            Ok(Err(e)) => return Err(e.context(format!("the probe's heartbeats as {host}"))),
-            Ok(Ok(())) | Err(_) => {}
-        }
+    if beat_failed && let Ok(Err(e)) = beats.await {
+        return Err(e.context(format!("the probe's heartbeats as {host}")));
     }
     if let Some(rewrite) = w.membership.rewrite.take() {
         rewrite.await.map_err(|e| anyhow!("the write-back task: {e}"))??;

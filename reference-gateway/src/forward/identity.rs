@@ -64,14 +64,19 @@ impl Gateway {
         let look = async {
             let front = self.herdr.foreground(&worker.pane).await.ok()?;
             let seq = self.herdr.agent_seq(&worker.pane).await.ok()??;
-            Some(Identity { group: front.group?, seq })
+            Some(Identity {
+                group: front.group?,
+                seq,
+            })
         };
         match tokio::time::timeout(AT_REGISTRATION, look).await {
             Ok(Some(identity)) => {
                 debug!(gid = %worker.gid, group = identity.group, seq = identity.seq, "foreground identity bound at registration");
                 self.herdr.bind_identity(&key(worker), identity);
             }
-            Ok(None) | Err(_) => debug!(gid = %worker.gid, "foreground identity not bound at registration (herdr told no group or no agent record)"),
+            Ok(None) | Err(_) => {
+                debug!(gid = %worker.gid, "foreground identity not bound at registration (herdr told no group or no agent record)")
+            }
         }
     }
 

@@ -14,8 +14,8 @@ use lapin::options::BasicAckOptions;
 use tracing::{debug, warn};
 
 mod identity;
-mod unread;
 pub mod pending;
+mod unread;
 
 pub use pending::{PendingSends, SendOutcome};
 
@@ -180,7 +180,11 @@ impl Gateway {
         // sender's bound has already given up on.
         let now = now_ms();
         if env.expires_at <= now {
-            return Err(NotInjected(FailReason::Expired, "the brief expired before it could be injected".into()).into());
+            return Err(NotInjected(
+                FailReason::Expired,
+                "the brief expired before it could be injected".into(),
+            )
+            .into());
         }
         let window = self.cfg.inject_timeout.saturating_sub(confirm).as_millis() as u64;
         let gate_deadline_ms = (env.ts + window).min(env.expires_at);

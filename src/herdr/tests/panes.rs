@@ -291,7 +291,10 @@ async fn tab_and_pane_ids_go_on_past_nine_in_herdrs_alphabet_and_numbers_stay() 
         let a = rpc(&h, "tab.create", json!({"label": format!("t{i}"), "focus": false})).await;
         made.push((
             a["result"]["tab"]["tab_id"].as_str().unwrap_or_default().to_string(),
-            a["result"]["root_pane"]["pane_id"].as_str().unwrap_or_default().to_string(),
+            a["result"]["root_pane"]["pane_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
             a["result"]["tab"]["number"].as_u64().unwrap_or_default(),
         ));
     }
