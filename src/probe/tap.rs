@@ -18,7 +18,8 @@ use std::time::Duration;
 use lapin::Channel;
 use lapin::options::BasicGetOptions;
 
-use super::{Captured, ProbeError};
+use super::captured::Captured;
+use super::error::ProbeError;
 use crate::timing::wait_for;
 
 /// A probe-owned queue bound to an exchange; messages are fetched with `basic.get` and kept.
