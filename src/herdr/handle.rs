@@ -293,6 +293,14 @@ impl FakeHerdr {
         });
     }
 
+    /// How long a program herdr recognises as an agent (`claude`), that never reports, stays
+    /// `unknown` before herdr shows it `idle` ([`DETECT_IDLE_AFTER`](super::DETECT_IDLE_AFTER) by
+    /// default, as measured); for a test that plays time faster. Applies to programs started
+    /// from now on.
+    pub fn set_detection_delay(&self, after: std::time::Duration) {
+        self.shared.state().detect_after = Some(after);
+    }
+
     /// The program in front reports `status` as agent `agent`, as `pane.report_agent {source:
     /// "custom:<agent>", agent, state}` does: the program in front becomes the pane's agent (an
     /// agent herdr does not recognise by name keeps its last status when it exits). Ignored, with
@@ -341,6 +349,7 @@ impl FakeHerdr {
         let mut state = self.shared.state();
         let result = state.with_pane(pane_id, change);
         drop(state);
+        Shared::arm_detections(&self.shared);
         match result {
             Some(_) => self.shared.bump(),
             None => tracing::warn!(pane_id, "fake herdr: no such pane; change ignored"),

@@ -73,6 +73,7 @@
 //! re-exports the public ones.
 
 mod agent;
+mod detect;
 mod error;
 mod fault;
 mod handle;
@@ -96,7 +97,7 @@ pub use handle::FakeHerdr;
 pub use keys::{InvalidKey, Key, NAMED_KEYS, parse_key, parse_keys};
 pub use process::{SHELL_PATH, SHELLS};
 pub use protocol::{
-    HERDR_BIN_PATH, HERDR_VERSION, MAX_LINE_BYTES, PROTOCOL_VERSION, REVISION, SHELL_NAME, SOCKET_FILE_NAME,
-    VIEWPORT_ROWS,
+    DETECT_IDLE_AFTER, HERDR_BIN_PATH, HERDR_VERSION, MAX_LINE_BYTES, PROTOCOL_VERSION, REVISION, SHELL_NAME,
+    SOCKET_FILE_NAME, VIEWPORT_ROWS,
 };
 pub use record::{Call, CreatedBy, CreatedPane, InputOutcome, InputRecord};

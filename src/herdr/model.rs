@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::agent::{AgentStatus, InputReaction, is_recognised_agent};
 use super::fault::Fault;
@@ -32,6 +33,9 @@ pub(super) struct State {
     /// The focused workspace: the first one created (or one created with `focus: true`); when it
     /// closes, the first workspace left.
     pub(super) focused_workspace: Option<String>,
+    /// How long a recognised agent that never reports stays `unknown` (`detect.rs`); `None`:
+    /// [`DETECT_IDLE_AFTER`](super::protocol::DETECT_IDLE_AFTER).
+    pub(super) detect_after: Option<Duration>,
 }
 
 /// The first process id the fake hands out: pids look real but never collide with the suite's.
@@ -78,6 +82,11 @@ pub(super) struct Pane {
     /// [`InputReaction::WorksBriefly`]: reads left before the agent is `idle` again.
     pub(super) finish_after_reads: Option<u32>,
     pub(super) inputs: Vec<InputRecord>,
+    /// When herdr shows this pane's recognised agent `idle` if it has not reported by then
+    /// (`detect.rs`); cleared by any report, release or exit.
+    pub(super) detect_idle_at: Option<Instant>,
+    /// Whether a timer for [`Pane::detect_idle_at`] was started.
+    pub(super) detection_armed: bool,
 }
 
 /// What a change to one pane may need besides the pane: the faults, the server-wide counters,
@@ -87,6 +96,7 @@ pub(super) struct Ctx<'a> {
     pub(super) seq: &'a mut u64,
     pub(super) last_pid: &'a mut u32,
     pub(super) focused: bool,
+    pub(super) detect_after: Duration,
 }
 
 impl Ctx<'_> {
@@ -121,6 +131,7 @@ impl Pane {
     /// shows `done` in an unfocused pane — work nobody has seen; in the focused pane, and for an
     /// agent's first report, it shows `idle`.
     pub(super) fn report(&mut self, status: AgentStatus, ctx: &mut Ctx<'_>) {
+        self.detect_idle_at = None;
         let before = self.status;
         self.status = match status {
             AgentStatus::Idle if self.unseen_work && !ctx.focused => AgentStatus::Done,
@@ -138,6 +149,7 @@ impl Pane {
     /// Sets what herdr shows for the agent without deriving anything (a test's or a detection's
     /// word): a `done`, `working` or `blocked` agent has work nobody has seen.
     pub(super) fn set_shown(&mut self, status: AgentStatus, ctx: &mut Ctx<'_>) {
+        self.detect_idle_at = None;
         let before = self.status;
         self.status = status;
         self.unseen_work = matches!(status, AgentStatus::Working | AgentStatus::Blocked | AgentStatus::Done);
@@ -198,6 +210,9 @@ impl Pane {
             self.status = AgentStatus::Unknown;
             self.unseen_work = false;
             self.changed(ctx);
+            // herdr shows it `idle` after a while unless it reports first (`detect.rs`).
+            self.detect_idle_at = Some(Instant::now() + ctx.detect_after);
+            self.detection_armed = false;
         }
         self.jobs.push(job);
     }
@@ -316,9 +331,11 @@ impl Pane {
         }
     }
 
-    /// A control key reaches the job in front: ctrl+c ends a program (not the agent, which
-    /// asks again, nor a shell at its prompt), ctrl+z stops it (the shell has the terminal
-    /// again), ctrl+d ends a nested shell at its prompt.
+    /// A control key reaches the job in front: ctrl+c ends a program, the agent included (real
+    /// herdr v0.8.2, 2026-12-06: the stand-in agent and a `claude` ended at ctrl+c; herdr then
+    /// shows a recognised agent `unknown`, another keeps its last status), not a shell at its
+    /// prompt; ctrl+z stops a program other than the agent (the shell has the terminal again);
+    /// ctrl+d ends a nested shell at its prompt. Both ctrl+c and ctrl+z flush the input queue.
     pub(super) fn press(&mut self, key: &Key, ctx: &mut Ctx<'_>) {
         if key.modifiers != ["ctrl"] {
             return;
@@ -326,15 +343,22 @@ impl Pane {
         let Some(front) = self.front(ctx.faults) else {
             return;
         };
+        let agent = front.agent;
         let ends = match key.key.as_str() {
-            "c" | "z" => !front.agent && !front.is_prompt() && !front.exec,
+            "c" => !front.is_prompt() && !front.exec,
+            "z" => !agent && !front.is_prompt() && !front.exec,
             "d" => front.is_prompt() && !front.exec,
             _ => false,
         };
         if matches!(key.key.as_str(), "c" | "z") {
             self.flush_queued_input();
         }
-        if ends && self.jobs.last().is_some_and(|j| !j.agent) {
+        if !ends {
+            return;
+        }
+        if agent {
+            self.agent_exits(ctx);
+        } else if self.jobs.last().is_some_and(|j| !j.agent) {
             self.jobs.pop();
         }
     }
@@ -351,6 +375,7 @@ impl Pane {
     /// herdr forgets the pane's agent: `unknown`, no `agent`, `agent.*` answers
     /// `agent_not_found`.
     fn forget_agent(&mut self, ctx: &mut Ctx<'_>) {
+        self.detect_idle_at = None;
         self.agent = None;
         self.status = AgentStatus::Unknown;
         self.unseen_work = false;
@@ -413,6 +438,7 @@ impl State {
             faults,
             state_changes,
             last_pid,
+            detect_after,
             ..
         } = self;
         let pane = panes.iter_mut().find(|p| p.id == id)?;
@@ -421,6 +447,7 @@ impl State {
             seq: state_changes,
             last_pid,
             focused,
+            detect_after: detect_after.unwrap_or(super::protocol::DETECT_IDLE_AFTER),
         };
         Some(change(pane, &mut ctx))
     }
@@ -510,6 +537,8 @@ impl State {
             flap_working: false,
             finish_after_reads: None,
             inputs: Vec::new(),
+            detect_idle_at: None,
+            detection_armed: false,
         });
         (tab_id, pane_id)
     }

@@ -138,3 +138,7 @@ pub(super) const METHODS: &[&str] = &[
     "pane.report_agent",
     "pane.release_agent",
 ];
+
+/// How long a program herdr recognises as an agent, that never reports, stays `unknown` before
+/// herdr shows it `idle` (measured on real herdr v0.8.2, 2026-12-06: 3.75–4.09 s; `detect.rs`).
+pub const DETECT_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(4);

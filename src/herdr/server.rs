@@ -48,8 +48,11 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// The model, with herdr's own detections due by now applied (`detect.rs`).
     pub(super) fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.detect(std::time::Instant::now());
+        state
     }
 
     pub(super) fn fault(&self, fault: Fault) -> bool {
@@ -475,6 +478,7 @@ pub(super) async fn connection(shared: Arc<Shared>, stream: UnixStream, mut down
         () = serve(&shared, stream) => {}
         _ = down.changed() => tracing::debug!("fake herdr went down; connection dropped"),
     }
+    Shared::arm_detections(&shared);
 }
 
 /// Reads one request line, answers it (or not, per the faults) and closes.

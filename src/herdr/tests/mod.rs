@@ -125,6 +125,7 @@ async fn foreground(h: &FakeHerdr, pane: &str) -> (u64, u64, String) {
 }
 
 mod agents;
+mod detection;
 mod faults;
 mod keys;
 mod panes;
