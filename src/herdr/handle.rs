@@ -269,6 +269,30 @@ impl FakeHerdr {
         });
     }
 
+    /// The job in front runs another program in its group, as a script runs its next command
+    /// (`bash sleeper.sh` running `sleep 25`): `pane.process_info` lists it after the leader.
+    /// Ignored, with a warning, for an unknown pane.
+    pub fn job_runs(&self, pane_id: &str, argv: &[&str]) {
+        let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+        self.update_pane(pane_id, |pane, ctx| {
+            let pid = ctx.next_pid();
+            if let Some(job) = pane.jobs.last_mut() {
+                job.procs.push(Proc::new(pid, &argv));
+            }
+        });
+    }
+
+    /// The program in front, not otherwise reading its terminal, reads the oldest line waiting
+    /// there ([`InputOutcome::Submitted`]); the rest keep waiting. Ignored, with a warning, for an
+    /// unknown pane.
+    pub fn read_one_line(&self, pane_id: &str) {
+        self.update_pane(pane_id, |pane, _| {
+            if let Some(line) = pane.inputs.iter_mut().find(|r| r.outcome == InputOutcome::Unread) {
+                line.outcome = InputOutcome::Submitted;
+            }
+        });
+    }
+
     /// The agent in front stops reading its terminal, herdr's status unchanged (real herdr v0.8.2,
     /// 2026-12-06: a program named `claude` that ignores its input, shown `idle`): what is
     /// submitted now waits in the terminal's input queue ([`InputOutcome::Unread`]) and is run by

@@ -15,7 +15,8 @@
 //!   while a shell at its prompt has the terminal (the pane's own, or a nested interactive one) is
 //!   run by it as a command line ([`InputOutcome::RanInShell`]): a program (`sleep 1000`) then takes
 //!   the terminal in a group of its own, `exec` replaces the shell, builtins (`echo`) finish at
-//!   once; ctrl+c ends a program, ctrl+z stops it, ctrl+d ends a nested shell.
+//!   once; a path to a `#!` script runs under its interpreter; ctrl+c ends a program (the agent
+//!   too), ctrl+z stops one, ctrl+d ends one that reads its terminal (a nested shell, `cat`).
 //!   `pane.process_info` lists every process of the group in front with its `argv`; without
 //!   `pane_id` it answers for the focused pane. Tests start programs with
 //!   [`FakeHerdr::run_program`] / [`FakeHerdr::run_job`] and end them with
@@ -29,7 +30,7 @@
 //!   unfocused pane; the focused pane (the root pane of the focused workspace's active tab) and an
 //!   agent's first report show `idle`. A program herdr recognises by name
 //!   ([`RECOGNISED_AGENTS`], e.g. `claude`) is an agent from its start (`unknown` until it
-//!   reports); when it exits ([`FakeHerdr::agent_exits`]) the pane turns `unknown` at once (real:
+//!   reports, `idle` after [`DETECT_IDLE_AFTER`] if it never does, `detect.rs`); when it exits ([`FakeHerdr::agent_exits`]) the pane turns `unknown` at once (real:
 //!   within 2 s) and `agent.*` answers `agent_not_found`. Any other agent that exits leaves its
 //!   last status and name behind while its shell has the terminal — the shell hazard
 //!   ([`Fault::AgentGone`] for every pane at once). `pane.release_agent` makes the pane a plain

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::agent::{AgentStatus, InputReaction, is_recognised_agent};
 use super::fault::Fault;
 use super::keys::Key;
-use super::process::{Command, Job, Proc, SHELL_PATH, parse_command_line, program_name};
+use super::process::{Command, Job, Proc, SHELL_PATH, parse_command_line, program_name, script_argv};
 use super::protocol::{HERDR_BIN_PATH, REVISION, VIEWPORT_ROWS};
 use super::record::{Call, CreatedBy, CreatedPane, InputOutcome, InputRecord};
 use super::wire::{CreateParams, PaneWire, ProcessInfoWire, ProcessWire, Scroll, TabWire, WireError, WorkspaceWire};
@@ -192,8 +192,13 @@ impl Pane {
             return;
         }
         let under_pid = self.front(ctx.faults).map_or(self.shell_pid, Job::pgid);
+        let mut leader = Proc::new(if exec { under_pid } else { ctx.next_pid() }, argv);
+        if let Some(script) = script_argv(argv) {
+            // A script runs under its interpreter, listed by the script's name.
+            leader.argv = script;
+        }
         let mut job = Job {
-            procs: vec![Proc::new(if exec { under_pid } else { ctx.next_pid() }, argv)],
+            procs: vec![leader],
             exec,
             agent: false,
             ignores_input: false,
@@ -222,7 +227,13 @@ impl Pane {
     pub(super) fn exit_front(&mut self, ctx: &mut Ctx<'_>) -> Exited {
         match self.jobs.last() {
             None => Exited::PaneProcess,
-            Some(job) if job.agent => self.agent_exits(ctx),
+            Some(job) if job.agent => {
+                let exited = self.agent_exits(ctx);
+                if exited == Exited::Job {
+                    self.read_queued_input(ctx);
+                }
+                exited
+            }
             Some(job) if job.exec && self.jobs.len() == 1 => Exited::PaneProcess,
             Some(_) => {
                 self.jobs.pop();
@@ -335,7 +346,8 @@ impl Pane {
     /// herdr v0.8.2, 2026-12-06: the stand-in agent and a `claude` ended at ctrl+c; herdr then
     /// shows a recognised agent `unknown`, another keeps its last status), not a shell at its
     /// prompt; ctrl+z stops a program other than the agent (the shell has the terminal again);
-    /// ctrl+d ends a nested shell at its prompt. Both ctrl+c and ctrl+z flush the input queue.
+    /// ctrl+d (end of input) ends a program that reads its terminal — a nested shell at its
+    /// prompt, `cat`, `python3 -q` (2026-12-06, cases n3/n6) — not the agent. Both ctrl+c and ctrl+z flush the input queue.
     pub(super) fn press(&mut self, key: &Key, ctx: &mut Ctx<'_>) {
         if key.modifiers != ["ctrl"] {
             return;
@@ -347,7 +359,8 @@ impl Pane {
         let ends = match key.key.as_str() {
             "c" => !front.is_prompt() && !front.exec,
             "z" => !agent && !front.is_prompt() && !front.exec,
-            "d" => front.is_prompt() && !front.exec,
+            // End of input: a program reading its terminal (a nested shell, `cat`, a REPL) ends.
+            "d" => !agent && !front.ignores_input && !front.exec,
             _ => false,
         };
         if matches!(key.key.as_str(), "c" | "z") {

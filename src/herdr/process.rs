@@ -127,6 +127,20 @@ fn is_assignment(word: &str) -> bool {
         .is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
+/// The `argv` the kernel runs for a typed command whose first word is a path to a script
+/// (`#!/bin/bash` on its first line): the interpreter first, then the script and its arguments
+/// (real herdr v0.8.2, 2026-12-06: `argv ["/bin/bash", "<dir>/claude", "40"]`, listed by the
+/// script's name). `None` for anything else (a program, a missing or unreadable file).
+pub(super) fn script_argv(argv: &[String]) -> Option<Vec<String>> {
+    use std::io::{BufRead, Read};
+    let path = argv.first().filter(|a| a.contains('/'))?;
+    let file = std::fs::File::open(path).ok()?;
+    let mut first = String::new();
+    std::io::BufReader::new(file.take(256)).read_line(&mut first).ok()?;
+    let interpreter = first.strip_prefix("#!")?.split_whitespace().next()?;
+    Some(std::iter::once(interpreter.to_string()).chain(argv.iter().cloned()).collect())
+}
+
 /// The process name the kernel shows for `argv[0]`: its last path component.
 pub(super) fn program_name(argv0: &str) -> String {
     argv0.rsplit('/').next().unwrap_or(argv0).to_string()
