@@ -84,6 +84,8 @@ mod process;
 mod protocol;
 mod record;
 #[cfg(test)]
+mod replay_session_tests;
+#[cfg(test)]
 mod replay_tests;
 mod server;
 mod socket_path;

@@ -211,10 +211,10 @@ impl Pane {
         if is_recognised_agent(&name) && self.agent.is_none() {
             job.agent = true;
             self.agent = Some(name);
-            // A new agent to herdr: a change even though the status shown stays `unknown`.
+            // A new agent to herdr, shown `unknown`: not a change of what herdr shows, so not
+            // counted (real herdr v0.8.2, 2026-12-06: the first count is its detection, `idle`).
             self.status = AgentStatus::Unknown;
             self.unseen_work = false;
-            self.changed(ctx);
             // herdr shows it `idle` after a while unless it reports first (`detect.rs`).
             self.detect_idle_at = Some(Instant::now() + ctx.detect_after);
             self.detection_armed = false;

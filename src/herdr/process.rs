@@ -34,6 +34,14 @@ const BUILTINS: &[&str] = &[
     "source", ".",
 ];
 
+/// Programs that finish at once when given arguments (`touch <file>`, `ls <dir>`): no job is left
+/// in front, as with a builtin. Without arguments they are taken for programs that keep running
+/// (the fake cannot tell `cat` reading its terminal from `cat <file>` otherwise).
+const QUICK: &[&str] = &[
+    "touch", "mkdir", "rm", "rmdir", "ls", "cp", "mv", "ln", "chmod", "chown", "cat", "head", "tail", "wc", "grep",
+    "date", "stat", "basename", "dirname",
+];
+
 /// One process of a foreground group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Proc {
@@ -103,7 +111,8 @@ pub(super) enum Command {
 }
 
 /// Reads a command line the way the fake's shell runs it: words split on whitespace, leading
-/// `NAME=value` assignments skipped; `exec` replaces the shell; builtins finish at once.
+/// `NAME=value` assignments skipped; `exec` replaces the shell; builtins, and quick programs given
+/// arguments ([`QUICK`]), finish at once.
 pub(super) fn parse_command_line(line: &str) -> Command {
     let words: Vec<String> = line
         .split_whitespace()
@@ -118,6 +127,7 @@ pub(super) fn parse_command_line(line: &str) -> Command {
         "exec" if words.len() > 1 => Command::Exec(words[1..].to_vec()),
         "exec" => Command::Finishes,
         w if BUILTINS.contains(&w) => Command::Finishes,
+        w if QUICK.contains(&program_name(w).as_str()) && words.len() > 1 => Command::Finishes,
         _ => Command::Run(words),
     }
 }
@@ -138,7 +148,11 @@ pub(super) fn script_argv(argv: &[String]) -> Option<Vec<String>> {
     let mut first = String::new();
     std::io::BufReader::new(file.take(256)).read_line(&mut first).ok()?;
     let interpreter = first.strip_prefix("#!")?.split_whitespace().next()?;
-    Some(std::iter::once(interpreter.to_string()).chain(argv.iter().cloned()).collect())
+    Some(
+        std::iter::once(interpreter.to_string())
+            .chain(argv.iter().cloned())
+            .collect(),
+    )
 }
 
 /// The process name the kernel shows for `argv[0]`: its last path component.

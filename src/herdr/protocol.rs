@@ -137,6 +137,7 @@ pub(super) const METHODS: &[&str] = &[
     "pane.process_info",
     "pane.report_agent",
     "pane.release_agent",
+    "tab.list",
 ];
 
 /// How long a program herdr recognises as an agent, that never reports, stays `unknown` before

@@ -79,7 +79,7 @@ fn second_line_kind(got: &str) -> &'static str {
 
 /// An answer with what differs between runs replaced: pids by their order of appearance in the
 /// answer (equal pids stay equal), terminal ids, directories.
-fn normalise(answer: &str) -> Value {
+pub(super) fn normalise(answer: &str) -> Value {
     let Ok(mut value) = serde_json::from_str::<Value>(answer) else {
         return Value::String(answer.to_string());
     };
@@ -116,7 +116,7 @@ fn walk(value: &mut Value, key: Option<&str>, pids: &mut BTreeMap<u64, usize>) {
 }
 
 /// The fields of two answers that differ: (path, real, fake).
-fn differences(real: &Value, fake: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
+pub(super) fn differences(real: &Value, fake: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
     let at = |k: &str| {
         if path.is_empty() {
             k.to_string()
