@@ -7,7 +7,8 @@
 //! workspaces, tabs, panes, the processes in their terminals and the agents herdr sees, records
 //! every call it receives, and can be switched into the failures herdr users actually hit
 //! ([`Fault`]). It is checked against a recorded real herdr v0.8.2 session, answer by answer and
-//! field by field (`replay_tests.rs`, `fixtures/herdr-0.8.2/`); what still differs is listed there
+//! field by field (`replay_tests.rs`), and against a whole recorded session of a real fleet's host
+//! (`replay_session_tests.rs`, `fixtures/herdr-0.8.2/`); what still differs is listed there
 //! and in docs/HERDR.md with the reason it cannot hide a gateway bug.
 //!
 //! The model, as real herdr v0.8.2 behaved when measured:
