@@ -138,6 +138,7 @@ pub(super) const METHODS: &[&str] = &[
     "pane.report_agent",
     "pane.release_agent",
     "tab.list",
+    "pane.read",
 ];
 
 /// How long a program herdr recognises as an agent, that never reports, stays `unknown` before

@@ -25,9 +25,9 @@ use super::record::{Call, CreatedBy, InputOutcome, InputRecord};
 use super::socket_path::ShortDir;
 use super::wire::{
     AgentTarget, AgentWaitParams, AgentWire, CallHead, Capabilities, CreateParams, Envelope, OptionalPaneTarget,
-    Outcome, PaneTarget, PingParams, ReleaseAgentParams, ReportAgentParams, Request, ResultBody, SendInputParams,
-    TabListParams, WaitSpec, WireError, internal_error, pane_not_found, parse_params, parse_request,
-    unknown_method_message, unknown_method_message_without,
+    Outcome, PaneReadParams, PaneReadWire, PaneTarget, PingParams, ReleaseAgentParams, ReportAgentParams, Request,
+    ResultBody, SendInputParams, TabListParams, WaitSpec, WireError, internal_error, pane_not_found, parse_params,
+    parse_request, unknown_method_message, unknown_method_message_without,
 };
 
 /// State shared by the handles, the accept loop and the connections.
@@ -193,6 +193,7 @@ impl Shared {
             "pane.process_info" => parse_params(params, column)
                 .and_then(|p: OptionalPaneTarget| self.pane_process_info(p.pane_id.as_deref())),
             "tab.list" => parse_params(params, column).map(|p: TabListParams| self.tab_list(p.workspace_id.as_deref())),
+            "pane.read" => parse_params(params, column).and_then(|p| self.pane_read(p)),
             "pane.report_agent" => parse_params(params, column).and_then(|p| self.report_agent(p)),
             "pane.release_agent" => parse_params(params, column).and_then(|p| self.release_agent(p)),
             "agent.get" => parse_params(params, column)
@@ -374,6 +375,26 @@ impl Shared {
         let mut state = self.state();
         let pane = state.pane_wire(pane_id).ok_or_else(|| pane_not_found(pane_id))?;
         Ok(ResultBody::PaneInfo { pane })
+    }
+
+    /// `pane.read` (outside HERDR.md's subset; served as real herdr v0.8.2 answers it, the
+    /// screen's text aside: see [`PaneReadWire`]).
+    pub(super) fn pane_read(&self, p: PaneReadParams) -> Result<ResultBody, WireError> {
+        let state = self.state();
+        let pane = state.pane(&p.pane_id).ok_or_else(|| pane_not_found(&p.pane_id))?;
+        let text: String = pane.inputs.iter().map(|r| format!("{}\n", r.text)).collect();
+        Ok(ResultBody::PaneRead {
+            read: PaneReadWire {
+                pane_id: pane.id.clone(),
+                workspace_id: pane.workspace_id.clone(),
+                tab_id: pane.tab_id.clone(),
+                source: p.source,
+                format: "text",
+                text,
+                revision: REVISION,
+                truncated: false,
+            },
+        })
     }
 
     /// `pane.process_info`: which processes have the pane's terminal (see [`process_info`]);

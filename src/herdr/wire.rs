@@ -48,6 +48,19 @@ pub(super) struct PaneTarget {
     pub(super) pane_id: String,
 }
 
+/// `pane.read`'s params (outside HERDR.md's subset; real herdr v0.8.2 was asked with `source:
+/// "visible"` only).
+#[derive(Deserialize)]
+pub(super) struct PaneReadParams {
+    pub(super) pane_id: String,
+    #[serde(default = "visible")]
+    pub(super) source: String,
+}
+
+fn visible() -> String {
+    "visible".to_string()
+}
+
 /// `tab.list`'s params: every tab, or a workspace's (real herdr v0.8.2 was asked with `{}` only).
 #[derive(Deserialize)]
 pub(super) struct TabListParams {
@@ -335,6 +348,24 @@ pub(super) enum ResultBody {
     TabList {
         tabs: Vec<TabWire>,
     },
+    PaneRead {
+        read: PaneReadWire,
+    },
+}
+
+/// `pane.read`'s answer, as real herdr v0.8.2 gives it (2026-12-06). The fake has no screen: its
+/// `text` is the lines typed into the terminal, one per line (a terminal echoes them), not what
+/// programs printed.
+#[derive(Serialize)]
+pub(super) struct PaneReadWire {
+    pub(super) pane_id: String,
+    pub(super) workspace_id: String,
+    pub(super) tab_id: String,
+    pub(super) source: String,
+    pub(super) format: &'static str,
+    pub(super) text: String,
+    pub(super) revision: u64,
+    pub(super) truncated: bool,
 }
 
 /// `pane.process_info`'s answer (newer herdr; not in HERDR.md's subset): which process group has

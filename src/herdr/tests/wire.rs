@@ -220,3 +220,25 @@ async fn start_refuses_a_live_socket_and_replaces_a_stale_one() {
     let h = FakeHerdr::start(&dir.0).await.expect("replaces the stale socket");
     assert_eq!(result_type(&rpc(&h, "ping", json!({})).await), "pong");
 }
+
+/// `pane.read` and `tab.list` are served as real herdr v0.8.2 answers them (2026-12-06); a herdr
+/// method outside the fake's set is refused as not served.
+#[tokio::test]
+async fn pane_read_and_tab_list_are_served_and_other_herdr_methods_are_refused() {
+    let (h, _dir) = fake().await;
+    let pane = h.add_shell_pane();
+    send(&h, &pane, "echo one").await;
+    let answer = rpc(&h, "pane.read", json!({"pane_id": pane, "source": "visible"})).await;
+    assert_eq!(result_type(&answer), "pane_read", "{answer}");
+    let read = &answer["result"]["read"];
+    assert_eq!(read["pane_id"], pane.as_str());
+    assert_eq!((read["format"].as_str(), read["revision"].as_u64()), (Some("text"), Some(0)));
+    assert_eq!(read["text"], "echo one\n", "the typed line, echoed");
+    let missing = rpc(&h, "pane.read", json!({"pane_id": "w9:p9", "source": "visible"})).await;
+    assert_eq!(code(&missing), "pane_not_found");
+    let tabs = rpc(&h, "tab.list", json!({})).await;
+    assert_eq!(result_type(&tabs), "tab_list", "{tabs}");
+    let refused = raw(&h, r#"{"id":"x","method":"tab.get","params":{}}"#).await;
+    assert_eq!(code(&refused), "invalid_request");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("not served"), "{refused}");
+}
