@@ -347,12 +347,20 @@ fn decode(tool: &str, result: CallToolResult) -> Result<Value, McpError> {
             content: text(),
         });
     }
-    match result.structured_content.clone() {
-        Some(v) => Ok(unwrap_result(v)),
-        None => serde_json::from_str(&text()).map_err(|e| McpError::Tool {
-            tool: tool.to_string(),
-            content: format!("result is not JSON ({e}): {}", text()),
-        }),
+    tool_value(result.structured_content.clone(), &text()).map_err(|content| McpError::Tool {
+        tool: tool.to_string(),
+        content,
+    })
+}
+
+/// CONTRACT §3: a tool result's value as any MCP client gets it — its structured content (an
+/// object whose only field is `result` read as that value), else its text content parsed as
+/// JSON. Shared by the suite's client and the official SDKs' reports, so both judge the same
+/// value. The error says why the text is not a value.
+pub fn tool_value(structured: Option<Value>, text: &str) -> Result<Value, String> {
+    match structured {
+        Some(v) if !v.is_null() => Ok(unwrap_result(v)),
+        _ => serde_json::from_str(text).map_err(|e| format!("result is not JSON ({e}): {text}")),
     }
 }
 

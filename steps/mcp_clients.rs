@@ -221,14 +221,16 @@ async fn sdk_calls_worked(w: &mut FleetWorld) -> anyhow::Result<()> {
         );
         ensure!(c["isError"] == false, "the SDK's {tool} came back isError: {c}");
     }
-    let roster = call("bridge_roster");
-    fleet_conformance::schemas::check("bridge_roster", "bridge_roster.result", &roster["result"])?;
-    let send = call("bridge_send");
-    fleet_conformance::schemas::check("bridge_send", "bridge_send.result", &send["result"])?;
-    ensure!(
-        send["result"]["status"] == "injected",
-        "the SDK's bridge_send was not injected: {send}"
-    );
+    // CONTRACT §3: structured content (a lone `result` field unwrapped), else the text as JSON.
+    let value = |c: &Value| {
+        fleet_conformance::mcp::tool_value(Some(c["result"].clone()), c["text"].as_str().unwrap_or_default())
+            .map_err(|e| anyhow!("the SDK's {} result: {e}", c["tool"]))
+    };
+    let roster = value(&call("bridge_roster"))?;
+    fleet_conformance::schemas::check("bridge_roster", "bridge_roster.result", &roster)?;
+    let send = value(&call("bridge_send"))?;
+    fleet_conformance::schemas::check("bridge_send", "bridge_send.result", &send)?;
+    ensure!(send["status"] == "injected", "the SDK's bridge_send was not injected: {send}");
     Ok(())
 }
 

@@ -517,3 +517,25 @@ fn a_result_wrapper_around_a_list_is_read_as_the_list() {
         Some(json!({"result": 1, "status": "sent"}))
     );
 }
+
+/// Issue 64 U1: the official SDK's report and the suite's client read a roster the same way, in
+/// every shape CONTRACT §3 allows (structured `{"entries": …}`, structured `{"result": […]}`,
+/// JSON text content), and a shape it does not allow still fails the roster's schema.
+#[test]
+fn every_roster_shape_the_contract_allows_is_read_and_checked_alike() {
+    let entries = json!([{"gid": "g1", "host": "a"}]);
+    let allowed = [
+        (Some(json!({"entries": entries.clone()})), String::new()),
+        (Some(json!({"result": entries.clone()})), String::new()),
+        (None, entries.to_string()),
+        (Some(serde_json::Value::Null), entries.to_string()),
+    ];
+    for (structured, text) in allowed {
+        let v = tool_value(structured.clone(), &text).expect("a value");
+        crate::schemas::check("bridge_roster", "bridge_roster.result", &v)
+            .unwrap_or_else(|e| panic!("{structured:?} / {text}: {e}"));
+    }
+    let wrong = tool_value(Some(json!({"hosts": entries})), "").expect("a value");
+    assert!(crate::schemas::check("bridge_roster", "bridge_roster.result", &wrong).is_err());
+    assert!(tool_value(None, "not json").is_err());
+}
