@@ -29,7 +29,7 @@ Feature: Real MCP clients — what tools/list offers each role, and how a sessio
     And each tool listed to "w1" takes exactly the arguments the contract's schema takes
     And "w1" is refused each tool a worker may not call, called by name
 
-  @FWD-3
+  @FWD-3 @mcp-sdk
   Scenario: the official MCP Python SDK lists, calls and ends its session
     Given "w1" is idle
     When "lead" uses the official MCP Python SDK to list its tools, read the roster and send "brief from the python sdk" to "w1" without waiting for a reply
