@@ -44,16 +44,42 @@ async fn tapped_to(w: &FleetWorld, name: &str) -> anyhow::Result<Vec<(String, St
         .collect())
 }
 
+/// How long an ASK is asked again while the main's `bridge_wait` is still being opened, and how
+/// many times at most (CONTRACT §3, "An open waiter").
+const WAIT_OPENING: Duration = Duration::from_secs(5);
+const WAIT_OPENING_ASKS: u32 = 50;
+
+/// CONTRACT §3 "An open waiter": while a `bridge_wait` the scenario started is in flight, the
+/// gateway may not hold it yet, and `no_waiter` is then right. The suite does not race the two:
+/// it asks again on `no_waiter` (each ask a full round trip), within [`WAIT_OPENING`], until the
+/// wait is open. A gateway that never counts an open wait still fails: every ask answers
+/// `no_waiter` and the wait never returns the ASK.
 #[when(expr = "{string} asks {string} with a timeout of {int} seconds")]
 async fn asks(w: &mut FleetWorld, worker: String, question: String, secs: u64) -> anyhow::Result<()> {
     let timeout = scaled(Duration::from_secs(secs)).as_secs_f64();
-    w.call_in_background(
-        "ask",
-        &worker,
-        "bridge_ask",
-        json!({"question": question, "timeout_s": timeout}),
-    )
-    .await
+    let args = json!({"question": question, "timeout_s": timeout});
+    let wait_opening = w.calls.get("wait").is_some_and(|t| !t.is_finished());
+    if !wait_opening {
+        return w.call_in_background("ask", &worker, "bridge_ask", args).await;
+    }
+    let handle = w.mcp(&worker).await?.handle();
+    let until = tokio::time::Instant::now() + scaled(WAIT_OPENING);
+    let task = tokio::spawn(async move {
+        let mut asked = 0;
+        loop {
+            let v = handle.call("bridge_ask", args.clone()).await?;
+            asked += 1;
+            let again = v["status"] == json!("no_waiter")
+                && asked < WAIT_OPENING_ASKS
+                && tokio::time::Instant::now() < until;
+            if !again {
+                return Ok(v);
+            }
+        }
+    });
+    w.results.remove("ask");
+    w.calls.insert("ask".to_string(), task);
+    Ok(())
 }
 
 #[then(regex = r#"^the ask returns "([a-z_]+)"(?: with answer "([^"]*)")? within (\d+) seconds?$"#)]

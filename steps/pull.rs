@@ -152,9 +152,9 @@ async fn message_is(w: &mut FleetWorld, i: usize, kind: String, from: String, te
 async fn is_waiting(w: &mut FleetWorld, main: String) -> anyhow::Result<()> {
     w.call_in_background("wait", &main, "bridge_wait", json!({"timeout_s": 60}))
         .await?;
-    // The wait is open once the gateway holds the waiter; a first poll of an empty box proves
-    // the session is up. The waiter itself is registered when the call reaches the gateway,
-    // which the next step's deadline covers.
+    // The wait is open once the gateway holds it, which the suite cannot see: an ASK sent while
+    // the call is still in flight may rightly get `no_waiter`, so the ask step asks again then
+    // (CONTRACT §3, "An open waiter"; steps/ask.rs).
     Ok(())
 }
 
