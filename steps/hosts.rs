@@ -123,9 +123,9 @@ async fn restart_gateway(w: &mut FleetWorld, host: String) -> anyhow::Result<()>
     let h = w.host_mut(&host)?;
     h.gateway.kill().await;
     h.gateway.launch().await?;
-    let started = fleet_conformance::contract::healthy_start(&host, &h.gateway.log_since_start());
+    let log = h.gateway.log_since_start();
     forget_sessions(w, &host);
-    started.map_err(anyhow::Error::msg)
+    w.judge_start(&host, &log)
 }
 
 /// MCP sessions die with a gateway's process: the entities of `host` reconnect on next use.

@@ -85,6 +85,10 @@ async fn rogue_second(w: &mut FleetWorld, host: String) -> anyhow::Result<()> {
     list.extend(urls);
     set_env(w, &host, &list, &ca);
     w.cluster.rogue = Some(rogue);
+    w.notes.unhealthy_starts.insert(
+        host,
+        "its list starts with a node that does not answer and one whose certificate another CA signed".into(),
+    );
     Ok(())
 }
 
