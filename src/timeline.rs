@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod build;
+pub mod kept;
 pub mod recorder;
 pub mod scenario;
 

@@ -26,7 +26,7 @@ const TOP: f64 = 52.0;
 /// Height of one row.
 const ROW_H: f64 = 24.0;
 /// Most rows drawn: a longer scenario shows the rows nearest its failure (or its last rows).
-pub const MAX_ROWS: usize = 300;
+pub const MAX_ROWS: usize = 1_000;
 /// Approximate width of one character of a label (11 px sans-serif).
 const CHAR_W: f64 = 6.3;
 /// Longest label drawn (the full one is the arrow's tooltip).
@@ -475,19 +475,19 @@ mod tests {
     fn a_long_scenario_keeps_the_rows_nearest_its_failure() {
         let mut t = sample();
         let e = t.events[2].clone();
-        t.events = (0..1_000)
+        t.events = (0..3_000)
             .map(|i| Event {
                 at_ms: i * 10,
                 ..e.clone()
             })
             .collect();
         t.failure = Some(Failure {
-            at_ms: 5_000,
+            at_ms: 15_000,
             error: "boom".into(),
         });
         let (rows, before, after) = rows(&t);
         assert_eq!(rows.len(), MAX_ROWS);
-        assert_eq!(before + after + rows.len(), 1_001);
+        assert_eq!(before + after + rows.len(), 3_001);
         assert!(rows.iter().any(|(_, r)| matches!(r, Row::Failure)));
         assert!(after > 0 && before > 0, "{before} {after}");
     }

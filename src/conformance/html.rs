@@ -102,7 +102,7 @@ fn chart_of(out_dir: &Path, broker: &str, file: &str, line: usize, uid: &str) ->
     Some(chart::render(&t, uid))
 }
 
-fn detail(out_dir: &Path, broker: &str, c: &Cell, did: &str) -> String {
+fn detail(out_dir: &Path, broker: &str, id: &str, c: &Cell, did: &str) -> String {
     let mut s = format!("<div><b>{}</b>", esc(broker));
     if let Some(k) = &c.known_failure {
         let _ = write!(s, " — known failure (baseline): {}", esc(k));
@@ -121,6 +121,13 @@ fn detail(out_dir: &Path, broker: &str, c: &Cell, did: &str) -> String {
         );
         if let Some(e) = &f.error {
             let _ = write!(s, "<pre class=\"err\">{}</pre>", esc(e));
+            if !f.tags.is_empty() {
+                let _ = write!(
+                    s,
+                    "<div class=\"meta attribution\">{}</div>",
+                    esc(&super::attribution::sentence(id, &f.tags, e))
+                );
+            }
         }
         if let Some(c) = chart_of(out_dir, broker, &f.file, f.line, &format!("{did}-{k}")) {
             s.push_str(&c);
@@ -422,6 +429,7 @@ pub fn render(run: &RunInfo, j: &Judgement, out_dir: &Path) -> String {
                     detail(
                         out_dir,
                         &j.brokers.get(ci).map(|b| b.label.clone()).unwrap_or_default(),
+                        &r.id,
                         c,
                         &did
                     )

@@ -19,6 +19,7 @@
 //! - [`cli`] — the `fleet-conformance` command line (`run`, `list`)
 //! - [`embedded`] — the suite's files carried inside the binary, unpacked to a cache
 
+pub mod attribution;
 pub mod catalogue;
 pub mod chart;
 pub mod cli;

@@ -138,10 +138,11 @@ pub fn chart(cast: &Cast, wire: &[WireEvent], inputs: &[Input]) -> (Vec<Lane>, V
                 format!("PRESENCE {from_name} {state}"),
             )
         } else {
+            let reason = w.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
             (
                 EventKind::Envelope,
                 to_lane,
-                format!("{kind} {from_name}→{}", to_name(w, &names)),
+                format!("{kind} {from_name}→{}{reason}", to_name(w, &names)),
             )
         };
         let mut detail = format!(
@@ -158,6 +159,9 @@ pub fn chart(cast: &Cast, wire: &[WireEvent], inputs: &[Input]) -> (Vec<Lane>, V
         }
         if let Some(n) = routed {
             detail.push_str(&format!(" · routed to {n} queue(s)"));
+        }
+        if let Some(r) = &w.reason {
+            detail.push_str(&format!(" · reason {r}"));
         }
         events.push(Event {
             at_ms: w.at_ms,
@@ -297,6 +301,7 @@ mod tests {
             headers: h.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             death: None,
             presence: None,
+            reason: None,
         }
     }
 
@@ -312,6 +317,24 @@ mod tests {
             entities: vec![e("main", "a", "gid-main"), e("w1", "b", "gid-w1")],
             gateway_connections: [("conn-a".to_string(), "a".to_string())].into(),
         }
+    }
+
+    /// Issue 64: a FAILED's row and its hover name the reason — the field that was wrong when a
+    /// gateway said `busy` where `stopped` was due.
+    #[test]
+    fn a_failed_shows_its_reason_in_the_row_and_the_hover() {
+        let mut failed = publish(
+            5,
+            "conn-b",
+            "bridge.msg",
+            "gid-main",
+            &[("kind", "FAILED"), ("from", "gid-w1"), ("host", "b"), ("msgId", "m1")],
+            1,
+        );
+        failed.reason = Some("stopped".into());
+        let (_, events) = chart(&cast(), &[failed], &[]);
+        assert_eq!(events[0].label, "FAILED w1→main (stopped)");
+        assert!(events[0].detail.as_deref().is_some_and(|d| d.contains("reason stopped")), "{events:?}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! without the firehose (LavinMQ) gets the dead letters only, and the chart says so.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,8 @@ use lapin::{Channel, Connection, ConnectionProperties};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use super::kept::Kept;
+
 use crate::broker::Broker;
 use crate::broker::management::{HIDDEN_CONNECTION_NAME, HIDDEN_QUEUE_PREFIX, Management};
 use crate::probe::value_str;
@@ -33,8 +35,6 @@ use crate::probe::value_str;
 pub const TRACE_EXCHANGE: &str = "amq.rabbitmq.trace";
 /// The dead-letter exchange of SPEC §1.
 const DLX: &str = "bridge.dlx";
-/// Most events kept per scenario (a soak publishes tens of thousands); later ones are counted.
-const MAX_EVENTS: usize = 20_000;
 /// The envelope headers kept (SPEC §2), when they are strings.
 const HEADERS: [&str; 10] = [
     "v", "kind", "msgId", "traceId", "from", "to", "host", "turnId", "spawnId", "corrId",
@@ -67,6 +67,9 @@ pub struct WireEvent {
     pub death: Option<(String, String)>,
     /// A PRESENCE body's `state/agentStatus`.
     pub presence: Option<String>,
+    /// A FAILED body's `reason` (and `typed` when true: SPEC [C-23]) — the field a wrong outcome
+    /// shows in (`busy` where `stopped` was due).
+    pub reason: Option<String>,
 }
 
 impl WireEvent {
@@ -86,8 +89,9 @@ pub struct Recording {
 
 #[derive(Default)]
 struct Shared {
-    events: Mutex<Vec<WireEvent>>,
-    dropped: AtomicUsize,
+    /// The first and the last events (`kept.rs`): a seeded backlog cannot push the failure's
+    /// own messages out.
+    events: Mutex<Kept<WireEvent>>,
     notes: Mutex<Vec<String>>,
     stopping: AtomicBool,
     /// Wakes the recording task: bind `bridge.dlx` now (a gateway declared it), or stop.
@@ -219,13 +223,13 @@ impl Recorder {
         self.tracing_off().await;
         self.finish_task().await;
         let mut notes = self.shared.notes.lock().map(|n| n.clone()).unwrap_or_default();
-        let dropped = self.shared.dropped.load(Ordering::Relaxed);
-        if dropped > 0 {
-            notes.push(format!(
-                "{dropped} later message(s) not recorded (at most {MAX_EVENTS} per scenario)"
-            ));
-        }
-        let mut events = self.shared.events.lock().map(|e| e.clone()).unwrap_or_default();
+        let (mut events, note) = self
+            .shared
+            .events
+            .lock()
+            .map(|e| (e.to_vec(), e.note()))
+            .unwrap_or_default();
+        notes.extend(note);
         events.sort_by_key(|e| e.at_ms);
         Recording {
             events,
@@ -422,10 +426,6 @@ fn keep(shared: &Shared, started: Instant, d: &lapin::message::Delivery) {
     let Ok(mut events) = shared.events.lock() else {
         return;
     };
-    if events.len() >= MAX_EVENTS {
-        shared.dropped.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
     let outer = d.properties.headers().clone().unwrap_or_default();
     let outer = outer.inner();
     let dead = d.exchange.as_str() == DLX;
@@ -485,6 +485,17 @@ fn keep(shared: &Shared, started: Instant, d: &lapin::message::Delivery) {
                 b["agentStatus"].as_str().unwrap_or("?")
             )
         });
+    let reason = (headers.get("kind").map(String::as_str) == Some("FAILED"))
+        .then(|| serde_json::from_slice::<serde_json::Value>(&d.data).ok())
+        .flatten()
+        .map(|b| {
+            let reason = b["reason"].as_str().unwrap_or("?").to_string();
+            if b["typed"] == serde_json::Value::Bool(true) {
+                format!("{reason}, typed")
+            } else {
+                reason
+            }
+        });
     events.push(WireEvent {
         at_ms,
         source,
@@ -495,6 +506,7 @@ fn keep(shared: &Shared, started: Instant, d: &lapin::message::Delivery) {
         headers,
         death,
         presence,
+        reason,
     });
 }
 
