@@ -69,9 +69,8 @@ async fn asks(w: &mut FleetWorld, worker: String, question: String, secs: u64) -
         loop {
             let v = handle.call("bridge_ask", args.clone()).await?;
             asked += 1;
-            let again = v["status"] == json!("no_waiter")
-                && asked < WAIT_OPENING_ASKS
-                && tokio::time::Instant::now() < until;
+            let again =
+                v["status"] == json!("no_waiter") && asked < WAIT_OPENING_ASKS && tokio::time::Instant::now() < until;
             if !again {
                 return Ok(v);
             }

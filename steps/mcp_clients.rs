@@ -230,7 +230,10 @@ async fn sdk_calls_worked(w: &mut FleetWorld) -> anyhow::Result<()> {
     fleet_conformance::schemas::check("bridge_roster", "bridge_roster.result", &roster)?;
     let send = value(&call("bridge_send"))?;
     fleet_conformance::schemas::check("bridge_send", "bridge_send.result", &send)?;
-    ensure!(send["status"] == "injected", "the SDK's bridge_send was not injected: {send}");
+    ensure!(
+        send["status"] == "injected",
+        "the SDK's bridge_send was not injected: {send}"
+    );
     Ok(())
 }
 

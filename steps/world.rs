@@ -429,9 +429,7 @@ impl FleetWorld {
         let judged = fleet_conformance::contract::healthy_start(host, log);
         match (self.notes.unhealthy_starts.get(host), judged) {
             (Some(why), Err(lines)) => {
-                println!(
-                    "reference behaviour (not judged: not a healthy start, CONTRACT §5 — {why}): {lines}"
-                );
+                println!("reference behaviour (not judged: not a healthy start, CONTRACT §5 — {why}): {lines}");
                 Ok(())
             }
             (_, judged) => judged.map_err(anyhow::Error::msg),

@@ -50,6 +50,7 @@ pub mod publish;
 pub mod pull;
 pub mod registry;
 pub mod signing;
+pub mod slow;
 pub mod spawn;
 pub mod tls;
 pub mod topology;

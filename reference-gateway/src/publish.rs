@@ -401,6 +401,7 @@ impl Publisher {
                         tracing::info!(msg_id = %env.msg_id, kind = kind.as_str(), attempt, "published after a reconnect ([C-18] / not sent before)");
                     }
                     self.metrics.observe(Stage::Publish, started.elapsed());
+                    crate::slow::publish_confirmed(&env.msg_id, kind.as_str(), started.elapsed());
                     return Ok(env);
                 }
                 // Nothing of it left the gateway: wait for the next channel, whatever the kind.

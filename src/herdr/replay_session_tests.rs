@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use super::replay_tests::{differences, normalise};
+use super::replay_tests::{assert_replayed, differences, normalise};
 use super::{FakeHerdr, InputReaction};
 
 const REAL: &str = include_str!("../../fixtures/herdr-0.8.2/2026-12-06/e2e-real-b.jsonl");
@@ -383,12 +383,5 @@ async fn the_fake_answers_a_real_session_of_host_b_as_real_herdr_did() {
         rows.len(),
         unexpected.len()
     );
-    assert!(
-        unexpected.is_empty(),
-        "the fake answers differently from real herdr v0.8.2 ({} differences; fix the fake, or \
-         allow one in ALLOWED with the reason it cannot hide a gateway bug):\n{}",
-        unexpected.len(),
-        unexpected.join("\n")
-    );
-    assert!(stale.is_empty(), "allowed differences that no longer occur: {stale:?}");
+    assert_replayed(&unexpected, &stale);
 }

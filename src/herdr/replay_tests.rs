@@ -290,6 +290,12 @@ async fn the_fake_answers_the_recorded_session_as_real_herdr_did() {
         compared - equal,
         unexpected.len()
     );
+    assert_replayed(&unexpected, &stale);
+}
+
+/// A replay's verdict: no difference outside the allowed list, and no allowed one that no longer
+/// occurs (the list stays true).
+pub(super) fn assert_replayed<S: std::fmt::Debug>(unexpected: &[String], stale: &[S]) {
     assert!(
         unexpected.is_empty(),
         "the fake answers differently from real herdr v0.8.2 ({} differences; fix the fake, or \

@@ -334,7 +334,13 @@ mod tests {
         failed.reason = Some("stopped".into());
         let (_, events) = chart(&cast(), &[failed], &[]);
         assert_eq!(events[0].label, "FAILED w1→main (stopped)");
-        assert!(events[0].detail.as_deref().is_some_and(|d| d.contains("reason stopped")), "{events:?}");
+        assert!(
+            events[0]
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("reason stopped")),
+            "{events:?}"
+        );
     }
 
     #[test]

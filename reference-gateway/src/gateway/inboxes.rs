@@ -229,10 +229,13 @@ impl Gateway {
             kept.push(ch.clone());
         }
         let gw = Arc::clone(self);
+        let tag = tag.to_string();
         tokio::spawn(async move {
             let _keep = ch;
             while let Some(Ok(d)) = consumer.next().await {
+                let started = std::time::Instant::now();
                 handle(Arc::clone(&gw), d).await;
+                crate::slow::delivery_handled(&tag, started.elapsed());
             }
         });
         Ok(())

@@ -232,7 +232,10 @@ async fn pane_read_and_tab_list_are_served_and_other_herdr_methods_are_refused()
     assert_eq!(result_type(&answer), "pane_read", "{answer}");
     let read = &answer["result"]["read"];
     assert_eq!(read["pane_id"], pane.as_str());
-    assert_eq!((read["format"].as_str(), read["revision"].as_u64()), (Some("text"), Some(0)));
+    assert_eq!(
+        (read["format"].as_str(), read["revision"].as_u64()),
+        (Some("text"), Some(0))
+    );
     assert_eq!(read["text"], "echo one\n", "the typed line, echoed");
     let missing = rpc(&h, "pane.read", json!({"pane_id": "w9:p9", "source": "visible"})).await;
     assert_eq!(code(&missing), "pane_not_found");
@@ -240,5 +243,11 @@ async fn pane_read_and_tab_list_are_served_and_other_herdr_methods_are_refused()
     assert_eq!(result_type(&tabs), "tab_list", "{tabs}");
     let refused = raw(&h, r#"{"id":"x","method":"tab.get","params":{}}"#).await;
     assert_eq!(code(&refused), "invalid_request");
-    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("not served"), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not served"),
+        "{refused}"
+    );
 }
